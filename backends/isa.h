@@ -1,0 +1,25 @@
+// Which SIMD instruction set the backends use: detected from the CPU at run
+// time, and forcible lower (never higher) for tests via DVM_ISA or set_isa().
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace dvm::backends {
+
+enum class Isa : uint8_t { Portable = 0, Avx2 = 1, Avx512 = 2 };
+
+const char* isa_name(Isa isa);
+// Parses "portable", "avx2" or "avx512"; returns false on anything else.
+bool parse_isa(std::string_view text, Isa* out);
+
+// The best ISA this CPU and OS support (AVX2 needs FMA too; AVX-512 needs
+// F, DQ, BW and VL with the OS saving zmm state).
+Isa detected_isa();
+// The ISA in use: detected_isa(), lowered by DVM_ISA when set.
+Isa active_isa();
+// Forces the ISA in use (clamped to detected_isa()); returns the one now active.
+Isa set_isa(Isa isa);
+bool isa_supported(Isa isa);
+
+}  // namespace dvm::backends

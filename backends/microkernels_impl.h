@@ -1,0 +1,297 @@
+// Builds a MicroKernels table from a SIMD type V: one loop template per op
+// class, each op's vector body taken from backends/math/vmath.h.
+//
+// Include only from the per-ISA kernel files (kernels_portable.cpp,
+// kernels_avx2.cpp, kernels_avx512.cpp). Everything here is a template over V,
+// so the code instantiated in an ISA-flagged file never shares a symbol with
+// baseline code. The table is built by a constexpr function, so defining it
+// `constinit` runs no ISA-specific code at start-up.
+//
+// Loop shape of every element-wise kernel: full vectors, unrolled by two, then
+// at most one more full vector, then ONE masked tail (load_partial /
+// store_partial) — no scalar per-element remainder.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "backends/math/vmath.h"
+#include "backends/microkernels.h"
+
+namespace dvm::backends {
+
+// The three tables, defined constinit in kernels_<isa>.cpp; handed out only by
+// microkernels_for() in isa.cpp, after CPU detection.
+extern const MicroKernels kMicroKernelsPortable;
+extern const MicroKernels kMicroKernelsAvx2;
+extern const MicroKernels kMicroKernelsAvx512;
+
+}  // namespace dvm::backends
+
+namespace dvm::backends::detail {
+
+using vm::Op;
+
+// ---- per-op vector bodies ------------------------------------------------------
+
+template <class V, Op kOp>
+DVM_SIMD_INLINE V unary_op(V x) {
+  if constexpr (kOp == Op::NEG) return V::neg(x);
+  else if constexpr (kOp == Op::ABS) return V::abs(x);
+  else if constexpr (kOp == Op::EXP) return math::exp(x);
+  else if constexpr (kOp == Op::LOG) return math::log(x);
+  else if constexpr (kOp == Op::SQRT) return V::sqrt(x);
+  else if constexpr (kOp == Op::RSQRT) return math::rsqrt(x);
+  else if constexpr (kOp == Op::RECIP) return math::recip(x);
+  else if constexpr (kOp == Op::TANH) return math::tanh(x);
+  else if constexpr (kOp == Op::SIGMOID) return math::sigmoid(x);
+  else if constexpr (kOp == Op::RELU) return V::max(V::splat(0.0f), x);  // NaN x passes
+  else if constexpr (kOp == Op::GELU_TANH) return math::gelu_tanh(x);
+  else if constexpr (kOp == Op::GELU_ERF) return math::gelu_erf(x);
+  else if constexpr (kOp == Op::ERF) return math::erf(x);
+  else if constexpr (kOp == Op::SIN) return math::sin(x);
+  else if constexpr (kOp == Op::COS) return math::cos(x);
+  else if constexpr (kOp == Op::FLOOR) return V::floor(x);
+  else if constexpr (kOp == Op::CEIL) return V::ceil(x);
+  else if constexpr (kOp == Op::ROUND) return V::round_even(x);
+  else static_assert(kOp == Op::NEG, "not a unary op");
+}
+
+// Comparisons give 1.0f / 0.0f: select(m, 1, 0).
+template <class V>
+DVM_SIMD_INLINE V bool_to_float(typename V::Mask m) {
+  return V::select(m, V::splat(1.0f), V::splat(0.0f));
+}
+
+template <class V, Op kOp>
+DVM_SIMD_INLINE V binary_op(V a, V b) {
+  if constexpr (kOp == Op::ADD) return V::add(a, b);
+  else if constexpr (kOp == Op::SUB) return V::sub(a, b);
+  else if constexpr (kOp == Op::MUL) return V::mul(a, b);
+  else if constexpr (kOp == Op::DIV) return V::div(a, b);
+  else if constexpr (kOp == Op::MAX) return math::maximum(a, b);
+  else if constexpr (kOp == Op::MIN) return math::minimum(a, b);
+  else if constexpr (kOp == Op::POW) return math::pow(a, b);
+  else if constexpr (kOp == Op::EQ) return bool_to_float<V>(V::eq(a, b));
+  else if constexpr (kOp == Op::NE) return bool_to_float<V>(V::ne(a, b));
+  else if constexpr (kOp == Op::LT) return bool_to_float<V>(V::lt(a, b));
+  else if constexpr (kOp == Op::LE) return bool_to_float<V>(V::le(a, b));
+  else if constexpr (kOp == Op::GT) return bool_to_float<V>(V::gt(a, b));
+  else if constexpr (kOp == Op::GE) return bool_to_float<V>(V::ge(a, b));
+  else static_assert(kOp == Op::ADD, "not a binary op");
+}
+
+template <class V, Op kOp>
+DVM_SIMD_INLINE V ternary_op(V a, V b, V c) {
+  // SELECT: (a != 0) ? b : c, with NEQ_UQ so a NaN mask counts as true.
+  if constexpr (kOp == Op::SELECT) return V::select(V::ne(a, V::splat(0.0f)), b, c);
+  else if constexpr (kOp == Op::FMA) return V::fma(a, b, c);
+  else static_assert(kOp == Op::FMA, "not a ternary op");
+}
+
+// Reduction step acc = op(acc, x); max/min propagate NaN (torch semantics).
+template <class V, Op kOp>
+DVM_SIMD_INLINE V reduce_op(V acc, V x) {
+  if constexpr (kOp == Op::RSUM) return V::add(acc, x);
+  else if constexpr (kOp == Op::RMAX) return math::maximum(acc, x);
+  else if constexpr (kOp == Op::RMIN) return math::minimum(acc, x);
+  else static_assert(kOp == Op::RSUM, "not a reduction");
+}
+
+// (Templated on V too, so no symbol is shared between ISA-flagged files.)
+template <class V, Op kOp>
+constexpr float reduce_identity() {
+  if constexpr (kOp == Op::RSUM) return 0.0f;
+  else if constexpr (kOp == Op::RMAX) return -std::numeric_limits<float>::infinity();
+  else return std::numeric_limits<float>::infinity();
+}
+
+// ---- loops ---------------------------------------------------------------------
+
+// The shared loop: f(i-th vector) stored at d + i. f loads its own operands
+// so that vs/sv variants share the loop with splatted scalars.
+template <class V, class Body>
+DVM_SIMD_INLINE void elementwise_loop(float* d, int64_t n, Body body) {
+  constexpr int L = V::kLanes;
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    V y0 = body.full(i);
+    V y1 = body.full(i + L);
+    V::store(d + i, y0);
+    V::store(d + i + L, y1);
+  }
+  if (i + L <= n) {
+    V::store(d + i, body.full(i));
+    i += L;
+  }
+  if constexpr (L > 1) {
+    if (i < n) {
+      int rem = static_cast<int>(n - i);
+      V::store_partial(d + i, body.partial(i, rem), rem);
+    }
+  }
+}
+
+template <class V, Op kOp>
+void unary_kernel(float* d, const float* a, int64_t n) {
+  struct Body {
+    const float* a;
+    DVM_SIMD_INLINE V full(int64_t i) const { return unary_op<V, kOp>(V::load(a + i)); }
+    DVM_SIMD_INLINE V partial(int64_t i, int r) const {
+      return unary_op<V, kOp>(V::load_partial(a + i, r));
+    }
+  };
+  elementwise_loop<V>(d, n, Body{a});
+}
+
+template <class V, Op kOp>
+void binary_kernel(float* d, const float* a, const float* b, int64_t n) {
+  struct Body {
+    const float* a;
+    const float* b;
+    DVM_SIMD_INLINE V full(int64_t i) const {
+      return binary_op<V, kOp>(V::load(a + i), V::load(b + i));
+    }
+    DVM_SIMD_INLINE V partial(int64_t i, int r) const {
+      return binary_op<V, kOp>(V::load_partial(a + i, r), V::load_partial(b + i, r));
+    }
+  };
+  elementwise_loop<V>(d, n, Body{a, b});
+}
+
+template <class V, Op kOp>
+void binary_vs_kernel(float* d, const float* a, float b, int64_t n) {
+  struct Body {
+    const float* a;
+    V b;
+    DVM_SIMD_INLINE V full(int64_t i) const { return binary_op<V, kOp>(V::load(a + i), b); }
+    DVM_SIMD_INLINE V partial(int64_t i, int r) const {
+      return binary_op<V, kOp>(V::load_partial(a + i, r), b);
+    }
+  };
+  elementwise_loop<V>(d, n, Body{a, V::splat(b)});
+}
+
+template <class V, Op kOp>
+void binary_sv_kernel(float* d, float a, const float* b, int64_t n) {
+  struct Body {
+    V a;
+    const float* b;
+    DVM_SIMD_INLINE V full(int64_t i) const { return binary_op<V, kOp>(a, V::load(b + i)); }
+    DVM_SIMD_INLINE V partial(int64_t i, int r) const {
+      return binary_op<V, kOp>(a, V::load_partial(b + i, r));
+    }
+  };
+  elementwise_loop<V>(d, n, Body{V::splat(a), b});
+}
+
+template <class V, Op kOp>
+void ternary_kernel(float* d, const float* a, const float* b, const float* c, int64_t n) {
+  struct Body {
+    const float* a;
+    const float* b;
+    const float* c;
+    DVM_SIMD_INLINE V full(int64_t i) const {
+      return ternary_op<V, kOp>(V::load(a + i), V::load(b + i), V::load(c + i));
+    }
+    DVM_SIMD_INLINE V partial(int64_t i, int r) const {
+      return ternary_op<V, kOp>(V::load_partial(a + i, r), V::load_partial(b + i, r),
+                                V::load_partial(c + i, r));
+    }
+  };
+  elementwise_loop<V>(d, n, Body{a, b, c});
+}
+
+// acc[lane] = op(acc[lane], a[i]) for i = lane (mod kLanes), in order. The tail
+// lanes beyond n are filled with the identity (not 0: matters for max/min).
+template <class V, Op kOp>
+void reduce_acc_kernel(float* acc, const float* a, int64_t n) {
+  constexpr int L = V::kLanes;
+  constexpr float kIdentity = reduce_identity<V, kOp>();
+  V s = V::load(acc);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) s = reduce_op<V, kOp>(s, V::load(a + i));
+  if constexpr (L > 1) {
+    if (i < n) {
+      int rem = static_cast<int>(n - i);
+      V x = V::select(V::tail_mask(rem), V::load_partial(a + i, rem),
+                      V::splat(kIdentity));
+      s = reduce_op<V, kOp>(s, x);
+    }
+  }
+  V::store(acc, s);
+}
+
+template <class V, Op kOp>
+float reduce_finish_kernel(const float* acc) {
+  V s = V::load(acc);
+  if constexpr (kOp == Op::RSUM) return V::hsum(s);
+  else if constexpr (kOp == Op::RMAX) return V::hmax(s);
+  else return V::hmin(s);
+}
+
+template <class V>
+void fill_kernel(float* d, float v, int64_t n) {
+  struct Body {
+    V v;
+    DVM_SIMD_INLINE V full(int64_t) const { return v; }
+    DVM_SIMD_INLINE V partial(int64_t, int) const { return v; }
+  };
+  elementwise_loop<V>(d, n, Body{V::splat(v)});
+}
+
+// d[i] = base[i * stride]. Contiguous runs use vector copies; other strides a
+// plain scalar loop (x86 gathers are no faster than scalar loads on Zen 4 and
+// need 32-bit indices, which an int64 stride can overflow).
+template <class V>
+void gather_strided_kernel(float* d, const float* base, int64_t stride, int64_t n) {
+  if (stride == 1) {
+    struct Body {
+      const float* a;
+      DVM_SIMD_INLINE V full(int64_t i) const { return V::load(a + i); }
+      DVM_SIMD_INLINE V partial(int64_t i, int r) const { return V::load_partial(a + i, r); }
+    };
+    elementwise_loop<V>(d, n, Body{base});
+  } else if (stride == 0) {
+    fill_kernel<V>(d, n > 0 ? base[0] : 0.0f, n);
+  } else {
+    const float* p = base;
+    for (int64_t i = 0; i < n; ++i, p += stride) d[i] = *p;
+  }
+}
+
+// ---- the table -----------------------------------------------------------------
+
+template <class V, Op kOp, vm::OpClass kCls>
+constexpr void set_entry(MicroKernels& t) {
+  constexpr int i = static_cast<int>(kOp);
+  if constexpr (kCls == vm::OpClass::Unary) {
+    t.unary[i] = &unary_kernel<V, kOp>;
+  } else if constexpr (kCls == vm::OpClass::Binary) {
+    t.binary[i] = &binary_kernel<V, kOp>;
+    t.binary_vs[i] = &binary_vs_kernel<V, kOp>;
+    t.binary_sv[i] = &binary_sv_kernel<V, kOp>;
+  } else if constexpr (kCls == vm::OpClass::Ternary) {
+    t.ternary[i] = &ternary_kernel<V, kOp>;
+  } else if constexpr (kCls == vm::OpClass::Reduce) {
+    t.reduce_identity[i] = reduce_identity<V, kOp>();
+    t.reduce_acc[i] = &reduce_acc_kernel<V, kOp>;
+    t.reduce_finish[i] = &reduce_finish_kernel<V, kOp>;
+  }
+  // Load / Store / Const are the interpreter's own business.
+}
+
+template <class V>
+constexpr MicroKernels make_microkernels(Isa isa) {
+  MicroKernels t{};
+  t.isa = isa;
+  t.lanes = V::kLanes;
+#define DVM_X(name, mn, cls, sig) set_entry<V, Op::name, vm::OpClass::cls>(t);
+  DVM_OPCODES(DVM_X)
+#undef DVM_X
+  t.fill = &fill_kernel<V>;
+  t.gather_strided = &gather_strided_kernel<V>;
+  return t;
+}
+
+}  // namespace dvm::backends::detail

@@ -1,0 +1,201 @@
+// The one-lane SIMD value type: plain scalar C++ with the exact IEEE semantics
+// of the x86 instructions that VecAvx2 / VecAvx512 (and the JIT) use.
+//
+// ===========================================================================
+// The SIMD primitive contract (shared by VecScalar, VecAvx2, VecAvx512 and the
+// JIT's code-emitting type)
+// ===========================================================================
+// Style: a type V is a small value struct (one register); every operation is a
+// STATIC MEMBER FUNCTION of V, called as V::add(a, b). Math templates in
+// backends/math/vmath.h use nothing else, so the JIT can instantiate them with
+// a V whose static members emit instructions instead of executing them, and the
+// interpreter and the JIT then compute bit-identical results by construction.
+//
+// Every V provides:
+//   static constexpr int kLanes;         floats per register
+//   struct Mask;                         one predicate per lane
+//   struct Int;                          kLanes int32 lanes (same register)
+//
+//   float lanes                          x86 (AVX2 ymm / AVX-512 zmm)
+//   splat(float)                         vbroadcastss (from a constant)
+//   load(p) / store(p, v)                vmovups
+//   load_partial(p, n)                   lanes >= n read as 0, never touch memory
+//                                        there: vmaskmovps / vmovups{k}{z}
+//   store_partial(p, v, n)               lanes < n only: vmaskmovps / vmovups{k}
+//   tail_mask(n)                         Mask of lanes < n (0 <= n <= kLanes)
+//   add sub mul div sqrt                 vaddps vsubps vmulps vdivps vsqrtps
+//   fma(a, b, c)                         a*b+c, one rounding: vfmadd213ps
+//   min(a, b) / max(a, b)                vminps / vmaxps: a<b?a:b / a>b?a:b,
+//                                        so b is returned if either is NaN and
+//                                        for +0/-0 ties. Put the value whose NaN
+//                                        must survive SECOND.
+//   abs(a)                               vandnps with -0.0f (clears sign)
+//   neg(a)                               vxorps with -0.0f (flips sign)
+//   bit_and bit_or bit_xor               vandps vorps vxorps
+//   bit_andnot(a, b) = ~a & b            vandnps (first operand inverted)
+//   round_even floor ceil trunc          vroundps / vrndscaleps imm 8/9/10/11
+//                                        (round_even: nearest, ties to even)
+//   eq ne lt le gt ge unord -> Mask      vcmpps predicates EQ_OQ, NEQ_UQ (true
+//                                        on NaN), LT_OQ, LE_OQ, GT_OQ, GE_OQ,
+//                                        UNORD_Q
+//   mask_and mask_or mask_not            vandps/vorps/vxorps-all-ones; kandw
+//                                        korw knotw
+//   select(m, a, b) = m ? a : b          vblendvps (AVX2) / vblendmps (AVX-512)
+//
+//   int32 lanes
+//   isplat(int32_t)                      vpbroadcastd
+//   as_int(V) / as_float(Int)            bit reinterpretation (no instruction)
+//   cvt_round(V) -> Int                  vcvtps2dq: nearest-even (MXCSR default);
+//                                        NaN / out of range -> INT32_MIN
+//   cvt_float(Int) -> V                  vcvtdq2ps
+//   iadd isub iand                       vpaddd vpsubd vpandd
+//   shl<k> shr<k> sra<k>                 vpslld vpsrld (logical) vpsrad (arith.)
+//   ieq igt -> Mask                      vpcmpeqd vpcmpgtd (signed)
+//
+//   horizontal reductions (fixed tree; the JIT must mirror it exactly)
+//   hsum hmax hmin -> float              16 lanes: lane j (+) lane j+8, j<8;
+//                                        then j (+) j+4, j<4; then j (+) j+2,
+//                                        j<2; then lane 0 (+) lane 1. 8 lanes
+//                                        start at the second step; 1 lane is
+//                                        the value itself. "(+)" is add for
+//                                        hsum; for hmax/hmin it is the
+//                                        NaN-propagating torch.maximum /
+//                                        torch.minimum step:
+//                                          r = vmaxps(lo, hi)   (vminps)
+//                                          r = select(unord(lo, lo), lo, r)
+//                                        with lo the lower-lane half.
+//
+// Assumptions: MXCSR in its default state (round to nearest, no FTZ/DAZ,
+// exceptions masked) — exactly what std::nearbyint & co. see in VecScalar.
+// Alias rule for kernels built on these types: a destination may be the same
+// pointer as a source, but must not partially overlap it.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#ifndef DVM_SIMD_INLINE
+#define DVM_SIMD_INLINE [[gnu::always_inline]] inline
+#endif
+
+namespace dvm::simd {
+
+struct VecScalar {
+  static constexpr int kLanes = 1;
+  struct Mask {
+    bool m;
+  };
+  struct Int {
+    int32_t i;
+  };
+
+  float v;
+
+  // ---- memory ---------------------------------------------------------------
+  DVM_SIMD_INLINE static VecScalar splat(float x) { return {x}; }
+  DVM_SIMD_INLINE static VecScalar load(const float* p) { return {*p}; }
+  DVM_SIMD_INLINE static void store(float* p, VecScalar a) { *p = a.v; }
+  DVM_SIMD_INLINE static VecScalar load_partial(const float* p, int n) {
+    return {n > 0 ? *p : 0.0f};
+  }
+  DVM_SIMD_INLINE static void store_partial(float* p, VecScalar a, int n) {
+    if (n > 0) *p = a.v;
+  }
+  DVM_SIMD_INLINE static Mask tail_mask(int n) { return {n > 0}; }
+
+  // ---- arithmetic -----------------------------------------------------------
+  DVM_SIMD_INLINE static VecScalar add(VecScalar a, VecScalar b) { return {a.v + b.v}; }
+  DVM_SIMD_INLINE static VecScalar sub(VecScalar a, VecScalar b) { return {a.v - b.v}; }
+  DVM_SIMD_INLINE static VecScalar mul(VecScalar a, VecScalar b) { return {a.v * b.v}; }
+  DVM_SIMD_INLINE static VecScalar div(VecScalar a, VecScalar b) { return {a.v / b.v}; }
+  DVM_SIMD_INLINE static VecScalar fma(VecScalar a, VecScalar b, VecScalar c) {
+    return {std::fma(a.v, b.v, c.v)};
+  }
+  // x86 minps/maxps: the second operand unless the comparison is true.
+  DVM_SIMD_INLINE static VecScalar min(VecScalar a, VecScalar b) { return {a.v < b.v ? a.v : b.v}; }
+  DVM_SIMD_INLINE static VecScalar max(VecScalar a, VecScalar b) { return {a.v > b.v ? a.v : b.v}; }
+  DVM_SIMD_INLINE static VecScalar sqrt(VecScalar a) { return {std::sqrt(a.v)}; }
+  DVM_SIMD_INLINE static VecScalar abs(VecScalar a) { return bit_andnot(splat(-0.0f), a); }
+  DVM_SIMD_INLINE static VecScalar neg(VecScalar a) { return bit_xor(a, splat(-0.0f)); }
+
+  // ---- bits -----------------------------------------------------------------
+  DVM_SIMD_INLINE static VecScalar bit_and(VecScalar a, VecScalar b) {
+    return as_float({as_int(a).i & as_int(b).i});
+  }
+  DVM_SIMD_INLINE static VecScalar bit_or(VecScalar a, VecScalar b) {
+    return as_float({as_int(a).i | as_int(b).i});
+  }
+  DVM_SIMD_INLINE static VecScalar bit_xor(VecScalar a, VecScalar b) {
+    return as_float({as_int(a).i ^ as_int(b).i});
+  }
+  DVM_SIMD_INLINE static VecScalar bit_andnot(VecScalar a, VecScalar b) {
+    return as_float({~as_int(a).i & as_int(b).i});
+  }
+
+  // ---- rounding -------------------------------------------------------------
+  // nearbyint honours the current rounding mode, which the contract assumes is
+  // the default round-to-nearest-even (as vroundps imm 8 / vrndscaleps imm 8).
+  DVM_SIMD_INLINE static VecScalar round_even(VecScalar a) { return {std::nearbyint(a.v)}; }
+  DVM_SIMD_INLINE static VecScalar floor(VecScalar a) { return {std::floor(a.v)}; }
+  DVM_SIMD_INLINE static VecScalar ceil(VecScalar a) { return {std::ceil(a.v)}; }
+  DVM_SIMD_INLINE static VecScalar trunc(VecScalar a) { return {std::trunc(a.v)}; }
+
+  // ---- comparisons and masks ------------------------------------------------
+  DVM_SIMD_INLINE static Mask eq(VecScalar a, VecScalar b) { return {a.v == b.v}; }
+  DVM_SIMD_INLINE static Mask ne(VecScalar a, VecScalar b) { return {!(a.v == b.v)}; }
+  DVM_SIMD_INLINE static Mask lt(VecScalar a, VecScalar b) { return {a.v < b.v}; }
+  DVM_SIMD_INLINE static Mask le(VecScalar a, VecScalar b) { return {a.v <= b.v}; }
+  DVM_SIMD_INLINE static Mask gt(VecScalar a, VecScalar b) { return {a.v > b.v}; }
+  DVM_SIMD_INLINE static Mask ge(VecScalar a, VecScalar b) { return {a.v >= b.v}; }
+  DVM_SIMD_INLINE static Mask unord(VecScalar a, VecScalar b) {
+    return {std::isnan(a.v) || std::isnan(b.v)};
+  }
+  DVM_SIMD_INLINE static Mask mask_and(Mask a, Mask b) { return {a.m && b.m}; }
+  DVM_SIMD_INLINE static Mask mask_or(Mask a, Mask b) { return {a.m || b.m}; }
+  DVM_SIMD_INLINE static Mask mask_not(Mask a) { return {!a.m}; }
+  DVM_SIMD_INLINE static VecScalar select(Mask m, VecScalar a, VecScalar b) {
+    return m.m ? a : b;
+  }
+
+  // ---- int32 lanes ----------------------------------------------------------
+  DVM_SIMD_INLINE static Int isplat(int32_t x) { return {x}; }
+  DVM_SIMD_INLINE static Int as_int(VecScalar a) { return {std::bit_cast<int32_t>(a.v)}; }
+  DVM_SIMD_INLINE static VecScalar as_float(Int a) { return {std::bit_cast<float>(a.i)}; }
+  // cvtss2si semantics: nearest-even; NaN and out-of-range give INT32_MIN.
+  DVM_SIMD_INLINE static Int cvt_round(VecScalar a) {
+    float r = std::nearbyint(a.v);
+    if (!(r >= -2147483648.0f && r < 2147483648.0f)) return {INT32_MIN};
+    return {static_cast<int32_t>(r)};
+  }
+  DVM_SIMD_INLINE static VecScalar cvt_float(Int a) { return {static_cast<float>(a.i)}; }
+  // Wrapping arithmetic, as vpaddd / vpsubd.
+  DVM_SIMD_INLINE static Int iadd(Int a, Int b) {
+    return {static_cast<int32_t>(static_cast<uint32_t>(a.i) + static_cast<uint32_t>(b.i))};
+  }
+  DVM_SIMD_INLINE static Int isub(Int a, Int b) {
+    return {static_cast<int32_t>(static_cast<uint32_t>(a.i) - static_cast<uint32_t>(b.i))};
+  }
+  DVM_SIMD_INLINE static Int iand(Int a, Int b) { return {a.i & b.i}; }
+  template <int k>
+  DVM_SIMD_INLINE static Int shl(Int a) {
+    return {static_cast<int32_t>(static_cast<uint32_t>(a.i) << k)};
+  }
+  template <int k>
+  DVM_SIMD_INLINE static Int shr(Int a) {
+    return {static_cast<int32_t>(static_cast<uint32_t>(a.i) >> k)};
+  }
+  template <int k>
+  DVM_SIMD_INLINE static Int sra(Int a) {
+    return {a.i >> k};  // arithmetic in C++20
+  }
+  DVM_SIMD_INLINE static Mask ieq(Int a, Int b) { return {a.i == b.i}; }
+  DVM_SIMD_INLINE static Mask igt(Int a, Int b) { return {a.i > b.i}; }
+
+  // ---- horizontal reductions (one lane: the value itself) --------------------
+  DVM_SIMD_INLINE static float hsum(VecScalar a) { return a.v; }
+  DVM_SIMD_INLINE static float hmax(VecScalar a) { return a.v; }
+  DVM_SIMD_INLINE static float hmin(VecScalar a) { return a.v; }
+};
+
+}  // namespace dvm::simd

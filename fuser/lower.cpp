@@ -1,0 +1,337 @@
+// Lowering pass: iteration space, access patterns, and bytecode of a group.
+#include "fuser/lower.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "dvm/error.h"
+#include "vm/encoder.h"
+
+namespace dvm::fuser {
+using detail::Node;
+using detail::NodeKind;
+
+int64_t Space::extent(int part) const {
+  int64_t e = 1;
+  for (int d = part ? part_end[part - 1] : 0; d < part_end[part]; ++d) e *= size[d];
+  return e;
+}
+
+void resolve_view(Node* v) {
+  if (v->storage) return;
+  Node* base = v->in[0];
+  if (!base->storage) throw Error("internal: view resolved before its input was computed");
+  // Pending views hold strides relative to their input's contiguous layout;
+  // the input is a fresh group output, so that layout is its buffer.
+  base->storage->retain();
+  v->storage = base->storage;
+  v->offset += base->offset;
+  v->drop_inputs();
+}
+
+namespace {
+
+// Strides of x when broadcast (numpy rules) to shape s.
+void broadcast_strides(const Node* x, const Shape& s, int64_t* out) {
+  const int lead = s.rank() - x->shape.rank();
+  for (int k = 0; k < s.rank(); ++k) {
+    int j = k - lead;
+    out[k] = (j < 0 || (x->shape[j] == 1 && s[k] != 1)) ? 0 : x->strides[j];
+  }
+}
+
+// Strides over a Reduced-domain shape s, moved into the full shape's axes
+// (the folded axes get stride 0).
+void to_full_space(const Group& g, const Shape& s, const int64_t* in, int64_t* out) {
+  const int rank = g.full.rank();
+  if (s.rank() == rank) {
+    for (int k = 0; k < rank; ++k) out[k] = (k >= g.red_begin && k < g.red_end) ? 0 : in[k];
+    return;
+  }
+  for (int k = 0, j = 0; k < rank; ++k) out[k] = (k >= g.red_begin && k < g.red_end) ? 0 : in[j++];
+}
+
+// The shape an input of n is broadcast to, and where that shape lives.
+bool reads_full(const Node* n) {
+  return n->kind == NodeKind::Reduce || n->domain == static_cast<uint8_t>(Domain::Full);
+}
+
+struct Builder {
+  const Group& g;
+  Lowered out;
+  // Strides of every argument over the axes of g.full, before collapsing.
+  std::vector<std::array<int64_t, kMaxRank>> full_strides;
+  std::vector<uint8_t> arg_domain;  // Domain of the readers (loads) or member (stores)
+
+  explicit Builder(const Group& grp) : g(grp) {}
+
+  int find_or_add_leaf(Node* leaf, const int64_t* fs, Domain d) {
+    const int rank = g.full.rank();
+    for (size_t a = 0; a < out.args.size(); ++a) {
+      const ArgSpec& s = out.args[a];
+      if (!s.output && s.node == leaf && arg_domain[a] == static_cast<uint8_t>(d) &&
+          std::equal(fs, fs + rank, full_strides[a].begin()))
+        return static_cast<int>(a);
+    }
+    ArgSpec s;
+    s.node = leaf;
+    s.offset = leaf->offset;
+    out.args.push_back(s);
+    std::array<int64_t, kMaxRank> f{};
+    std::copy(fs, fs + rank, f.begin());
+    full_strides.push_back(f);
+    arg_domain.push_back(static_cast<uint8_t>(d));
+    return static_cast<int>(out.args.size()) - 1;
+  }
+
+  // Pass 1: every argument with its strides over the full shape.
+  std::vector<int> leaf_arg;  // per (member, input): arg index or -1
+  void collect() {
+    for (Node* n : g.members) {
+      for (int i = 0; i < n->nin; ++i) {
+        Node* x = n->in[i];
+        int arg = -1;
+        if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
+        if (!(x->pending && x->group == n->group) && x->kind != NodeKind::Const) {
+          if (!x->storage) throw Error("internal: group reads an input that was not computed");
+          const bool full = reads_full(n);
+          const Shape& s = full ? g.full : n->shape;
+          int64_t bs[kMaxRank], fs[kMaxRank];
+          broadcast_strides(x, s, bs);
+          if (full) std::copy(bs, bs + g.full.rank(), fs);
+          else to_full_space(g, s, bs, fs);
+          arg = find_or_add_leaf(x, fs, full ? Domain::Full : Domain::Reduced);
+        }
+        leaf_arg.push_back(arg);
+      }
+      if (n->output) {
+        ArgSpec s;
+        s.node = n;
+        s.output = true;
+        out.args.push_back(s);
+        int64_t cs[kMaxRank], fs[kMaxRank];
+        detail::contiguous_strides(n->shape, cs);
+        for (int k = 0; k < n->shape.rank(); ++k)
+          if (n->shape[k] == 1) cs[k] = 0;
+        if (n->domain == static_cast<uint8_t>(Domain::Full)) std::copy(cs, cs + g.full.rank(), fs);
+        else to_full_space(g, n->shape, cs, fs);
+        std::array<int64_t, kMaxRank> f{};
+        std::copy(fs, fs + g.full.rank(), f.begin());
+        full_strides.push_back(f);
+        arg_domain.push_back(n->domain);
+      }
+    }
+  }
+
+  // Pass 2: the iteration space. Reductions split the full shape at their
+  // axes; elementwise groups first merge adjacent axes every argument walks
+  // linearly, so most kernels run over one long C.
+  void make_space() {
+    Space& sp = out.space;
+    const Shape& f = g.full;
+    const int rank = f.rank();
+    std::vector<std::array<int64_t, kMaxRank>> strides(out.args.size());
+    if (g.form != vm::Form::Elementwise) {
+      for (int k = 0; k < rank; ++k) sp.size[k] = f[k];
+      sp.ndims = rank;
+      const bool row = g.form == vm::Form::RowReduce;
+      sp.part_end[0] = row ? 0 : g.red_begin;
+      sp.part_end[1] = row ? g.red_begin : g.red_end;
+      sp.part_end[2] = rank;
+      for (size_t a = 0; a < out.args.size(); ++a) strides[a] = full_strides[a];
+    } else {
+      int nd = 0;
+      for (int k = 0; k < rank; ++k) {
+        if (f[k] == 1) continue;
+        bool merge = nd > 0;
+        for (size_t a = 0; a < out.args.size() && merge; ++a)
+          merge = strides[a][static_cast<size_t>(nd - 1)] == full_strides[a][static_cast<size_t>(k)] * f[k];
+        if (merge) {
+          sp.size[nd - 1] *= f[k];
+          for (size_t a = 0; a < out.args.size(); ++a)
+            strides[a][static_cast<size_t>(nd - 1)] = full_strides[a][static_cast<size_t>(k)];
+        } else {
+          sp.size[nd] = f[k];
+          for (size_t a = 0; a < out.args.size(); ++a)
+            strides[a][static_cast<size_t>(nd)] = full_strides[a][static_cast<size_t>(k)];
+          ++nd;
+        }
+      }
+      sp.ndims = nd;
+      // C = last dim, R = the one before, P = the rest.
+      sp.part_end[2] = nd;
+      sp.part_end[1] = std::max(nd - 1, 0);
+      sp.part_end[0] = std::max(nd - 2, 0);
+    }
+    for (size_t a = 0; a < out.args.size(); ++a) {
+      std::copy(strides[a].begin(), strides[a].begin() + sp.ndims, out.args[a].strides);
+      out.args[a].access = classify(out.args[a], a);
+    }
+  }
+
+  // Linear stride of arg over one part, or false when its index is not linear.
+  bool part_stride(const ArgSpec& s, int part, int64_t* stride) const {
+    const Space& sp = out.space;
+    const int b = part ? sp.part_end[part - 1] : 0, e = sp.part_end[part];
+    int64_t t = 0, span = 1;
+    bool first = true;
+    for (int d = e - 1; d >= b; --d) {
+      if (sp.size[d] == 1) continue;
+      if (first) {
+        t = s.strides[d];
+        first = false;
+      } else if (s.strides[d] != t * span) {
+        return false;
+      }
+      span *= sp.size[d];
+    }
+    *stride = t;
+    return true;
+  }
+
+  vm::Op classify(const ArgSpec& s, size_t a) const {
+    int64_t st[3];
+    bool linear = true;
+    for (int part = 0; part < 3; ++part) linear &= part_stride(s, part, &st[part]);
+    const bool c_trivial = out.space.extent(2) <= 1;
+    if (s.output) {
+      if (!linear) throw Error("internal: output layout is not linear");
+      if (arg_domain[a] == static_cast<uint8_t>(Domain::Reduced) && g.form == vm::Form::RowReduce)
+        return vm::Op::STB;
+      return vm::Op::ST;
+    }
+    if (!linear) return vm::Op::LDG;
+    if (st[2] == 0) return vm::Op::LDB;
+    if (st[2] == 1 || c_trivial) return vm::Op::LD;
+    return vm::Op::LDS;
+  }
+
+  // Pass 3: bytecode. ColReduce puts the prologue first, then the
+  // reductions, then the epilogue.
+  void encode() {
+    vm::Encoder enc(g.form);
+    std::vector<int> arg_index(out.args.size(), -1);
+    std::vector<vm::Encoder::Value> loaded(out.args.size(), -1);
+    for (size_t a = 0; a < out.args.size(); ++a)
+      arg_index[a] = enc.add_arg(out.args[a].output ? vm::ArgRole::Output : vm::ArgRole::Input);
+
+    std::vector<std::pair<uint32_t, vm::Encoder::Value>> consts;
+    auto constant = [&](float v) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      for (auto& [b, val] : consts)
+        if (b == bits) return val;
+      vm::Encoder::Value val = enc.constant(v);
+      consts.emplace_back(bits, val);
+      return val;
+    };
+
+    // Member index -> its first leaf_arg slot and its output argument.
+    std::vector<size_t> first_slot(g.members.size());
+    std::vector<int> out_arg(g.members.size(), -1);
+    size_t slot = 0;
+    for (size_t m = 0; m < g.members.size(); ++m) {
+      first_slot[m] = slot;
+      slot += g.members[m]->nin;
+      if (!g.members[m]->output) continue;
+      for (size_t a = 0; a < out.args.size(); ++a)
+        if (out.args[a].output && out.args[a].node == g.members[m]) out_arg[m] = static_cast<int>(a);
+    }
+
+    std::vector<size_t> order(g.members.size());
+    for (size_t m = 0; m < order.size(); ++m) order[m] = m;
+    if (g.form == vm::Form::ColReduce) {
+      auto phase = [&](size_t m) {
+        const Node* n = g.members[m];
+        if (n->kind == NodeKind::Reduce) return 1;
+        return n->domain == static_cast<uint8_t>(Domain::Full) ? 0 : 2;
+      };
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return phase(x) < phase(y); });
+    }
+
+    for (size_t m : order) {
+      Node* n = g.members[m];
+      vm::Encoder::Value v[3] = {-1, -1, -1};
+      for (int i = 0; i < n->nin; ++i) {
+        Node* x = n->in[i];
+        int arg = leaf_arg[first_slot[m] + static_cast<size_t>(i)];
+        if (arg >= 0) {
+          if (loaded[static_cast<size_t>(arg)] < 0)
+            loaded[static_cast<size_t>(arg)] = enc.load(out.args[static_cast<size_t>(arg)].access, arg_index[static_cast<size_t>(arg)]);
+          v[i] = loaded[static_cast<size_t>(arg)];
+        } else if (x->kind == NodeKind::Const) {
+          v[i] = constant(x->value);
+        } else {
+          v[i] = x->enc_value;
+        }
+      }
+      vm::Encoder::Value r;
+      switch (n->kind) {
+        case NodeKind::Copy: r = v[0]; break;
+        case NodeKind::Reduce: r = enc.reduce(n->op, v[0]); break;
+        default:
+          switch (vm::op_class(n->op)) {
+            case vm::OpClass::Unary: r = enc.unary(n->op, v[0]); break;
+            case vm::OpClass::Binary: r = enc.binary(n->op, v[0], v[1]); break;
+            default: r = enc.ternary(n->op, v[0], v[1], v[2]); break;
+          }
+      }
+      n->enc_value = r;
+      if (out_arg[m] >= 0)
+        enc.store(out.args[static_cast<size_t>(out_arg[m])].access, arg_index[static_cast<size_t>(out_arg[m])], r);
+    }
+    out.bytecode = enc.finish();
+  }
+};
+
+}  // namespace
+
+Lowered lower(const Group& g) {
+  Builder b(g);
+  b.collect();
+  b.make_space();
+  b.encode();
+  return std::move(b.out);
+}
+
+vm::Launch bind(const Lowered& low) {
+  vm::Launch l;
+  const Space& sp = low.space;
+  l.P = sp.extent(0);
+  l.R = sp.extent(1);
+  l.C = sp.extent(2);
+  l.args.resize(low.args.size());
+  for (size_t a = 0; a < low.args.size(); ++a) {
+    const ArgSpec& s = low.args[a];
+    vm::ArgBinding& b = l.args[a];
+    float* base = s.node->storage ? s.node->storage->data + s.offset : nullptr;
+    if (s.output) b.out = base;
+    else b.in = base;
+    int64_t* ps[3] = {&b.ps, &b.rs, &b.cs};
+    for (int part = 0; part < 3; ++part) {
+      const int lo = part ? sp.part_end[part - 1] : 0, hi = sp.part_end[part];
+      // Linear stride: the innermost non-1 dim's (the classification
+      // guaranteed the others agree unless the access is LDG).
+      *ps[part] = 0;
+      for (int d = hi - 1; d >= lo; --d)
+        if (sp.size[d] != 1) {
+          *ps[part] = s.strides[d];
+          break;
+        }
+      if (s.access == vm::Op::LDG) {
+        uint8_t nd = 0;
+        for (int d = lo; d < hi; ++d) {
+          if (sp.size[d] == 1) continue;
+          b.size[part][nd] = sp.size[d];
+          b.stride[part][nd] = s.strides[d];
+          ++nd;
+        }
+        b.ndims[part] = nd;
+      }
+    }
+  }
+  return l;
+}
+
+}  // namespace dvm::fuser

@@ -1,0 +1,49 @@
+// Lowering pass: one fused group -> bytecode, the list of arguments it reads
+// and writes, and how its iteration space [P, R, C] maps onto the group's
+// shape. Access patterns (contiguous, broadcast, strided, gather) are chosen
+// from the layouts of the tensors; the sizes themselves stay out of the
+// bytecode and go into the launch (bind()).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fuser/group.h"
+#include "vm/bytecode.h"
+#include "vm/launch.h"
+
+namespace dvm::fuser {
+
+// The iteration space: dims (innermost last) split into the P, R and C parts.
+struct Space {
+  int ndims = 0;
+  int64_t size[kMaxRank] = {};
+  int part_end[3] = {0, 0, 0};  // part k holds dims [part_end[k-1], part_end[k])
+  int64_t extent(int part) const;
+};
+
+struct ArgSpec {
+  detail::Node* node = nullptr;  // the leaf read, or the member stored
+  bool output = false;
+  vm::Op access = vm::Op::LD;     // LD, LDB, LDS, LDG, ST or STB
+  int64_t strides[kMaxRank] = {};  // per Space dim, in elements
+  int64_t offset = 0;              // element offset of the node's first value
+};
+
+struct Lowered {
+  vm::Bytecode bytecode;
+  Space space;
+  std::vector<ArgSpec> args;
+};
+
+// The group's members must be computable now: every leaf they read is
+// materialized (pending views whose input ran earlier are resolved here).
+Lowered lower(const Group& g);
+
+// The launch for a lowered group once every output node has its buffer.
+vm::Launch bind(const Lowered& low);
+
+// Gives a pending View whose input is now materialized its buffer.
+void resolve_view(detail::Node* v);
+
+}  // namespace dvm::fuser

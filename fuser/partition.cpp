@@ -1,0 +1,268 @@
+// Partition pass: assigns every pending node to a fused group.
+#include "fuser/partition.h"
+
+#include <algorithm>
+
+namespace dvm::fuser {
+using detail::Node;
+using detail::NodeKind;
+
+bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b) {
+  if (s.rank() == full.rank()) {
+    for (int i = 0; i < full.rank(); ++i)
+      if (s[i] != ((i >= a && i < b) ? 1 : full[i])) return false;
+    return true;
+  }
+  if (s.rank() != full.rank() - (b - a)) return false;
+  for (int i = 0, j = 0; i < full.rank(); ++i) {
+    if (i >= a && i < b) continue;
+    if (s[j++] != full[i]) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// A node computed by a group in this flush (not a leaf, constant or view).
+bool in_group(const Node* n) { return n->pending && n->group >= 0; }
+
+class Partitioner {
+ public:
+  Plan plan;
+
+  int find(int g) const {
+    while (!plan.groups[static_cast<size_t>(g)].alive) g = forward_[static_cast<size_t>(g)];
+    return g;
+  }
+
+  void place(Node* n) {
+    if (n->kind == NodeKind::View) {
+      // Views of pending nodes read their input from memory: it is stored.
+      if (n->in[0]->pending) n->in[0]->output = true;
+      return;
+    }
+    if (n->kind == NodeKind::Reduce) place_reduce(n);
+    else place_elementwise(n);
+  }
+
+  void finish(const std::vector<Node*>& nodes) {
+    for (Node* n : nodes) {
+      if (n->kind == NodeKind::View) continue;
+      if (n->user_refs.load(std::memory_order_relaxed) > 0) n->output = true;
+      for (int i = 0; i < n->nin; ++i) {
+        Node* x = n->in[i];
+        if (in_group(x) && x->group != n->group) x->output = true;
+      }
+    }
+    // Topological order of live groups (dependencies first).
+    std::vector<int8_t> state(plan.groups.size(), 0);
+    for (size_t g = 0; g < plan.groups.size(); ++g)
+      if (plan.groups[g].alive) visit(static_cast<int>(g), state);
+  }
+
+ private:
+  std::vector<int> forward_;
+
+  void visit(int g, std::vector<int8_t>& state) {
+    if (state[static_cast<size_t>(g)]) return;
+    state[static_cast<size_t>(g)] = 1;
+    for (int d : plan.groups[static_cast<size_t>(g)].deps) visit(find(d), state);
+    plan.order.push_back(g);
+  }
+
+  int new_group(vm::Form form, const Shape& full, int a, int b) {
+    Group g;
+    g.form = form;
+    g.full = full;
+    g.red_begin = a;
+    g.red_end = b;
+    plan.groups.push_back(std::move(g));
+    forward_.push_back(-1);
+    return static_cast<int>(plan.groups.size()) - 1;
+  }
+
+  Group& G(int g) { return plan.groups[static_cast<size_t>(g)]; }
+
+  // Does group `from` read (transitively) from group `to`?
+  bool depends(int from, int to) const {
+    std::vector<int> stack{from};
+    std::vector<int> seen;
+    while (!stack.empty()) {
+      int g = find(stack.back());
+      stack.pop_back();
+      if (g == to) return true;
+      if (std::find(seen.begin(), seen.end(), g) != seen.end()) continue;
+      seen.push_back(g);
+      for (int d : plan.groups[static_cast<size_t>(g)].deps) stack.push_back(d);
+    }
+    return false;
+  }
+
+  void add_dep(int g, int on) {
+    on = find(on);
+    if (on == g) return;
+    auto& deps = G(g).deps;
+    if (std::find(deps.begin(), deps.end(), on) == deps.end()) deps.push_back(on);
+  }
+
+  void join(Node* n, int g, Domain d) {
+    n->group = g;
+    n->domain = static_cast<uint8_t>(d);
+    G(g).members.push_back(n);
+    // Inputs from other groups (stored there) and from views of pending nodes.
+    for (int i = 0; i < n->nin; ++i) {
+      Node* x = n->in[i];
+      if (in_group(x) && find(x->group) != g) add_dep(g, x->group);
+      if (x->kind == NodeKind::View && x->pending) add_dep(g, x->in[0]->group);
+    }
+  }
+
+  // Groups a node reading input x through a view or another group would
+  // make g depend on; g must not be among their own dependencies.
+  bool would_cycle(const Node* n, int g) const {
+    for (int i = 0; i < n->nin; ++i) {
+      const Node* x = n->in[i];
+      int src = -1;
+      if (x->kind == NodeKind::View && x->pending) src = find(x->in[0]->group);
+      else if (in_group(x) && find(x->group) != g) src = find(x->group);
+      if (src >= 0 && (src == g || depends(src, g))) return true;
+    }
+    return false;
+  }
+
+  // Domain a node of shape s would have in group g, or false.
+  bool domain_in(const Group& g, const Shape& s, Domain* d) const {
+    if (s == g.full) {
+      *d = Domain::Full;
+      return true;
+    }
+    if (g.form != vm::Form::Elementwise && is_reduced_shape(s, g.full, g.red_begin, g.red_end)) {
+      *d = Domain::Reduced;
+      return true;
+    }
+    return false;
+  }
+
+  // Can a member x of g (with domain dx) be read by a node of domain dn?
+  bool readable(const Group& g, const Node* x, Domain dx, Domain dn) const {
+    if (dn == Domain::Full) {
+      if (dx == Domain::Full) return true;
+      // Broadcast a reduction result back over the row (RowReduce only).
+      return g.form == vm::Form::RowReduce && x->shape.rank() == g.full.rank();
+    }
+    return dx == Domain::Reduced;
+  }
+
+  // Merges group b into group a when their iteration spaces agree and no
+  // third group sits between them. Returns the surviving group or -1.
+  int merge(int a, int b) {
+    if (a == b) return a;
+    if (depends(a, b) || depends(b, a)) return -1;
+    Group* ga = &G(a);
+    Group* gb = &G(b);
+    if (ga->form == vm::Form::Elementwise && gb->form != vm::Form::Elementwise) {
+      std::swap(a, b);
+      std::swap(ga, gb);
+    }
+    Domain db;
+    if (gb->form == vm::Form::Elementwise) {
+      if (!domain_in(*ga, gb->full, &db)) return -1;
+    } else {
+      if (gb->form != ga->form || !(gb->full == ga->full) || gb->red_begin != ga->red_begin ||
+          gb->red_end != ga->red_end)
+        return -1;
+      db = Domain::Full;  // members keep their own domains
+    }
+    for (Node* m : gb->members) {
+      m->group = a;
+      if (gb->form == vm::Form::Elementwise) m->domain = static_cast<uint8_t>(db);
+      ga->members.push_back(m);
+    }
+    for (int d : gb->deps) add_dep(a, d);
+    gb->members.clear();
+    gb->deps.clear();
+    gb->alive = false;
+    forward_[static_cast<size_t>(b)] = a;
+    // Keep record order (members were pushed in it within each group).
+    std::sort(ga->members.begin(), ga->members.end(),
+              [](const Node* x, const Node* y) { return x->seq < y->seq; });
+    return a;
+  }
+
+  void place_elementwise(Node* n) {
+    int target = -1;
+    bool ok = true;
+    for (int i = 0; i < n->nin && ok; ++i) {
+      Node* x = n->in[i];
+      if (!in_group(x)) continue;
+      int g = find(x->group);
+      if (target < 0) target = g;
+      else if (g != target) {
+        int m = merge(target, g);
+        if (m < 0) ok = false;
+        else target = m;
+      }
+    }
+    if (target >= 0 && ok) {
+      const Group& g = G(target);
+      Domain dn;
+      ok = domain_in(g, n->shape, &dn) && !would_cycle(n, target);
+      for (int i = 0; i < n->nin && ok; ++i) {
+        const Node* x = n->in[i];
+        if (in_group(x)) {
+          ok = readable(g, x, static_cast<Domain>(x->domain), dn) &&
+               (dn == Domain::Reduced || x->domain == static_cast<uint8_t>(Domain::Reduced) ||
+                x->shape == g.full);
+        }
+      }
+      if (ok) {
+        join(n, target, dn);
+        return;
+      }
+    }
+    join(n, new_group(vm::Form::Elementwise, n->shape, 0, 0), Domain::Full);
+  }
+
+  void place_reduce(Node* n) {
+    Node* x = n->in[0];
+    const int a = n->red_begin, b = n->red_end;
+    const vm::Form form = b == x->shape.rank() ? vm::Form::RowReduce : vm::Form::ColReduce;
+    if (in_group(x) && x->domain == static_cast<uint8_t>(Domain::Full)) {
+      int gi = find(x->group);
+      Group& g = G(gi);
+      if (g.full == x->shape && !would_cycle(n, gi)) {
+        bool ok = false;
+        if (g.form == vm::Form::Elementwise) {
+          g.form = form;
+          g.red_begin = a;
+          g.red_end = b;
+          ok = true;
+        } else {
+          ok = g.form == form && g.red_begin == a && g.red_end == b;
+        }
+        if (ok) {
+          join(n, gi, Domain::Reduced);
+          return;
+        }
+      }
+    }
+    join(n, new_group(form, x->shape, a, b), Domain::Reduced);
+  }
+};
+
+}  // namespace
+
+Plan partition(const std::vector<Node*>& nodes) {
+  Partitioner p;
+  int32_t order = 0;
+  for (Node* n : nodes) {
+    n->group = -1;
+    n->output = false;
+    n->seq = order++;  // keeps merged groups in record order
+  }
+  for (Node* n : nodes) p.place(n);
+  p.finish(nodes);
+  return std::move(p.plan);
+}
+
+}  // namespace dvm::fuser

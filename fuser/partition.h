@@ -1,0 +1,23 @@
+// Partition pass: groups a flushed trace into fused kernels.
+//
+// Elementwise ops of one shape chain into one group; a reduction joins the
+// group that computes its input and turns it into a row (innermost axes) or
+// column (outer axes) reduction with that prologue; ops on reduction results
+// join as the epilogue; and in a row group ops on the full shape may read
+// reduction results again (reduce -> broadcast back -> elementwise), which is
+// how softmax and layer_norm become one multi-phase kernel. Groups merge when
+// a node reads two of them and no other group sits between them.
+#pragma once
+
+#include <vector>
+
+#include "fuser/group.h"
+
+namespace dvm::fuser {
+
+// nodes: the pending nodes to compute, in record order (Views included; they
+// join no group but force their input to be stored). Sets each node's group,
+// domain and uses scratch fields.
+Plan partition(const std::vector<detail::Node*>& nodes);
+
+}  // namespace dvm::fuser

@@ -1,0 +1,8 @@
+// dvm: the public C++ API in one include.
+#pragma once
+
+#include "dvm/dtype.h"
+#include "dvm/error.h"
+#include "dvm/runtime.h"
+#include "dvm/shape.h"
+#include "dvm/tensor.h"

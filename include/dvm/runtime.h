@@ -1,0 +1,50 @@
+// Runtime configuration and statistics: trace limits, ISA and tier choice,
+// counters a user or a test can read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dvm {
+
+// Pending nodes per thread before the trace flushes by itself (default 4096;
+// environment DVM_TRACE_LIMIT).
+void set_trace_limit(int64_t nodes);
+int64_t trace_limit();
+
+// Computes everything pending on this thread.
+void flush();
+
+// "portable", "avx2" or "avx512": the SIMD level kernels use. Setting can only
+// lower it below what the CPU has (environment DVM_ISA does the same).
+std::string isa();
+void set_isa(const std::string& name);
+
+struct Stats {
+  int64_t flushes = 0;
+  int64_t nodes_recorded = 0;
+  int64_t nodes_computed = 0;     // nodes whose values a kernel produced
+  int64_t kernels_launched = 0;
+  int64_t kernels_compiled = 0;   // new bytecode seen (cache misses)
+  int64_t cache_hits = 0;
+};
+// One kernel launch, as recorded when the kernel log is on.
+struct KernelRun {
+  uint64_t hash = 0;      // the kernel's bytecode hash
+  std::string form;       // elementwise, row_reduce, col_reduce
+  std::string tier;       // interp or jit
+  int ops = 0;            // fused ops in the kernel
+  int64_t ns = 0;         // launch time
+  int64_t bytes = 0;      // bytes the kernel must read and write once
+};
+// Records every launch on this thread while on; take_kernel_log() returns
+// and clears the records.
+void set_kernel_log(bool on);
+std::vector<KernelRun> take_kernel_log();
+
+// Counters for this process; reset_stats() zeroes them.
+Stats stats();
+void reset_stats();
+
+}  // namespace dvm

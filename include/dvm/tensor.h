@@ -1,0 +1,156 @@
+// dvm::Tensor: the lazy tensor handle. Ops record a node and return at once;
+// values are computed when observed (to_vector, data, item, sync).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "dvm/dtype.h"
+#include "dvm/error.h"
+#include "dvm/shape.h"
+
+namespace dvm {
+
+namespace detail {
+struct Node;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: every op on it throws
+  Tensor(float value);  // NOLINT(google-explicit-constructor): a scalar operand
+  Tensor(const Tensor& o);
+  Tensor(Tensor&& o) noexcept;
+  Tensor& operator=(const Tensor& o);
+  Tensor& operator=(Tensor&& o) noexcept;
+  ~Tensor();
+
+  // ---- creation -----------------------------------------------------------
+  // Wraps user memory without copying. The user keeps ownership and must keep
+  // it alive and unchanged while any tensor reads it; dvm never writes it.
+  static Tensor from_blob(const float* data, Shape shape);
+  static Tensor from_vector(const std::vector<float>& values, Shape shape);
+  static Tensor from_vector(const std::vector<float>& values);  // 1-D
+  static Tensor full(Shape shape, float value);
+  static Tensor zeros(Shape shape) { return full(shape, 0.0f); }
+  static Tensor ones(Shape shape) { return full(shape, 1.0f); }
+  static Tensor scalar(float value) { return full(Shape{}, value); }
+  static Tensor arange(int64_t n) { return arange(0.0f, static_cast<float>(n), 1.0f); }
+  static Tensor arange(float start, float end, float step = 1.0f);
+  // Seeded, reproducible on every machine.
+  static Tensor uniform(Shape shape, uint64_t seed, float lo = 0.0f, float hi = 1.0f);
+  static Tensor normal(Shape shape, uint64_t seed, float mean = 0.0f, float stddev = 1.0f);
+
+  // ---- properties (never compute) ------------------------------------------
+  bool defined() const { return node_ != nullptr; }
+  const Shape& shape() const;
+  int rank() const { return shape().rank(); }
+  int64_t numel() const { return shape().numel(); }
+  int64_t size(int axis) const;
+  Dtype dtype() const;
+
+  // ---- observers (flush the pending trace) ---------------------------------
+  std::vector<float> to_vector() const;
+  // Contiguous row-major data, valid while this tensor lives.
+  const float* data() const;
+  float item() const;  // exactly one element
+  void sync() const;   // computes this tensor
+
+  // ---- views (no copy until a kernel reads them) ---------------------------
+  Tensor reshape(Shape shape) const;  // one extent may be -1
+  Tensor permute(std::initializer_list<int> axes) const;
+  Tensor permute(const std::vector<int>& axes) const;
+  Tensor transpose(int a, int b) const;
+  // Elements [start, end) with step along axis; negative start/end count from
+  // the end, end is clamped.
+  Tensor slice(int axis, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor expand(Shape shape) const;  // broadcast_to
+  Tensor broadcast_to(Shape shape) const { return expand(shape); }
+  Tensor contiguous() const;
+
+  // ---- reductions (axes may be negative) -----------------------------------
+  Tensor sum(std::initializer_list<int> axes, bool keepdim = false) const;
+  Tensor sum(int axis, bool keepdim = false) const { return sum({axis}, keepdim); }
+  Tensor sum() const;  // all axes
+  Tensor mean(std::initializer_list<int> axes, bool keepdim = false) const;
+  Tensor mean(int axis, bool keepdim = false) const { return mean({axis}, keepdim); }
+  Tensor mean() const;
+  Tensor max(std::initializer_list<int> axes, bool keepdim = false) const;
+  Tensor max(int axis, bool keepdim = false) const { return max({axis}, keepdim); }
+  Tensor max() const;
+  Tensor min(std::initializer_list<int> axes, bool keepdim = false) const;
+  Tensor min(int axis, bool keepdim = false) const { return min({axis}, keepdim); }
+  Tensor min() const;
+
+  // ---- internal ------------------------------------------------------------
+  explicit Tensor(detail::Node* node);  // takes a new user reference
+  detail::Node* node() const { return node_; }
+
+ private:
+  detail::Node* node_ = nullptr;
+};
+
+// ---- elementwise unary ------------------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+enum class GeluApprox { None, Tanh };  // None: the erf form
+Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
+Tensor erf(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);  // half to even
+
+// ---- elementwise binary (numpy broadcasting; scalars on either side) -------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, float b);
+// Comparisons produce a bool mask (stored as 0/1 floats).
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+// mask must be bool; a and b broadcast with it.
+Tensor where(const Tensor& mask, const Tensor& a, const Tensor& b);
+
+// ---- compositions (the fuser makes each one kernel) ---------------------------
+Tensor softmax(const Tensor& x, int axis);
+Tensor log_softmax(const Tensor& x, int axis);
+// Normalizes over the trailing normalized_shape.rank() axes; weight and bias
+// may be undefined Tensors.
+Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
+                  const Tensor& bias, float eps = 1e-5f);
+
+// ---- operators ------------------------------------------------------------------
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, float b);
+Tensor operator-(const Tensor& a, float b);
+Tensor operator*(const Tensor& a, float b);
+Tensor operator/(const Tensor& a, float b);
+Tensor operator+(float a, const Tensor& b);
+Tensor operator-(float a, const Tensor& b);
+Tensor operator*(float a, const Tensor& b);
+Tensor operator/(float a, const Tensor& b);
+
+}  // namespace dvm

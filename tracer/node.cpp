@@ -1,0 +1,86 @@
+// Node and Storage lifetime.
+#include "tracer/node.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace dvm::detail {
+
+Storage* Storage::allocate(int64_t elems) {
+  auto* s = new Storage;
+  size_t bytes = static_cast<size_t>(elems > 0 ? elems : 1) * sizeof(float);
+  bytes = (bytes + 63) / 64 * 64;
+  s->data = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!s->data) {
+    delete s;
+    throw std::bad_alloc();
+  }
+  s->elems = elems;
+  s->owned = true;
+  return s;
+}
+
+Storage* Storage::wrap(const float* data, int64_t elems) {
+  auto* s = new Storage;
+  s->data = const_cast<float*>(data);  // never written: owned == false
+  s->elems = elems;
+  s->owned = false;
+  return s;
+}
+
+void Storage::release() {
+  if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (owned) std::free(data);
+    delete this;
+  }
+}
+
+bool Node::is_contiguous() const {
+  int64_t expect = 1;
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+void Node::drop_inputs() {
+  for (int i = 0; i < nin; ++i) {
+    if (in[i]) in[i]->release();
+    in[i] = nullptr;
+  }
+  nin = 0;
+}
+
+void Node::release() {
+  if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    drop_inputs();
+    if (storage) storage->release();
+    delete this;
+  }
+}
+
+void contiguous_strides(const Shape& shape, int64_t* strides) {
+  int64_t s = 1;
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+}
+
+Node* new_node(NodeKind kind, vm::Op op, Dtype dtype, const Shape& shape) {
+  Node* n = new Node;
+  n->kind = kind;
+  n->op = op;
+  n->dtype = dtype;
+  n->shape = shape;
+  return n;
+}
+
+void set_input(Node* n, int i, Node* input) {
+  input->retain();
+  n->in[i] = input;
+  if (n->nin <= i) n->nin = static_cast<uint8_t>(i + 1);
+}
+
+}  // namespace dvm::detail

@@ -1,0 +1,82 @@
+// Node: one recorded op of the lazy trace, and Storage: the buffers that
+// materialized nodes point into.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "dvm/dtype.h"
+#include "dvm/shape.h"
+#include "vm/opcodes.h"
+
+namespace dvm::detail {
+
+// A refcounted float buffer. Wrapped user memory is never written or freed.
+struct Storage {
+  std::atomic<int32_t> refs{1};
+  float* data = nullptr;
+  int64_t elems = 0;
+  bool owned = false;  // false: user memory (read-only to dvm)
+
+  static Storage* allocate(int64_t elems);              // 64-byte aligned, owned
+  static Storage* wrap(const float* data, int64_t elems);  // user memory
+  void retain() { refs.fetch_add(1, std::memory_order_relaxed); }
+  void release();
+};
+
+enum class NodeKind : uint8_t {
+  Leaf,         // materialized from the start (user memory, vectors, random)
+  Const,        // one value broadcast to the shape; never needs a buffer to read
+  View,         // strided view of its input (reshape, permute, slice, expand)
+  Copy,         // identity: makes a view contiguous
+  Elementwise,  // op: a Unary, Binary or Ternary vm opcode
+  Reduce,       // op: RSUM, RMAX or RMIN over the axes [red_begin, red_end)
+};
+
+struct Node {
+  std::atomic<int32_t> refs{0};       // Tensor handles + consumers + the trace
+  std::atomic<int32_t> user_refs{0};  // Tensor handles only
+  NodeKind kind = NodeKind::Leaf;
+  vm::Op op = vm::Op::LD;
+  Dtype dtype = Dtype::F32;
+  bool keepdim = false;
+  bool pending = false;  // recorded, not yet computed, still in the trace
+  int8_t red_begin = 0, red_end = 0;
+  uint8_t nin = 0;
+  Shape shape;
+  Node* in[3] = {nullptr, nullptr, nullptr};
+  float value = 0.0f;  // Const
+
+  // Where the values live once materialized: element (i0, i1, ...) is at
+  // storage->data[offset + sum(i_k * strides[k])]. A pending View keeps its
+  // strides and offset relative to its input's contiguous layout.
+  Storage* storage = nullptr;
+  int64_t offset = 0;
+  int64_t strides[kMaxRank] = {};
+
+  // Scratch fields owned by the fuser during one flush.
+  int32_t group = -1;    // fused group, -1 for none
+  uint8_t domain = 0;    // fuser::Domain within the group
+  bool output = false;   // stored by its group (observed or read elsewhere)
+  bool needed = false;   // reachable from a live Tensor at flush
+  int32_t seq = 0;       // position in the flushed trace
+  int32_t enc_value = -1;  // encoder value while lowering its group
+
+  bool materialized() const { return storage != nullptr; }
+  // Readable without running a kernel: a buffer or a constant.
+  bool available() const { return storage != nullptr || kind == NodeKind::Const; }
+  bool is_contiguous() const;
+
+  void retain() { refs.fetch_add(1, std::memory_order_relaxed); }
+  void release();
+  // Drops the inputs once this node's values are materialized.
+  void drop_inputs();
+};
+
+// Row-major contiguous strides for shape.
+void contiguous_strides(const Shape& shape, int64_t* strides);
+
+Node* new_node(NodeKind kind, vm::Op op, Dtype dtype, const Shape& shape);
+void set_input(Node* n, int i, Node* input);  // retains input
+
+}  // namespace dvm::detail

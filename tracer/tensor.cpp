@@ -1,0 +1,558 @@
+// The lazy tensor API: handles, ops (check, infer, record) and observers.
+#include "dvm/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "tracer/node.h"
+#include "tracer/shape_rules.h"
+#include "tracer/trace.h"
+
+namespace dvm {
+using detail::Node;
+using detail::NodeKind;
+using vm::Op;
+
+// ---------------------------------------------------------------------------
+// Handles
+// ---------------------------------------------------------------------------
+Tensor::Tensor(Node* node) : node_(node) {
+  if (node_) {
+    node_->retain();
+    node_->user_refs.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+Tensor::Tensor(const Tensor& o) : Tensor(o.node_) {}
+Tensor::Tensor(Tensor&& o) noexcept : node_(o.node_) { o.node_ = nullptr; }
+Tensor& Tensor::operator=(const Tensor& o) {
+  if (this != &o) {
+    Tensor tmp(o);
+    std::swap(node_, tmp.node_);
+  }
+  return *this;
+}
+Tensor& Tensor::operator=(Tensor&& o) noexcept {
+  std::swap(node_, o.node_);
+  return *this;
+}
+Tensor::~Tensor() {
+  if (node_) {
+    node_->user_refs.fetch_sub(1, std::memory_order_relaxed);
+    node_->release();
+  }
+}
+
+namespace {
+
+Node* need(const Tensor& t, const char* op) {
+  if (!t.node()) throw Error(std::string(op) + ": tensor is undefined (default-constructed)");
+  return t.node();
+}
+
+std::string describe(const Node* n) {
+  return std::string(dtype_name(n->dtype)) + n->shape.to_string();
+}
+
+// Only float32 values (and bool masks, stored as 0/1 floats) compute today.
+void check_computable(const char* op, const Node* n) {
+  if (n->dtype != Dtype::F32 && n->dtype != Dtype::Bool)
+    throw Error(std::string(op) + ": dtype " + dtype_name(n->dtype) + " of operand " + describe(n) +
+                " is not supported yet (expected float32 or bool)");
+}
+
+void check_shape(const char* op, const Shape& s) {
+  for (int i = 0; i < s.rank(); ++i)
+    if (s[i] < 0)
+      throw Error(std::string(op) + ": negative extent in shape " + s.to_string());
+}
+
+// Hands a new pending node to the trace and returns its handle.
+Tensor record(Node* n) {
+  Tensor t(n);  // the Tensor holds it before the trace may flush
+  detail::Trace::current().record(n);
+  return t;
+}
+
+Node* make_const(const Shape& s, float v) {
+  Node* n = detail::new_node(NodeKind::Const, Op::CONST, Dtype::F32, s);
+  n->value = v;
+  return n;
+}
+
+Tensor elementwise(Op op, const char* name, std::initializer_list<const Tensor*> ins, Dtype out) {
+  Node* nodes[3];
+  int k = 0;
+  Shape shape;
+  for (const Tensor* t : ins) {
+    nodes[k] = need(*t, name);
+    check_computable(name, nodes[k]);
+    shape = k == 0 ? nodes[0]->shape : detail::broadcast_shapes(name, shape, nodes[k]->shape);
+    ++k;
+  }
+  Node* n = detail::new_node(NodeKind::Elementwise, op, out, shape);
+  for (int i = 0; i < k; ++i) detail::set_input(n, i, nodes[i]);
+  return record(n);
+}
+
+Tensor unary(Op op, const char* name, const Tensor& x) {
+  return elementwise(op, name, {&x}, Dtype::F32);
+}
+Tensor binary(Op op, const char* name, const Tensor& a, const Tensor& b) {
+  const bool cmp = op == Op::EQ || op == Op::NE || op == Op::LT || op == Op::LE || op == Op::GT ||
+                   op == Op::GE;
+  return elementwise(op, name, {&a, &b}, cmp ? Dtype::Bool : Dtype::F32);
+}
+
+// A view of x with the given shape, strides and offset (relative to x's
+// layout when x is pending, else to x's buffer).
+Tensor make_view(Node* x, const Shape& shape, const int64_t* strides, int64_t offset) {
+  if (x->kind == NodeKind::Const && !x->storage) return Tensor(make_const(shape, x->value));
+  Node* v = detail::new_node(NodeKind::View, Op::LD, x->dtype, shape);
+  std::copy(strides, strides + shape.rank(), v->strides);
+  v->offset = offset;
+  if (x->storage) {  // a view of values that exist: no trace node at all
+    x->storage->retain();
+    v->storage = x->storage;
+    return Tensor(v);
+  }
+  // A view of a pending view composes into a view of the pending input.
+  detail::set_input(v, 0, x->kind == NodeKind::View ? x->in[0] : x);
+  return record(v);
+}
+
+// Layout of x as seen by a new view: buffer strides, or contiguous strides
+// for a pending node (its values will be stored contiguously).
+void layout_of(const Node* x, int64_t* strides, int64_t* offset) {
+  if (x->storage || x->kind == NodeKind::View) {
+    std::copy(x->strides, x->strides + x->shape.rank(), strides);
+    *offset = x->offset;
+  } else {
+    detail::contiguous_strides(x->shape, strides);
+    *offset = 0;
+  }
+}
+
+Tensor reduce(Op op, const char* name, const Tensor& x, const std::vector<int>& axes_in, bool keepdim) {
+  Node* in = need(x, name);
+  check_computable(name, in);
+  std::vector<int> axes = detail::normalize_axes(name, axes_in, in->shape);
+  if (op != Op::RSUM)
+    for (int a : axes)
+      if (in->shape[a] == 0)
+        throw Error(std::string(name) + ": reduction over axis " + std::to_string(a) + " of shape " +
+                    in->shape.to_string() + ", which is empty (expected a non-empty axis: " + name +
+                    " has no identity)");
+  if (in->shape.rank() == 0) return Tensor(in);  // a scalar reduces to itself
+  // One node per run of adjacent axes, innermost run first, each keeping its
+  // axes as size 1 so later runs' axis numbers stay valid.
+  Tensor cur = x;
+  size_t end = axes.size();
+  const bool single_run = axes.back() - axes.front() + 1 == static_cast<int>(axes.size());
+  while (end > 0) {
+    size_t begin = end - 1;
+    while (begin > 0 && axes[begin - 1] == axes[begin] - 1) --begin;
+    Node* src = cur.node();
+    Shape out;
+    const bool kd = keepdim || !single_run;
+    for (int i = 0; i < src->shape.rank(); ++i) {
+      bool red = i >= axes[begin] && i <= axes[end - 1];
+      if (!red) out.push_back(src->shape[i]);
+      else if (kd) out.push_back(1);
+    }
+    Node* n = detail::new_node(NodeKind::Reduce, op, Dtype::F32, out);
+    n->red_begin = static_cast<int8_t>(axes[begin]);
+    n->red_end = static_cast<int8_t>(axes[end - 1] + 1);
+    n->keepdim = kd;
+    detail::set_input(n, 0, src);
+    cur = record(n);
+    end = begin;
+  }
+  if (!keepdim && !single_run) {
+    Shape out;
+    for (int i = 0; i < in->shape.rank(); ++i)
+      if (!std::binary_search(axes.begin(), axes.end(), i)) out.push_back(in->shape[i]);
+    cur = cur.reshape(out);
+  }
+  return cur;
+}
+
+int64_t reduced_count(const Shape& s, const std::vector<int>& axes) {
+  int64_t c = 1;
+  if (axes.empty())
+    for (int i = 0; i < s.rank(); ++i) c *= s[i];
+  for (int a : axes) c *= s[a < 0 ? a + s.rank() : a];
+  return c;
+}
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+Tensor leaf_from(const Shape& shape, const char* op) {
+  check_shape(op, shape);
+  Node* n = detail::new_node(NodeKind::Leaf, Op::LD, Dtype::F32, shape);
+  n->storage = detail::Storage::allocate(shape.numel());
+  detail::contiguous_strides(shape, n->strides);
+  return Tensor(n);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Creation
+// ---------------------------------------------------------------------------
+Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) {}
+
+Tensor Tensor::from_blob(const float* data, Shape shape) {
+  check_shape("from_blob", shape);
+  if (!data && shape.numel() > 0) throw Error("from_blob: null data for shape " + shape.to_string());
+  Node* n = detail::new_node(NodeKind::Leaf, Op::LD, Dtype::F32, shape);
+  n->storage = detail::Storage::wrap(data, shape.numel());
+  detail::contiguous_strides(shape, n->strides);
+  return Tensor(n);
+}
+
+Tensor Tensor::from_vector(const std::vector<float>& values, Shape shape) {
+  check_shape("from_vector", shape);
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw Error("from_vector: " + std::to_string(values.size()) + " values for shape " +
+                shape.to_string() + " (expected " + std::to_string(shape.numel()) + ")");
+  Tensor t = leaf_from(shape, "from_vector");
+  if (!values.empty())
+    std::memcpy(t.node()->storage->data, values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+Tensor Tensor::from_vector(const std::vector<float>& values) {
+  return from_vector(values, Shape{static_cast<int64_t>(values.size())});
+}
+
+Tensor Tensor::full(Shape shape, float value) {
+  check_shape("full", shape);
+  return Tensor(make_const(shape, value));
+}
+
+Tensor Tensor::arange(float start, float end, float step) {
+  if (step == 0.0f || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
+    throw Error("arange: start, end and step must be finite and step non-zero (got " +
+                std::to_string(start) + ", " + std::to_string(end) + ", " + std::to_string(step) + ")");
+  double n = std::ceil((static_cast<double>(end) - start) / step);
+  int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
+  Tensor t = leaf_from(Shape{count}, "arange");
+  for (int64_t i = 0; i < count; ++i)
+    t.node()->storage->data[i] = static_cast<float>(start + static_cast<double>(i) * step);
+  return t;
+}
+
+Tensor Tensor::uniform(Shape shape, uint64_t seed, float lo, float hi) {
+  if (!(lo <= hi)) throw Error("uniform: expected lo <= hi, got " + std::to_string(lo) + " > " + std::to_string(hi));
+  Tensor t = leaf_from(shape, "uniform");
+  uint64_t state = seed;
+  float* d = t.node()->storage->data;
+  for (int64_t i = 0; i < shape.numel(); ++i) {
+    double u = static_cast<double>(splitmix64(state) >> 40) * 0x1.0p-24;  // [0, 1)
+    d[i] = static_cast<float>(lo + (static_cast<double>(hi) - lo) * u);
+  }
+  return t;
+}
+
+Tensor Tensor::normal(Shape shape, uint64_t seed, float mean, float stddev) {
+  if (!(stddev >= 0.0f)) throw Error("normal: expected stddev >= 0, got " + std::to_string(stddev));
+  Tensor t = leaf_from(shape, "normal");
+  uint64_t state = seed;
+  float* d = t.node()->storage->data;
+  const double two_pi = 6.283185307179586;
+  for (int64_t i = 0; i < shape.numel(); i += 2) {
+    double u1 = (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    double u2 = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+    double r = std::sqrt(-2.0 * std::log(u1));
+    d[i] = static_cast<float>(mean + stddev * r * std::cos(two_pi * u2));
+    if (i + 1 < shape.numel()) d[i + 1] = static_cast<float>(mean + stddev * r * std::sin(two_pi * u2));
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+// Properties and observers
+// ---------------------------------------------------------------------------
+const Shape& Tensor::shape() const { return need(*this, "shape")->shape; }
+Dtype Tensor::dtype() const { return need(*this, "dtype")->dtype; }
+int64_t Tensor::size(int axis) const {
+  const Shape& s = shape();
+  return s[detail::normalize_axis("size", axis, s.rank(), s)];
+}
+
+void Tensor::sync() const { detail::materialize(need(*this, "sync")); }
+
+std::vector<float> Tensor::to_vector() const {
+  Node* n = need(*this, "to_vector");
+  detail::materialize(n);
+  std::vector<float> out(static_cast<size_t>(n->shape.numel()));
+  const int rank = n->shape.rank();
+  int64_t idx[kMaxRank] = {};
+  const float* base = n->storage->data + n->offset;
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t off = 0;
+    for (int k = 0; k < rank; ++k) off += idx[k] * n->strides[k];
+    out[i] = base[off];
+    for (int k = rank - 1; k >= 0; --k) {
+      if (++idx[k] < n->shape[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+const float* Tensor::data() const {
+  Node* n = need(*this, "data");
+  detail::materialize(n);
+  if (!n->is_contiguous()) {
+    // Rebind this handle to a contiguous copy with the same values.
+    Tensor c = contiguous();
+    detail::materialize(c.node());
+    const_cast<Tensor*>(this)->operator=(c);
+    n = node_;
+  }
+  return n->storage->data + n->offset;
+}
+
+float Tensor::item() const {
+  Node* n = need(*this, "item");
+  if (n->shape.numel() != 1)
+    throw Error("item: tensor of shape " + n->shape.to_string() + " has " +
+                std::to_string(n->shape.numel()) + " elements (expected exactly 1)");
+  detail::materialize(n);
+  return n->storage->data[n->offset];
+}
+
+// ---------------------------------------------------------------------------
+// Views
+// ---------------------------------------------------------------------------
+Tensor Tensor::reshape(Shape shape) const {
+  Node* x = need(*this, "reshape");
+  Shape to = detail::infer_reshape("reshape", x->shape, shape);
+  int64_t st[kMaxRank], ts[kMaxRank], off;
+  layout_of(x, st, &off);
+  if (detail::reshape_strides(x->shape, st, to, ts)) return make_view(x, to, ts, off);
+  return contiguous().reshape(to);
+}
+
+Tensor Tensor::permute(const std::vector<int>& axes) const {
+  Node* x = need(*this, "permute");
+  const int rank = x->shape.rank();
+  if (static_cast<int>(axes.size()) != rank)
+    throw Error("permute: " + std::to_string(axes.size()) + " axes for shape " + x->shape.to_string() +
+                " (expected " + std::to_string(rank) + ")");
+  bool seen[kMaxRank] = {};
+  Shape s;
+  int64_t st[kMaxRank], ps[kMaxRank], off;
+  layout_of(x, st, &off);
+  for (int i = 0; i < rank; ++i) {
+    int a = detail::normalize_axis("permute", axes[static_cast<size_t>(i)], rank, x->shape);
+    if (seen[a]) throw Error("permute: axis " + std::to_string(a) + " repeats for shape " + x->shape.to_string());
+    seen[a] = true;
+    s.push_back(x->shape[a]);
+    ps[i] = st[a];
+  }
+  return make_view(x, s, ps, off);
+}
+
+Tensor Tensor::permute(std::initializer_list<int> axes) const { return permute(std::vector<int>(axes)); }
+
+Tensor Tensor::transpose(int a, int b) const {
+  Node* x = need(*this, "transpose");
+  const int rank = x->shape.rank();
+  a = detail::normalize_axis("transpose", a, rank, x->shape);
+  b = detail::normalize_axis("transpose", b, rank, x->shape);
+  std::vector<int> axes(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) axes[static_cast<size_t>(i)] = i;
+  std::swap(axes[static_cast<size_t>(a)], axes[static_cast<size_t>(b)]);
+  return permute(axes);
+}
+
+Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
+  Node* x = need(*this, "slice");
+  const int rank = x->shape.rank();
+  axis = detail::normalize_axis("slice", axis, rank, x->shape);
+  if (step <= 0) throw Error("slice: step must be positive, got " + std::to_string(step));
+  const int64_t n = x->shape[axis];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  int64_t st[kMaxRank], off;
+  layout_of(x, st, &off);
+  Shape s = x->shape;
+  s[axis] = (end - start + step - 1) / step;
+  off += start * st[axis];
+  st[axis] *= step;
+  return make_view(x, s, st, off);
+}
+
+Tensor Tensor::expand(Shape shape) const {
+  Node* x = need(*this, "expand");
+  const int rank = shape.rank(), lead = rank - x->shape.rank();
+  if (lead < 0)
+    throw Error("expand: cannot expand shape " + x->shape.to_string() + " to fewer dims " + shape.to_string());
+  int64_t st[kMaxRank], es[kMaxRank], off;
+  layout_of(x, st, &off);
+  for (int k = 0; k < rank; ++k) {
+    int j = k - lead;
+    if (j < 0) {
+      if (shape[k] < 0) throw Error("expand: negative extent in " + shape.to_string());
+      es[k] = 0;
+      continue;
+    }
+    if (shape[k] == -1) shape[k] = x->shape[j];
+    if (x->shape[j] == shape[k]) es[k] = st[j];
+    else if (x->shape[j] == 1) es[k] = 0;
+    else
+      throw Error("expand: shape " + x->shape.to_string() + " cannot expand to " + shape.to_string() +
+                  " (axis " + std::to_string(k) + ": " + std::to_string(x->shape[j]) +
+                  " must equal the target or be 1)");
+  }
+  return make_view(x, shape, es, off);
+}
+
+Tensor Tensor::contiguous() const {
+  Node* x = need(*this, "contiguous");
+  if ((x->storage && x->is_contiguous()) || (x->pending && x->kind != NodeKind::View) ||
+      (x->kind == NodeKind::Const && !x->storage))
+    return *this;
+  Node* n = detail::new_node(NodeKind::Copy, Op::LD, x->dtype, x->shape);
+  detail::set_input(n, 0, x);
+  return record(n);
+}
+
+// ---------------------------------------------------------------------------
+// Reductions
+// ---------------------------------------------------------------------------
+Tensor Tensor::sum(std::initializer_list<int> axes, bool keepdim) const {
+  return reduce(Op::RSUM, "sum", *this, axes, keepdim);
+}
+Tensor Tensor::sum() const { return reduce(Op::RSUM, "sum", *this, {}, false); }
+Tensor Tensor::max(std::initializer_list<int> axes, bool keepdim) const {
+  return reduce(Op::RMAX, "max", *this, axes, keepdim);
+}
+Tensor Tensor::max() const { return reduce(Op::RMAX, "max", *this, {}, false); }
+Tensor Tensor::min(std::initializer_list<int> axes, bool keepdim) const {
+  return reduce(Op::RMIN, "min", *this, axes, keepdim);
+}
+Tensor Tensor::min() const { return reduce(Op::RMIN, "min", *this, {}, false); }
+Tensor Tensor::mean(std::initializer_list<int> axes, bool keepdim) const {
+  Tensor s = reduce(Op::RSUM, "mean", *this, axes, keepdim);
+  return s / static_cast<float>(reduced_count(shape(), axes));
+}
+Tensor Tensor::mean() const {
+  Tensor s = reduce(Op::RSUM, "mean", *this, {}, false);
+  return s / static_cast<float>(numel());
+}
+
+// ---------------------------------------------------------------------------
+// Elementwise ops
+// ---------------------------------------------------------------------------
+Tensor neg(const Tensor& x) { return unary(Op::NEG, "neg", x); }
+Tensor abs(const Tensor& x) { return unary(Op::ABS, "abs", x); }
+Tensor exp(const Tensor& x) { return unary(Op::EXP, "exp", x); }
+Tensor log(const Tensor& x) { return unary(Op::LOG, "log", x); }
+Tensor sqrt(const Tensor& x) { return unary(Op::SQRT, "sqrt", x); }
+Tensor rsqrt(const Tensor& x) { return unary(Op::RSQRT, "rsqrt", x); }
+Tensor reciprocal(const Tensor& x) { return unary(Op::RECIP, "reciprocal", x); }
+Tensor tanh(const Tensor& x) { return unary(Op::TANH, "tanh", x); }
+Tensor sigmoid(const Tensor& x) { return unary(Op::SIGMOID, "sigmoid", x); }
+Tensor relu(const Tensor& x) { return unary(Op::RELU, "relu", x); }
+Tensor gelu(const Tensor& x, GeluApprox approx) {
+  return approx == GeluApprox::Tanh ? unary(Op::GELU_TANH, "gelu", x) : unary(Op::GELU_ERF, "gelu", x);
+}
+Tensor erf(const Tensor& x) { return unary(Op::ERF, "erf", x); }
+Tensor sin(const Tensor& x) { return unary(Op::SIN, "sin", x); }
+Tensor cos(const Tensor& x) { return unary(Op::COS, "cos", x); }
+Tensor floor(const Tensor& x) { return unary(Op::FLOOR, "floor", x); }
+Tensor ceil(const Tensor& x) { return unary(Op::CEIL, "ceil", x); }
+Tensor round(const Tensor& x) { return unary(Op::ROUND, "round", x); }
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(Op::ADD, "add", a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(Op::SUB, "sub", a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(Op::MUL, "mul", a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(Op::DIV, "div", a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::MAX, "maximum", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::MIN, "minimum", a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::POW, "pow", a, b); }
+Tensor pow(const Tensor& a, float b) { return binary(Op::POW, "pow", a, Tensor(b)); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::EQ, "eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(Op::NE, "ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::LT, "lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(Op::LE, "le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(Op::GT, "gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::GE, "ge", a, b); }
+
+Tensor where(const Tensor& mask, const Tensor& a, const Tensor& b) {
+  Node* m = need(mask, "where");
+  if (m->dtype != Dtype::Bool)
+    throw Error("where: mask " + describe(m) + " must be bool (a comparison result such as lt(x, y))");
+  return elementwise(Op::SELECT, "where", {&mask, &a, &b}, Dtype::F32);
+}
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, float b) { return add(a, Tensor(b)); }
+Tensor operator-(const Tensor& a, float b) { return sub(a, Tensor(b)); }
+Tensor operator*(const Tensor& a, float b) { return mul(a, Tensor(b)); }
+Tensor operator/(const Tensor& a, float b) { return div(a, Tensor(b)); }
+Tensor operator+(float a, const Tensor& b) { return add(Tensor(a), b); }
+Tensor operator-(float a, const Tensor& b) { return sub(Tensor(a), b); }
+Tensor operator*(float a, const Tensor& b) { return mul(Tensor(a), b); }
+Tensor operator/(float a, const Tensor& b) { return div(Tensor(a), b); }
+
+// ---------------------------------------------------------------------------
+// Compositions: built from the ops above; the fuser makes each one kernel.
+// ---------------------------------------------------------------------------
+Tensor softmax(const Tensor& x, int axis) {
+  Node* n = need(x, "softmax");
+  axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape);
+  Tensor e = exp(x - x.max({axis}, true));
+  return e / e.sum({axis}, true);
+}
+
+Tensor log_softmax(const Tensor& x, int axis) {
+  Node* n = need(x, "log_softmax");
+  axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape);
+  Tensor shifted = x - x.max({axis}, true);
+  return shifted - log(exp(shifted).sum({axis}, true));
+}
+
+Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight, const Tensor& bias,
+                  float eps) {
+  Node* n = need(x, "layer_norm");
+  const int k = normalized_shape.rank(), rank = n->shape.rank();
+  bool ok = k >= 1 && k <= rank;
+  for (int i = 0; ok && i < k; ++i) ok = n->shape[rank - k + i] == normalized_shape[i];
+  if (!ok)
+    throw Error("layer_norm: normalized_shape " + normalized_shape.to_string() +
+                " must be a non-empty suffix of the input shape " + n->shape.to_string());
+  for (const Tensor* t : {&weight, &bias})
+    if (t->defined() && !(t->shape() == normalized_shape))
+      throw Error("layer_norm: weight and bias must have shape " + normalized_shape.to_string() +
+                  ", got " + t->shape().to_string());
+  std::vector<int> axes;
+  for (int i = rank - k; i < rank; ++i) axes.push_back(i);
+  const float inv = 1.0f / static_cast<float>(normalized_shape.numel());
+  // One run of trailing axes: a single reduction node each.
+  auto rowsum = [&](const Tensor& t) { return reduce(Op::RSUM, "layer_norm", t, axes, true); };
+  Tensor xc = x - rowsum(x) * inv;
+  Tensor var = rowsum(xc * xc) * inv;
+  Tensor y = xc * rsqrt(var + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+}  // namespace dvm

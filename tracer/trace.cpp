@@ -1,0 +1,151 @@
+// Trace: recording and flushing, and the runtime settings behind
+// include/dvm/runtime.h.
+#include "tracer/trace.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "backends/isa.h"
+#include "dvm/error.h"
+#include "dvm/runtime.h"
+#include "fuser/executor.h"
+#include "vm/kernel_cache.h"
+
+namespace dvm::detail {
+
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+namespace {
+int64_t default_limit() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("DVM_TRACE_LIMIT");
+    long long n = e ? std::atoll(e) : 0;
+    return n > 0 ? static_cast<int64_t>(n) : int64_t{4096};
+  }();
+  return v;
+}
+}  // namespace
+
+Trace::Trace() : limit(default_limit()) {}
+
+Trace::~Trace() {
+  // Thread exit: nothing can observe the pending nodes any more.
+  for (Node* n : nodes_) {
+    n->pending = false;
+    n->release();
+  }
+}
+
+Trace& Trace::current() {
+  thread_local Trace t;
+  return t;
+}
+
+void Trace::record(Node* n) {
+  n->pending = true;
+  n->retain();  // the trace's reference
+  nodes_.push_back(n);
+  counters().nodes_recorded.fetch_add(1, std::memory_order_relaxed);
+  if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_) flush();
+}
+
+void Trace::flush() {
+  if (flushing_ || nodes_.empty()) return;
+  flushing_ = true;
+  std::vector<Node*> nodes;
+  nodes.swap(nodes_);
+  // Needed: what a live Tensor can reach. Record order is topological, so one
+  // backward sweep marks everything.
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    if (n->user_refs.load(std::memory_order_relaxed) > 0) n->needed = true;
+    if (!n->needed) continue;
+    for (int i = 0; i < n->nin; ++i)
+      if (n->in[i]->pending) n->in[i]->needed = true;
+  }
+  std::vector<Node*> needed;
+  needed.reserve(nodes.size());
+  for (Node* n : nodes)
+    if (n->needed) needed.push_back(n);
+  try {
+    int64_t computed = needed.empty() ? 0 : fuser::execute(needed);
+    counters().nodes_computed.fetch_add(computed, std::memory_order_relaxed);
+  } catch (...) {
+    for (Node* n : nodes) {
+      n->pending = false;
+      n->needed = false;
+      n->release();
+    }
+    flushing_ = false;
+    throw;
+  }
+  counters().flushes.fetch_add(1, std::memory_order_relaxed);
+  for (Node* n : nodes) {
+    n->pending = false;
+    n->needed = false;
+    if (n->storage && n->kind != NodeKind::Leaf) n->drop_inputs();
+  }
+  for (Node* n : nodes) n->release();
+  flushing_ = false;
+}
+
+void materialize(Node* n) {
+  if (n->pending) Trace::current().flush();
+  if (n->storage) return;
+  if (n->kind == NodeKind::Const) {
+    n->storage = Storage::allocate(n->shape.numel());
+    for (int64_t i = 0; i < n->shape.numel(); ++i) n->storage->data[i] = n->value;
+    n->offset = 0;
+    contiguous_strides(n->shape, n->strides);
+    return;
+  }
+  if (n->pending)
+    throw Error("tensor is pending on another thread's trace; observe it on the thread that recorded it");
+  throw Error("tensor has no value: the flush that should have computed it failed");
+}
+
+}  // namespace dvm::detail
+
+namespace dvm {
+
+void set_trace_limit(int64_t nodes) {
+  if (nodes < 1) throw Error("set_trace_limit: limit must be at least 1, got " + std::to_string(nodes));
+  detail::Trace::current().limit = nodes;
+}
+int64_t trace_limit() { return detail::Trace::current().limit; }
+void flush() { detail::Trace::current().flush(); }
+
+std::string isa() { return backends::isa_name(backends::active_isa()); }
+void set_isa(const std::string& name) {
+  backends::Isa i;
+  if (!backends::parse_isa(name, &i))
+    throw Error("set_isa: unknown ISA '" + name + "' (expected portable, avx2 or avx512)");
+  backends::set_isa(i);
+}
+
+Stats stats() {
+  auto& c = detail::counters();
+  Stats s;
+  s.flushes = c.flushes.load();
+  s.nodes_recorded = c.nodes_recorded.load();
+  s.nodes_computed = c.nodes_computed.load();
+  s.kernels_launched = fuser::exec_stats().kernels_launched;
+  s.kernels_compiled = vm::KernelCache::global().misses() - c.misses_base.load();
+  s.cache_hits = vm::KernelCache::global().hits() - c.hits_base.load();
+  return s;
+}
+
+void reset_stats() {
+  auto& c = detail::counters();
+  c.flushes = 0;
+  c.nodes_recorded = 0;
+  c.nodes_computed = 0;
+  fuser::exec_stats().kernels_launched = 0;
+  c.misses_base = vm::KernelCache::global().misses();
+  c.hits_base = vm::KernelCache::global().hits();
+}
+
+}  // namespace dvm

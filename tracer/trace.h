@@ -1,0 +1,44 @@
+// The per-thread trace: recorded nodes not yet computed, and the flush that
+// hands them to the fuser and the vm.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "tracer/node.h"
+
+namespace dvm::detail {
+
+class Trace {
+ public:
+  static Trace& current();  // this thread's trace
+
+  // Appends a freshly built node (takes the trace's reference) and flushes
+  // when the node limit is reached.
+  void record(Node* n);
+  // Computes every pending node a live Tensor can still observe; pending
+  // nodes nothing can reach are dropped without being computed.
+  void flush();
+  size_t pending() const { return nodes_.size(); }
+
+  int64_t limit = 4096;
+
+ private:
+  Trace();
+  ~Trace();
+  std::vector<Node*> nodes_;  // in record order, which is a topological order
+  bool flushing_ = false;
+};
+
+// Counters behind dvm::stats().
+struct Counters {
+  std::atomic<int64_t> flushes{0}, nodes_recorded{0}, nodes_computed{0},
+      kernels_launched{0}, misses_base{0}, hits_base{0};
+};
+Counters& counters();
+
+// Makes n's values readable (computing them if needed).
+void materialize(Node* n);
+
+}  // namespace dvm::detail

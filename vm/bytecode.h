@@ -1,0 +1,71 @@
+// The bytecode format: a small header then instructions laid out by the
+// opcode table. Nothing in it depends on concrete sizes; those come with the
+// launch (vm/launch.h).
+//
+//   bytes 0-3   'D' 'V' 'M' kBytecodeVersion
+//   byte  4     form (Form)
+//   byte  5     number of registers
+//   byte  6     number of arguments
+//   then        one role byte per argument (ArgRole)
+//   then        instruction count, u16 little-endian
+//   then        instructions: opcode byte, then operands per the signature
+//               (registers and argument indices one byte, floats four bytes
+//               little-endian)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vm/opcodes.h"
+
+namespace dvm::vm {
+
+inline constexpr uint8_t kBytecodeVersion = 1;
+inline constexpr int kMaxRegs = 250;
+inline constexpr int kMaxArgs = 64;
+inline constexpr int kHeaderFixed = 7;  // magic, version, form, nregs, nargs
+
+// The kernel's iteration space is [P, R, C]; C is innermost.
+//   Elementwise: every instruction runs over all of [P, R, C].
+//   RowReduce:   reductions fold C; their results are one value per (p, r),
+//                and may be reduced again (multi-phase: softmax, layer_norm).
+//   ColReduce:   reductions fold R; instructions after the reductions run
+//                over [P, C] only (the epilogue).
+enum class Form : uint8_t { Elementwise = 0, RowReduce = 1, ColReduce = 2 };
+inline constexpr int kNumForms = 3;
+const char* form_name(Form f);
+
+enum class ArgRole : uint8_t { Input = 0, Output = 1 };
+
+struct Bytecode {
+  std::vector<uint8_t> bytes;
+
+  uint64_t hash() const;  // FNV-1a over the bytes
+  std::string_view view() const {
+    return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+  }
+  friend bool operator==(const Bytecode& a, const Bytecode& b) { return a.bytes == b.bytes; }
+};
+
+// One decoded instruction. Operands are stored in signature order
+// (registers and argument indices in r[], the float immediate in imm).
+struct Instr {
+  Op op;
+  uint8_t r[4] = {0, 0, 0, 0};
+  uint8_t nr = 0;
+  float imm = 0.0f;
+};
+
+// The decoded header and instruction list. decode() assumes verified bytes;
+// verify() in vm/verifier.h is the one that checks them.
+struct Program {
+  Form form = Form::Elementwise;
+  int nregs = 0;
+  std::vector<ArgRole> roles;
+  std::vector<Instr> code;
+};
+Program decode(const Bytecode& bc);
+
+}  // namespace dvm::vm

@@ -1,0 +1,121 @@
+// Encoder: virtual values -> registers (linear scan) -> bytes.
+#include "vm/encoder.h"
+
+#include <cstring>
+#include <string>
+
+#include "dvm/error.h"
+
+namespace dvm::vm {
+
+int Encoder::add_arg(ArgRole role) {
+  roles_.push_back(role);
+  return static_cast<int>(roles_.size()) - 1;
+}
+
+Encoder::Value Encoder::emit(Op op, std::initializer_list<Value> srcs, int arg, float imm,
+                             bool has_dst) {
+  PendingOp p{op, has_dst ? next_++ : -1, {-1, -1, -1}, 0, arg, imm};
+  for (Value v : srcs) p.src[p.nsrc++] = v;
+  ops_.push_back(p);
+  return p.dst;
+}
+
+Encoder::Value Encoder::load(Op op, int arg) { return emit(op, {}, arg, 0.0f, true); }
+Encoder::Value Encoder::constant(float v) { return emit(Op::CONST, {}, -1, v, true); }
+Encoder::Value Encoder::unary(Op op, Value a) { return emit(op, {a}, -1, 0.0f, true); }
+Encoder::Value Encoder::binary(Op op, Value a, Value b) { return emit(op, {a, b}, -1, 0.0f, true); }
+Encoder::Value Encoder::ternary(Op op, Value a, Value b, Value c) {
+  return emit(op, {a, b, c}, -1, 0.0f, true);
+}
+Encoder::Value Encoder::reduce(Op op, Value a) { return emit(op, {a}, -1, 0.0f, true); }
+void Encoder::store(Op op, int arg, Value v) { emit(op, {v}, arg, 0.0f, false); }
+
+Bytecode Encoder::finish() const {
+  if (roles_.size() > static_cast<size_t>(kMaxArgs))
+    throw Error("encoder: kernel needs " + std::to_string(roles_.size()) +
+                " arguments, more than the " + std::to_string(kMaxArgs) + " a kernel may have");
+  // Last use of every value, so its register can be reused after that.
+  std::vector<int> last_use(static_cast<size_t>(next_), -1);
+  for (size_t i = 0; i < ops_.size(); ++i)
+    for (int s = 0; s < ops_[i].nsrc; ++s) last_use[static_cast<size_t>(ops_[i].src[s])] = static_cast<int>(i);
+
+  std::vector<int> reg_of(static_cast<size_t>(next_), -1);
+  std::vector<uint8_t> free_regs;  // a stack: most recently freed first
+  int nregs = 0;
+  std::vector<uint8_t> code;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const PendingOp& p = ops_[i];
+    uint8_t src_regs[3];
+    for (int s = 0; s < p.nsrc; ++s) src_regs[s] = static_cast<uint8_t>(reg_of[static_cast<size_t>(p.src[s])]);
+    // Free sources dying here before picking the destination, so d may reuse one.
+    // Reduce keeps its source separate: the interpreter accumulates into d.
+    if (op_class(p.op) != OpClass::Reduce) {
+      for (int s = 0; s < p.nsrc; ++s) {
+        Value v = p.src[s];
+        if (last_use[static_cast<size_t>(v)] == static_cast<int>(i) && reg_of[static_cast<size_t>(v)] >= 0) {
+          free_regs.push_back(static_cast<uint8_t>(reg_of[static_cast<size_t>(v)]));
+          reg_of[static_cast<size_t>(v)] = -1;
+        }
+      }
+    }
+    uint8_t dst = 0;
+    if (p.dst >= 0) {
+      if (!free_regs.empty()) {
+        dst = free_regs.back();
+        free_regs.pop_back();
+      } else {
+        if (nregs >= kMaxRegs)
+          throw Error("encoder: kernel needs more than " + std::to_string(kMaxRegs) +
+                      " live values");
+        dst = static_cast<uint8_t>(nregs++);
+      }
+      reg_of[static_cast<size_t>(p.dst)] = dst;
+      // A value nobody reads frees its register at once.
+      if (last_use[static_cast<size_t>(p.dst)] < 0) {
+        free_regs.push_back(dst);
+        reg_of[static_cast<size_t>(p.dst)] = -1;
+      }
+    }
+    if (op_class(p.op) == OpClass::Reduce) {
+      for (int s = 0; s < p.nsrc; ++s) {
+        Value v = p.src[s];
+        if (last_use[static_cast<size_t>(v)] == static_cast<int>(i) && reg_of[static_cast<size_t>(v)] >= 0) {
+          free_regs.push_back(static_cast<uint8_t>(reg_of[static_cast<size_t>(v)]));
+          reg_of[static_cast<size_t>(v)] = -1;
+        }
+      }
+    }
+    // Operands in signature order.
+    code.push_back(static_cast<uint8_t>(p.op));
+    int next_src = 0;
+    for (const char* sig = op_info(p.op).signature; *sig; ++sig) {
+      switch (*sig) {
+        case 'D': code.push_back(dst); break;
+        case 'R': code.push_back(src_regs[next_src++]); break;
+        case 'A': code.push_back(static_cast<uint8_t>(p.arg)); break;
+        case 'F': {
+          uint32_t bits;
+          std::memcpy(&bits, &p.imm, 4);
+          for (int k = 0; k < 4; ++k) code.push_back(static_cast<uint8_t>(bits >> (8 * k)));
+          break;
+        }
+      }
+    }
+  }
+  if (ops_.size() > 0xFFFF) throw Error("encoder: kernel has more than 65535 instructions");
+
+  Bytecode bc;
+  auto& b = bc.bytes;
+  b.reserve(kHeaderFixed + roles_.size() + 2 + code.size());
+  const uint8_t header[kHeaderFixed] = {'D', 'V', 'M', kBytecodeVersion, static_cast<uint8_t>(form_),
+                                        static_cast<uint8_t>(nregs), static_cast<uint8_t>(roles_.size())};
+  for (uint8_t h : header) b.push_back(h);
+  for (ArgRole r : roles_) b.push_back(static_cast<uint8_t>(r));
+  b.push_back(static_cast<uint8_t>(ops_.size() & 0xFF));
+  b.push_back(static_cast<uint8_t>(ops_.size() >> 8));
+  b.insert(b.end(), code.begin(), code.end());
+  return bc;
+}
+
+}  // namespace dvm::vm

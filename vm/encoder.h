@@ -1,0 +1,50 @@
+// The encoder: builds a kernel's bytecode from a straight-line list of
+// operations on values, assigning vector registers by a linear scan so that
+// registers are reused once their value is dead.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "vm/bytecode.h"
+
+namespace dvm::vm {
+
+class Encoder {
+ public:
+  using Value = int32_t;  // a virtual register
+
+  explicit Encoder(Form form) : form_(form) {}
+
+  int add_arg(ArgRole role);
+  Value load(Op load_op, int arg);          // LD, LDB, LDS, LDG
+  Value constant(float v);
+  Value unary(Op op, Value a);
+  Value binary(Op op, Value a, Value b);
+  Value ternary(Op op, Value a, Value b, Value c);
+  Value reduce(Op op, Value a);             // RSUM, RMAX, RMIN
+  void store(Op store_op, int arg, Value v);  // ST, STB
+
+  // Assigns registers and writes the bytes. Throws dvm::Error when the kernel
+  // needs more than kMaxRegs live values or kMaxArgs arguments.
+  Bytecode finish() const;
+  size_t size() const { return ops_.size(); }
+
+ private:
+  struct PendingOp {
+    Op op;
+    Value dst;  // -1 for stores
+    Value src[3];
+    int nsrc;
+    int arg;
+    float imm;
+  };
+  Value emit(Op op, std::initializer_list<Value> srcs, int arg, float imm, bool has_dst);
+
+  Form form_;
+  std::vector<ArgRole> roles_;
+  std::vector<PendingOp> ops_;
+  Value next_ = 0;
+};
+
+}  // namespace dvm::vm

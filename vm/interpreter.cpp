@@ -1,0 +1,343 @@
+// Tile interpreter: the three kernel forms' drivers around one instruction
+// executor.
+#include "vm/interpreter.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backends/microkernels.h"
+
+namespace dvm::vm {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Per-thread register file, grown to the largest kernel seen.
+// ---------------------------------------------------------------------------
+struct Frame {
+  float* scratch = nullptr;  // nregs * tile floats, then temporaries
+  size_t capacity = 0;
+  std::vector<const float*> ptr;  // current data of each vec register
+  std::vector<float> sval;        // value of each row register
+  std::vector<float> acc;         // row reductions: lanes floats per instruction
+  std::vector<float> result;      // row reductions finished in an earlier pass
+  int64_t tile = 0;
+
+  ~Frame() { std::free(scratch); }
+
+  void prepare(const Program& p, int64_t tile_len, int lanes) {
+    tile = (tile_len + 15) / 16 * 16;
+    // registers, 3 broadcast temporaries, ColReduce: one accumulator per instruction
+    const size_t accs = p.form == Form::ColReduce ? p.code.size() : 0;
+    size_t need = static_cast<size_t>(tile) * (static_cast<size_t>(p.nregs) + 3 + accs);
+    if (need > capacity) {
+      std::free(scratch);
+      size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
+      scratch = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (!scratch) throw std::bad_alloc();
+      capacity = need;
+    }
+    ptr.assign(static_cast<size_t>(p.nregs), nullptr);
+    sval.assign(static_cast<size_t>(p.nregs), 0.0f);
+    acc.assign(p.code.size() * static_cast<size_t>(lanes), 0.0f);
+    result.assign(p.code.size(), 0.0f);
+  }
+  float* reg(int r) { return scratch + static_cast<size_t>(r) * static_cast<size_t>(tile); }
+  float* temp(int k, int nregs) { return reg(nregs + k); }
+  float* colacc(size_t instr, int nregs) { return reg(nregs + 3 + static_cast<int>(instr)); }
+};
+
+thread_local Frame t_frame;
+
+struct Tile {
+  int64_t p, r, c0, n;
+};
+
+inline int64_t base_offset(const ArgBinding& a, int64_t p, int64_t r) { return p * a.ps + r * a.rs; }
+
+// Offset of one index within one part (P, R or C) of an LDG argument.
+inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
+  int64_t off = 0;
+  for (int d = a.ndims[part] - 1; d >= 0; --d) {
+    int64_t s = a.size[part][d];
+    off += (idx % s) * a.stride[part][d];
+    idx /= s;
+  }
+  return off;
+}
+
+Op combine_op(Op reduce) {
+  return reduce == Op::RSUM ? Op::ADD : reduce == Op::RMAX ? Op::MAX : Op::MIN;
+}
+
+// ---------------------------------------------------------------------------
+// One instruction on one tile. Reductions are handled by the drivers.
+// ---------------------------------------------------------------------------
+inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, const Launch& l,
+                 const Tile& t, const backends::MicroKernels& mk) {
+  const int64_t n = t.n;
+  switch (op_class(ins.op)) {
+    case OpClass::Load: {
+      const ArgBinding& a = l.args[ins.r[1]];
+      const int d = ins.r[0];
+      switch (ins.op) {
+        case Op::LD:
+          f.ptr[static_cast<size_t>(d)] = a.in + base_offset(a, t.p, t.r) + t.c0;
+          break;
+        case Op::LDB:
+          f.sval[static_cast<size_t>(d)] = a.in[base_offset(a, t.p, t.r)];
+          break;
+        case Op::LDS:
+          mk.gather_strided(f.reg(d), a.in + base_offset(a, t.p, t.r) + t.c0 * a.cs, a.cs, n);
+          f.ptr[static_cast<size_t>(d)] = f.reg(d);
+          break;
+        default: {  // LDG
+          const int64_t base = part_offset(a, 0, t.p) + part_offset(a, 1, t.r);
+          float* dst = f.reg(d);
+          for (int64_t i = 0; i < n; ++i) dst[i] = a.in[base + part_offset(a, 2, t.c0 + i)];
+          f.ptr[static_cast<size_t>(d)] = dst;
+          break;
+        }
+      }
+      return;
+    }
+    case OpClass::Store: {
+      const ArgBinding& a = l.args[ins.r[0]];
+      const int s = ins.r[1];
+      if (ins.op == Op::STB) {
+        a.out[base_offset(a, t.p, t.r)] = f.sval[static_cast<size_t>(s)];
+      } else {
+        float* dst = a.out + base_offset(a, t.p, t.r) + t.c0;
+        if (info.src_kind[0] == Kind::Row) mk.fill(dst, f.sval[static_cast<size_t>(s)], n);
+        else if (f.ptr[static_cast<size_t>(s)] != dst)
+          std::memcpy(dst, f.ptr[static_cast<size_t>(s)], static_cast<size_t>(n) * sizeof(float));
+      }
+      return;
+    }
+    case OpClass::Const:
+      f.sval[ins.r[0]] = ins.imm;
+      return;
+    case OpClass::Unary: {
+      const int d = ins.r[0], a = ins.r[1];
+      auto fn = mk.unary[static_cast<int>(ins.op)];
+      if (info.src_kind[0] == Kind::Row) {
+        float x = f.sval[static_cast<size_t>(a)], y;
+        fn(&y, &x, 1);
+        f.sval[static_cast<size_t>(d)] = y;
+      } else {
+        fn(f.reg(d), f.ptr[static_cast<size_t>(a)], n);
+        f.ptr[static_cast<size_t>(d)] = f.reg(d);
+      }
+      return;
+    }
+    case OpClass::Binary: {
+      const int d = ins.r[0], a = ins.r[1], b = ins.r[2];
+      const int op = static_cast<int>(ins.op);
+      const bool va = info.src_kind[0] == Kind::Vec, vb = info.src_kind[1] == Kind::Vec;
+      if (va && vb) {
+        mk.binary[op](f.reg(d), f.ptr[static_cast<size_t>(a)], f.ptr[static_cast<size_t>(b)], n);
+      } else if (va) {
+        mk.binary_vs[op](f.reg(d), f.ptr[static_cast<size_t>(a)], f.sval[static_cast<size_t>(b)], n);
+      } else if (vb) {
+        mk.binary_sv[op](f.reg(d), f.sval[static_cast<size_t>(a)], f.ptr[static_cast<size_t>(b)], n);
+      } else {
+        float x = f.sval[static_cast<size_t>(a)], y = f.sval[static_cast<size_t>(b)], z;
+        mk.binary[op](&z, &x, &y, 1);
+        f.sval[static_cast<size_t>(d)] = z;
+        return;
+      }
+      f.ptr[static_cast<size_t>(d)] = f.reg(d);
+      return;
+    }
+    case OpClass::Ternary: {
+      const int d = ins.r[0];
+      auto fn = mk.ternary[static_cast<int>(ins.op)];
+      if (info.dst_kind == Kind::Row) {
+        float x[3], z;
+        for (int k = 0; k < 3; ++k) x[k] = f.sval[ins.r[k + 1]];
+        fn(&z, &x[0], &x[1], &x[2], 1);
+        f.sval[static_cast<size_t>(d)] = z;
+        return;
+      }
+      const float* src[3];
+      for (int k = 0; k < 3; ++k) {
+        int r = ins.r[k + 1];
+        if (info.src_kind[k] == Kind::Vec) {
+          src[k] = f.ptr[static_cast<size_t>(r)];
+        } else {  // broadcast a row value over the tile
+          float* tmp = f.temp(k, nregs);
+          mk.fill(tmp, f.sval[static_cast<size_t>(r)], n);
+          src[k] = tmp;
+        }
+      }
+      fn(f.reg(d), src[0], src[1], src[2], n);
+      f.ptr[static_cast<size_t>(d)] = f.reg(d);
+      return;
+    }
+    case OpClass::Reduce:
+      return;  // drivers
+  }
+}
+
+// Source run of a reduction's operand on this tile (row values broadcast).
+inline const float* reduce_source(const Instr& ins, const InstrInfo& info, Frame& f, int nregs,
+                                  int64_t n, const backends::MicroKernels& mk) {
+  if (info.src_kind[0] == Kind::Vec) return f.ptr[ins.r[1]];
+  float* tmp = f.temp(0, nregs);
+  mk.fill(tmp, f.sval[ins.r[1]], n);
+  return tmp;
+}
+
+// ---------------------------------------------------------------------------
+// Drivers.
+// ---------------------------------------------------------------------------
+void run_elementwise(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
+                     const backends::MicroKernels& mk) {
+  const Program& p = k.program();
+  const auto& info = k.verified().info;
+  Frame& f = t_frame;
+  f.prepare(p, kTile, mk.lanes);
+  const int64_t chunks = (l.C + kChunk - 1) / kChunk;
+  const size_t ni = p.code.size();
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t chunk = item % chunks, row = item / chunks;
+    Tile t{row / l.R, row % l.R, 0, 0};
+    const int64_t c_end = std::min(l.C, (chunk + 1) * kChunk);
+    for (t.c0 = chunk * kChunk; t.c0 < c_end; t.c0 += kTile) {
+      t.n = std::min(kTile, c_end - t.c0);
+      for (size_t i = 0; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
+    }
+  }
+}
+
+void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
+                    const backends::MicroKernels& mk) {
+  const Program& p = k.program();
+  const VerifiedProgram& vp = k.verified();
+  const auto& info = vp.info;
+  const size_t ni = p.code.size();
+  const int lanes = mk.lanes;
+  const bool whole_row = l.C <= kRowTileMax;
+  Frame& f = t_frame;
+  f.prepare(p, whole_row ? std::max<int64_t>(l.C, 1) : kTile, lanes);
+  for (int64_t item = begin; item < end; ++item) {
+    Tile t{item / l.R, item % l.R, 0, l.C};
+    if (whole_row) {
+      // One pass: each reduction folds the whole row where it stands.
+      for (size_t i = 0; i < ni; ++i) {
+        const Instr& ins = p.code[i];
+        if (op_class(ins.op) != OpClass::Reduce) {
+          exec(ins, info[i], f, p.nregs, l, t, mk);
+          continue;
+        }
+        const int op = static_cast<int>(ins.op);
+        float* acc = &f.acc[i * static_cast<size_t>(lanes)];
+        for (int j = 0; j < lanes; ++j) acc[j] = mk.reduce_identity[op];
+        mk.reduce_acc[op](acc, reduce_source(ins, info[i], f, p.nregs, t.n, mk), t.n);
+        f.sval[ins.r[0]] = mk.reduce_finish[op](acc);
+      }
+      continue;
+    }
+    // Rows longer than the buffer: pass L computes everything of level <= L
+    // and folds the reductions of level L + 1; the last pass stores. Every
+    // pass runs the program in order, so register reuse stays valid.
+    for (int pass = 0; pass <= vp.max_level; ++pass) {
+      const bool last = pass == vp.max_level;
+      for (t.c0 = 0; t.c0 < l.C; t.c0 += kTile) {
+        t.n = std::min(kTile, l.C - t.c0);
+        for (size_t i = 0; i < ni; ++i) {
+          const Instr& ins = p.code[i];
+          const int lvl = info[i].level;
+          const OpClass cls = op_class(ins.op);
+          if (cls == OpClass::Reduce) {
+            const int op = static_cast<int>(ins.op);
+            if (lvl <= pass) {
+              f.sval[ins.r[0]] = f.result[i];
+            } else if (lvl == pass + 1) {
+              float* acc = &f.acc[i * static_cast<size_t>(lanes)];
+              if (t.c0 == 0)
+                for (int j = 0; j < lanes; ++j) acc[j] = mk.reduce_identity[op];
+              mk.reduce_acc[op](acc, reduce_source(ins, info[i], f, p.nregs, t.n, mk), t.n);
+            }
+            continue;
+          }
+          if (lvl > pass) continue;
+          if (cls == OpClass::Store && (!last || (ins.op == Op::STB && t.c0 != 0))) continue;
+          exec(ins, info[i], f, p.nregs, l, t, mk);
+        }
+      }
+      for (size_t i = 0; i < ni; ++i)
+        if (op_class(p.code[i].op) == OpClass::Reduce && info[i].level == pass + 1)
+          f.result[i] = mk.reduce_finish[static_cast<int>(p.code[i].op)](
+              &f.acc[i * static_cast<size_t>(lanes)]);
+    }
+  }
+}
+
+void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
+                    const backends::MicroKernels& mk) {
+  const Program& p = k.program();
+  const VerifiedProgram& vp = k.verified();
+  const auto& info = vp.info;
+  const size_t ni = p.code.size();
+  const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
+  Frame& f = t_frame;
+  f.prepare(p, kTile, mk.lanes);
+  const int64_t ctiles = (l.C + kTile - 1) / kTile;
+  for (int64_t item = begin; item < end; ++item) {
+    Tile t{item / ctiles, 0, (item % ctiles) * kTile, 0};
+    t.n = std::min(kTile, l.C - t.c0);
+    for (size_t i = r0; i <= r1; ++i) {
+      const int op = static_cast<int>(p.code[i].op);
+      if (info[i].dst_kind == Kind::Vec) mk.fill(f.colacc(i, p.nregs), mk.reduce_identity[op], t.n);
+      else f.result[i] = mk.reduce_identity[op];
+    }
+    for (t.r = 0; t.r < l.R; ++t.r) {
+      for (size_t i = 0; i < r0; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
+      for (size_t i = r0; i <= r1; ++i) {
+        const Instr& ins = p.code[i];
+        const int comb = static_cast<int>(combine_op(ins.op));
+        if (info[i].dst_kind == Kind::Vec) {
+          float* acc = f.colacc(i, p.nregs);
+          mk.binary[comb](acc, acc, f.ptr[ins.r[1]], t.n);
+        } else {
+          float x = f.result[i], y = f.sval[ins.r[1]];
+          mk.binary[comb](&f.result[i], &x, &y, 1);
+        }
+      }
+    }
+    for (size_t i = r0; i <= r1; ++i) {
+      const Instr& ins = p.code[i];
+      if (info[i].dst_kind == Kind::Vec) f.ptr[ins.r[0]] = f.colacc(i, p.nregs);
+      else f.sval[ins.r[0]] = f.result[i];
+    }
+    t.r = 0;  // epilogue arguments have no R extent
+    for (size_t i = r1 + 1; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
+  }
+}
+
+}  // namespace
+
+int64_t work_items(const Kernel& k, const Launch& l) {
+  switch (k.form()) {
+    case Form::Elementwise:
+      return l.C == 0 ? 0 : l.P * l.R * ((l.C + kChunk - 1) / kChunk);
+    case Form::RowReduce:
+      return l.P * l.R;
+    case Form::ColReduce:
+      return l.P * ((l.C + kTile - 1) / kTile);
+  }
+  return 0;
+}
+
+void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
+               const backends::MicroKernels& mk) {
+  if (begin >= end) return;
+  switch (k.form()) {
+    case Form::Elementwise: run_elementwise(k, l, begin, end, mk); break;
+    case Form::RowReduce: run_row_reduce(k, l, begin, end, mk); break;
+    case Form::ColReduce: run_col_reduce(k, l, begin, end, mk); break;
+  }
+}
+
+}  // namespace dvm::vm

@@ -1,0 +1,33 @@
+// The tile interpreter: runs a verified kernel tile by tile, one dispatch per
+// instruction per tile, with the ISA's micro-kernels doing the SIMD work.
+#pragma once
+
+#include <cstdint>
+
+#include "vm/kernel.h"
+#include "vm/launch.h"
+
+namespace dvm::backends {
+struct MicroKernels;
+}
+
+namespace dvm::vm {
+
+// Floats per tile. Contiguous inputs are read in place, so a tile costs only
+// the scratch for values the kernel computes.
+inline constexpr int64_t kTile = 512;
+// RowReduce rows up to this length are held whole (one read of the row);
+// longer rows take one pass per reduction level.
+inline constexpr int64_t kRowTileMax = 4096;
+// Elementwise work items split C into chunks of this many floats.
+inline constexpr int64_t kChunk = 16 * kTile;
+
+// Work items of a launch: independent pieces the launcher may run in any
+// order or in parallel (rows, row chunks or column tiles).
+int64_t work_items(const Kernel& k, const Launch& l);
+
+// Runs work items [begin, end) with the given micro-kernel table.
+void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
+               const backends::MicroKernels& mk);
+
+}  // namespace dvm::vm

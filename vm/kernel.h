@@ -1,0 +1,38 @@
+// Kernel: one verified bytecode program with what executors derived from it
+// and its running statistics. Kernels are shared through the kernel cache.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "vm/bytecode.h"
+#include "vm/verifier.h"
+
+namespace dvm::vm {
+
+class Kernel {
+ public:
+  // The bytecode must already have passed verify(); vp is its result.
+  Kernel(Bytecode bc, VerifiedProgram vp);
+
+  const Bytecode& bytecode() const { return bytecode_; }
+  uint64_t hash() const { return hash_; }
+  const Program& program() const { return vp_.program; }
+  const VerifiedProgram& verified() const { return vp_; }
+  Form form() const { return vp_.program.form; }
+
+  // Running statistics (relaxed atomics: launches may run concurrently).
+  mutable std::atomic<int64_t> calls{0};
+  mutable std::atomic<int64_t> total_ns{0};
+  void calls_add(int64_t ns) const {
+    calls.fetch_add(1, std::memory_order_relaxed);
+    total_ns.fetch_add(ns, std::memory_order_relaxed);
+  }
+
+ private:
+  Bytecode bytecode_;
+  uint64_t hash_;
+  VerifiedProgram vp_;
+};
+
+}  // namespace dvm::vm

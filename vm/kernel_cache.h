@@ -1,0 +1,34 @@
+// The kernel cache: bytecode -> verified kernel. The key is the bytecode
+// itself, so concrete sizes can never cause a new entry.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "vm/kernel.h"
+
+namespace dvm::vm {
+
+class KernelCache {
+ public:
+  static KernelCache& global();
+
+  // The kernel for bc, verifying and inserting it on first sight. Throws
+  // dvm::Error with the verifier's message for malformed bytecode.
+  std::shared_ptr<Kernel> get(const Bytecode& bc);
+
+  int64_t size() const;
+  int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+  void clear();
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Kernel>> map_;
+  std::atomic<int64_t> hits_{0}, misses_{0};
+};
+
+}  // namespace dvm::vm

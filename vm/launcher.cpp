@@ -1,0 +1,71 @@
+// Launcher: launch checks and execution.
+#include "vm/launcher.h"
+
+#include <chrono>
+#include <string>
+
+#include "backends/microkernels.h"
+#include "dvm/error.h"
+#include "vm/interpreter.h"
+
+namespace dvm::vm {
+namespace {
+
+[[noreturn]] void bad(const Kernel& k, const std::string& msg) {
+  char h[24];
+  std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(k.hash()));
+  throw Error("launch of kernel " + std::string(h) + ": " + msg);
+}
+
+}  // namespace
+
+void check_launch(const Kernel& k, const Launch& l) {
+  const Program& p = k.program();
+  if (l.args.size() != p.roles.size())
+    bad(k, "kernel takes " + std::to_string(p.roles.size()) + " arguments, launch binds " +
+               std::to_string(l.args.size()));
+  if (l.P < 0 || l.R < 0 || l.C < 0)
+    bad(k, "negative extent [" + std::to_string(l.P) + ", " + std::to_string(l.R) + ", " +
+               std::to_string(l.C) + "]");
+  const bool empty = work_items(k, l) == 0;
+  for (size_t a = 0; a < l.args.size(); ++a) {
+    const ArgBinding& b = l.args[a];
+    const bool is_out = p.roles[a] == ArgRole::Output;
+    if (!empty && (is_out ? b.out == nullptr : b.in == nullptr))
+      bad(k, "argument " + std::to_string(a) + " (" + (is_out ? "output" : "input") +
+                 ") has no pointer");
+    if (is_out)
+      for (size_t o = 0; o < l.args.size(); ++o)
+        if (p.roles[o] == ArgRole::Input && l.args[o].in == b.out && b.out)
+          bad(k, "output argument " + std::to_string(a) + " is also input argument " +
+                     std::to_string(o) + "; outputs must be separate buffers");
+  }
+  for (const Instr& ins : p.code) {
+    if (ins.op == Op::LD || ins.op == Op::ST) {
+      int a = ins.op == Op::LD ? ins.r[1] : ins.r[0];
+      if (l.C > 1 && l.args[static_cast<size_t>(a)].cs != 1)
+        bad(k, std::string(op_name(ins.op)) + " of argument " + std::to_string(a) +
+                   " needs a unit stride along C, launch gives " +
+                   std::to_string(l.args[static_cast<size_t>(a)].cs));
+    }
+    if (ins.op == Op::LDG) {
+      const ArgBinding& b = l.args[ins.r[1]];
+      for (int part = 0; part < 3; ++part) {
+        if (b.ndims[part] > kMaxRank) bad(k, "ldg argument has too many dims");
+        for (int d = 0; d < b.ndims[part]; ++d)
+          if (b.size[part][d] <= 0) bad(k, "ldg argument has a non-positive dim size");
+      }
+    }
+  }
+}
+
+void launch(const Kernel& k, const Launch& l) {
+  check_launch(k, l);
+  const int64_t items = work_items(k, l);
+  auto t0 = std::chrono::steady_clock::now();
+  interpret(k, l, 0, items, backends::active_microkernels());
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  k.calls_add(ns);
+}
+
+}  // namespace dvm::vm

@@ -1,0 +1,105 @@
+// The one opcode table of the dvm vector unit: every consumer (encoder,
+// verifier, interpreter dispatch, disassembler, JIT coverage) expands it.
+#pragma once
+
+#include <cstdint>
+
+namespace dvm::vm {
+
+// Operand signatures, one letter per operand in encoding order:
+//   D = destination register, R = source register, A = argument index,
+//   F = 32-bit float immediate.
+// Classes say how the interpreter and JIT treat an instruction.
+//
+//   X(NAME,     mnemonic,   class,    signature)
+#define DVM_OPCODES(X)                                                         \
+  /* data movement: global tensor <-> local buffer (the NPU's DMA) */           \
+  X(LD,        "ld",        Load,     "DA")  /* contiguous along C          */ \
+  X(LDB,       "ldb",       Load,     "DA")  /* one value per row (cs = 0)  */ \
+  X(LDS,       "lds",       Load,     "DA")  /* strided along C (any cs)    */ \
+  X(LDG,       "ldg",       Load,     "DA")  /* general gather, any rank    */ \
+  X(ST,        "st",        Store,    "AR")  /* full extent along C         */ \
+  X(STB,       "stb",       Store,    "AR")  /* one value per row           */ \
+  X(CONST,     "const",     Const,    "DF")  /* uniform value               */ \
+  /* unary */                                                                  \
+  X(NEG,       "neg",       Unary,    "DR")                                    \
+  X(ABS,       "abs",       Unary,    "DR")                                    \
+  X(EXP,       "exp",       Unary,    "DR")                                    \
+  X(LOG,       "log",       Unary,    "DR")                                    \
+  X(SQRT,      "sqrt",      Unary,    "DR")                                    \
+  X(RSQRT,     "rsqrt",     Unary,    "DR")                                    \
+  X(RECIP,     "recip",     Unary,    "DR")                                    \
+  X(TANH,      "tanh",      Unary,    "DR")                                    \
+  X(SIGMOID,   "sigmoid",   Unary,    "DR")                                    \
+  X(RELU,      "relu",      Unary,    "DR")                                    \
+  X(GELU_TANH, "gelu_tanh", Unary,    "DR")                                    \
+  X(GELU_ERF,  "gelu_erf",  Unary,    "DR")                                    \
+  X(ERF,       "erf",       Unary,    "DR")                                    \
+  X(SIN,       "sin",       Unary,    "DR")                                    \
+  X(COS,       "cos",       Unary,    "DR")                                    \
+  X(FLOOR,     "floor",     Unary,    "DR")                                    \
+  X(CEIL,      "ceil",      Unary,    "DR")                                    \
+  X(ROUND,     "round",     Unary,    "DR")                                    \
+  /* binary */                                                                 \
+  X(ADD,       "add",       Binary,   "DRR")                                   \
+  X(SUB,       "sub",       Binary,   "DRR")                                   \
+  X(MUL,       "mul",       Binary,   "DRR")                                   \
+  X(DIV,       "div",       Binary,   "DRR")                                   \
+  X(MAX,       "max",       Binary,   "DRR")                                   \
+  X(MIN,       "min",       Binary,   "DRR")                                   \
+  X(POW,       "pow",       Binary,   "DRR")                                   \
+  X(EQ,        "eq",        Binary,   "DRR")                                   \
+  X(NE,        "ne",        Binary,   "DRR")                                   \
+  X(LT,        "lt",        Binary,   "DRR")                                   \
+  X(LE,        "le",        Binary,   "DRR")                                   \
+  X(GT,        "gt",        Binary,   "DRR")                                   \
+  X(GE,        "ge",        Binary,   "DRR")                                   \
+  /* ternary */                                                                \
+  X(SELECT,    "select",    Ternary,  "DRRR") /* m != 0 ? a : b             */ \
+  X(FMA,       "fma",       Ternary,  "DRRR") /* a * b + c, one rounding    */ \
+  /* reductions along the kernel's reduced axis */                             \
+  X(RSUM,      "rsum",      Reduce,   "DR")                                    \
+  X(RMAX,      "rmax",      Reduce,   "DR")                                    \
+  X(RMIN,      "rmin",      Reduce,   "DR")
+
+enum class Op : uint8_t {
+#define DVM_X(name, mn, cls, sig) name,
+  DVM_OPCODES(DVM_X)
+#undef DVM_X
+};
+
+inline constexpr int kNumOps = 0
+#define DVM_X(name, mn, cls, sig) +1
+    DVM_OPCODES(DVM_X)
+#undef DVM_X
+    ;
+
+enum class OpClass : uint8_t { Load, Store, Const, Unary, Binary, Ternary, Reduce };
+
+struct OpInfo {
+  const char* mnemonic;
+  OpClass cls;
+  const char* signature;  // see the legend above
+};
+
+inline constexpr OpInfo kOpInfo[kNumOps] = {
+#define DVM_X(name, mn, cls, sig) {mn, OpClass::cls, sig},
+    DVM_OPCODES(DVM_X)
+#undef DVM_X
+};
+
+constexpr const OpInfo& op_info(Op op) { return kOpInfo[static_cast<int>(op)]; }
+constexpr OpClass op_class(Op op) { return op_info(op).cls; }
+constexpr const char* op_name(Op op) { return op_info(op).mnemonic; }
+
+// Bytes one operand letter takes in the encoding.
+constexpr int operand_bytes(char letter) { return letter == 'F' ? 4 : 1; }
+
+// Encoded size of an instruction: one opcode byte plus its operands.
+constexpr int instr_bytes(Op op) {
+  int n = 1;
+  for (const char* s = op_info(op).signature; *s; ++s) n += operand_bytes(*s);
+  return n;
+}
+
+}  // namespace dvm::vm

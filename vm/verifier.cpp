@@ -1,0 +1,207 @@
+// Verifier: decodes with bounds checks and checks every rule of the format.
+#include "vm/verifier.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace dvm::vm {
+namespace {
+
+struct Checker {
+  const std::vector<uint8_t>& b;
+  std::string* error;
+  size_t pos = 0;
+
+  bool fail(const std::string& msg) {
+    if (error) *error = "bytecode rejected: " + msg;
+    return false;
+  }
+  bool need(size_t n, const char* what) {
+    if (pos + n > b.size())
+      return fail(std::string("truncated: ") + what + " needs " + std::to_string(n) +
+                  " byte(s) at offset " + std::to_string(pos) + ", only " +
+                  std::to_string(b.size() - pos) + " left");
+    return true;
+  }
+};
+
+}  // namespace
+
+bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
+  Checker c{bc.bytes, error};
+  const auto& b = bc.bytes;
+  if (!c.need(kHeaderFixed, "header")) return false;
+  if (b[0] != 'D' || b[1] != 'V' || b[2] != 'M') return c.fail("bad magic (expected 'DVM')");
+  if (b[3] != kBytecodeVersion)
+    return c.fail("version " + std::to_string(b[3]) + ", this vm reads version " +
+                  std::to_string(kBytecodeVersion));
+  if (b[4] >= kNumForms) return c.fail("unknown kernel form " + std::to_string(b[4]));
+  Program& p = out->program;
+  p.form = static_cast<Form>(b[4]);
+  p.nregs = b[5];
+  int nargs = b[6];
+  if (p.nregs > kMaxRegs)
+    return c.fail(std::to_string(p.nregs) + " registers, at most " + std::to_string(kMaxRegs));
+  if (nargs > kMaxArgs)
+    return c.fail(std::to_string(nargs) + " arguments, at most " + std::to_string(kMaxArgs));
+  c.pos = kHeaderFixed;
+  if (!c.need(static_cast<size_t>(nargs), "argument roles")) return false;
+  p.roles.clear();
+  for (int i = 0; i < nargs; ++i) {
+    uint8_t r = b[c.pos++];
+    if (r > 1) return c.fail("argument " + std::to_string(i) + " has unknown role " + std::to_string(r));
+    p.roles.push_back(static_cast<ArgRole>(r));
+  }
+  if (!c.need(2, "instruction count")) return false;
+  int count = b[c.pos] | (b[c.pos + 1] << 8);
+  c.pos += 2;
+
+  // Register state as the program runs: written?, kind, level.
+  std::vector<int8_t> written(static_cast<size_t>(p.nregs), 0);
+  std::vector<Kind> kind(static_cast<size_t>(p.nregs), Kind::Vec);
+  std::vector<uint8_t> level(static_cast<size_t>(p.nregs), 0);
+  std::vector<int8_t> stored(static_cast<size_t>(nargs), 0);
+  // ColReduce: 0 constant, 1 written in the prologue, 2 reduction or epilogue.
+  std::vector<int8_t> phase(static_cast<size_t>(p.nregs), 0);
+  p.code.clear();
+  out->info.clear();
+  out->max_level = 0;
+  out->first_reduce = out->last_reduce = -1;
+  bool after_reduce_block = false;  // ColReduce: past the reductions
+
+  for (int i = 0; i < count; ++i) {
+    std::string at = "instruction " + std::to_string(i);
+    if (!c.need(1, "opcode")) return false;
+    uint8_t opb = b[c.pos++];
+    if (opb >= kNumOps) return c.fail(at + ": unknown opcode " + std::to_string(opb));
+    Instr ins;
+    ins.op = static_cast<Op>(opb);
+    at += " (" + std::string(op_name(ins.op)) + ")";
+    const OpInfo& oi = op_info(ins.op);
+    for (const char* s = oi.signature; *s; ++s) {
+      if (*s == 'F') {
+        if (!c.need(4, "float immediate")) return false;
+        uint32_t bits = 0;
+        for (int k = 0; k < 4; ++k) bits |= static_cast<uint32_t>(b[c.pos + k]) << (8 * k);
+        std::memcpy(&ins.imm, &bits, 4);
+        c.pos += 4;
+      } else {
+        if (!c.need(1, "operand")) return false;
+        ins.r[ins.nr++] = b[c.pos++];
+      }
+    }
+
+    InstrInfo info;
+    // Check operands and gather source kinds and levels.
+    int nsrc = 0;
+    uint8_t lvl = 0;
+    bool any_vec = false;
+    int arg = -1;
+    int dst = -1;
+    for (int k = 0; k < ins.nr; ++k) {
+      char letter = oi.signature[k];
+      int v = ins.r[k];
+      if (letter == 'A') {
+        if (v >= nargs)
+          return c.fail(at + ": argument " + std::to_string(v) + " out of range (kernel has " +
+                        std::to_string(nargs) + ")");
+        arg = v;
+      } else if (letter == 'D') {
+        if (v >= p.nregs)
+          return c.fail(at + ": destination register r" + std::to_string(v) + " out of range (" +
+                        std::to_string(p.nregs) + " registers)");
+        dst = v;
+      } else {  // 'R'
+        if (v >= p.nregs)
+          return c.fail(at + ": source register r" + std::to_string(v) + " out of range (" +
+                        std::to_string(p.nregs) + " registers)");
+        if (!written[static_cast<size_t>(v)])
+          return c.fail(at + ": reads register r" + std::to_string(v) + " before it is written");
+        info.src_kind[nsrc++] = kind[static_cast<size_t>(v)];
+        any_vec |= kind[static_cast<size_t>(v)] == Kind::Vec;
+        lvl = std::max(lvl, level[static_cast<size_t>(v)]);
+      }
+    }
+
+    OpClass cls = oi.cls;
+    if (p.form == Form::ColReduce) {
+      // Layout: prologue, then one block of reductions, then the epilogue.
+      if (cls == OpClass::Reduce) {
+        if (after_reduce_block)
+          return c.fail(at + ": ColReduce kernels keep their reductions in one block");
+        if (lvl != 0) return c.fail(at + ": ColReduce cannot reduce a reduced value");
+      } else if (out->last_reduce >= 0) {
+        after_reduce_block = true;
+      }
+      if (after_reduce_block) {
+        // The epilogue runs once per (p, c): it may read constants, epilogue
+        // loads and reductions, never a per-r value from the prologue.
+        for (int k = 0; k < ins.nr; ++k)
+          if (oi.signature[k] == 'R' && phase[ins.r[k]] == 1)
+            return c.fail(at + ": the ColReduce epilogue reads r" + std::to_string(ins.r[k]) +
+                          ", a per-row value from before the reductions");
+      }
+    }
+
+    switch (cls) {
+      case OpClass::Load:
+        if (p.roles[static_cast<size_t>(arg)] != ArgRole::Input)
+          return c.fail(at + ": loads from argument " + std::to_string(arg) + ", which is an output");
+        info.dst_kind = ins.op == Op::LDB ? Kind::Row : Kind::Vec;
+        lvl = (p.form == Form::ColReduce && after_reduce_block) ? 1 : 0;
+        break;
+      case OpClass::Const:
+        info.dst_kind = Kind::Row;
+        lvl = (p.form == Form::ColReduce && after_reduce_block) ? 1 : 0;
+        break;
+      case OpClass::Store:
+        if (p.roles[static_cast<size_t>(arg)] != ArgRole::Output)
+          return c.fail(at + ": stores to argument " + std::to_string(arg) + ", which is an input");
+        if (ins.op == Op::STB) {
+          if (p.form != Form::RowReduce)
+            return c.fail(at + ": stb (one value per row) needs a RowReduce kernel");
+          if (info.src_kind[0] != Kind::Row)
+            return c.fail(at + ": stb stores a vec register; it needs a row value");
+        }
+        stored[static_cast<size_t>(arg)] = 1;
+        break;
+      case OpClass::Unary:
+      case OpClass::Binary:
+      case OpClass::Ternary:
+        info.dst_kind = any_vec ? Kind::Vec : Kind::Row;
+        break;
+      case OpClass::Reduce:
+        if (p.form == Form::Elementwise)
+          return c.fail(at + ": reductions need a RowReduce or ColReduce kernel");
+        if (out->first_reduce < 0) out->first_reduce = i;
+        out->last_reduce = i;
+        // Folding C leaves one value per row; folding R keeps the C variation.
+        info.dst_kind = p.form == Form::RowReduce ? Kind::Row : info.src_kind[0];
+        lvl = static_cast<uint8_t>(lvl + 1);
+        if (lvl == 0) return c.fail(at + ": more than 255 reductions in sequence");
+        break;
+    }
+    info.level = lvl;
+    out->max_level = std::max<int>(out->max_level, lvl);
+    if (dst >= 0) {
+      written[static_cast<size_t>(dst)] = 1;
+      phase[static_cast<size_t>(dst)] =
+          cls == OpClass::Const ? 0 : (after_reduce_block || cls == OpClass::Reduce ? 2 : 1);
+      kind[static_cast<size_t>(dst)] = info.dst_kind;
+      level[static_cast<size_t>(dst)] = lvl;
+    }
+    p.code.push_back(ins);
+    out->info.push_back(info);
+  }
+  if (c.pos != b.size())
+    return c.fail(std::to_string(b.size() - c.pos) + " trailing byte(s) after " +
+                  std::to_string(count) + " instructions");
+  if ((p.form == Form::RowReduce || p.form == Form::ColReduce) && out->first_reduce < 0)
+    return c.fail(std::string(form_name(p.form)) + " kernel has no reduction");
+  for (int a = 0; a < nargs; ++a)
+    if (p.roles[static_cast<size_t>(a)] == ArgRole::Output && !stored[static_cast<size_t>(a)])
+      return c.fail("output argument " + std::to_string(a) + " is never stored");
+  return true;
+}
+
+}  // namespace dvm::vm
