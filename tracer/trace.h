@@ -21,6 +21,9 @@ class Trace {
   // nodes nothing can reach are dropped without being computed.
   void flush();
   size_t pending() const { return nodes_.size(); }
+  // The pending nodes in record order (for tests and benchmarks that drive
+  // the fuser directly).
+  const std::vector<Node*>& pending_nodes() const { return nodes_; }
 
   int64_t limit = 4096;
 

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "backends/microkernels.h"
 #include "dvm/error.h"
@@ -27,11 +28,26 @@ void check_launch(const Kernel& k, const Launch& l) {
   if (l.P < 0 || l.R < 0 || l.C < 0)
     bad(k, "negative extent [" + std::to_string(l.P) + ", " + std::to_string(l.R) + ", " +
                std::to_string(l.C) + "]");
-  const bool empty = work_items(k, l) == 0;
+  // An argument needs a pointer when some instruction will touch it: a
+  // load or store of C elements needs C > 0; a ColReduce prologue runs only
+  // when R > 0.
+  std::vector<char> touched(l.args.size(), 0);
+  if (work_items(k, l) > 0) {
+    const int first_reduce = k.verified().first_reduce;
+    for (size_t i = 0; i < p.code.size(); ++i) {
+      const Instr& ins = p.code[i];
+      const OpClass cls = op_class(ins.op);
+      if (cls != OpClass::Load && cls != OpClass::Store) continue;
+      const bool per_row = ins.op == Op::LDB || ins.op == Op::STB;
+      const bool prologue = p.form == Form::ColReduce && static_cast<int>(i) < first_reduce;
+      if ((per_row || l.C > 0) && (!prologue || l.R > 0))
+        touched[cls == OpClass::Load ? ins.r[1] : ins.r[0]] = 1;
+    }
+  }
   for (size_t a = 0; a < l.args.size(); ++a) {
     const ArgBinding& b = l.args[a];
     const bool is_out = p.roles[a] == ArgRole::Output;
-    if (!empty && (is_out ? b.out == nullptr : b.in == nullptr))
+    if (touched[a] && (is_out ? b.out == nullptr : b.in == nullptr))
       bad(k, "argument " + std::to_string(a) + " (" + (is_out ? "output" : "input") +
                  ") has no pointer");
     if (is_out)

@@ -1,0 +1,157 @@
+// Partition and lowering: which ops become one kernel, which forms and
+// access patterns they get, and that the values stay right when fusion is
+// refused (cycles, views of pending values, mismatched spaces).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "dvm/dvm.h"
+#include "fuser/lower.h"
+#include "fuser/partition.h"
+#include "tracer/trace.h"
+#include "vm/disasm.h"
+
+namespace dvm {
+namespace {
+
+using detail::Node;
+
+// Partitions what is pending now (as a flush would) and returns the plan.
+fuser::Plan plan_pending() {
+  std::vector<Node*> nodes = detail::Trace::current().pending_nodes();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    n->needed = n->needed || n->user_refs.load() > 0;
+    if (n->needed)
+      for (int i = 0; i < n->nin; ++i)
+        if (n->in[i]->pending) n->in[i]->needed = true;
+  }
+  std::vector<Node*> needed;
+  for (Node* n : nodes)
+    if (n->needed) needed.push_back(n);
+  for (Node* n : nodes) n->needed = false;
+  return fuser::partition(needed);
+}
+
+std::vector<const fuser::Group*> live(const fuser::Plan& p) {
+  std::vector<const fuser::Group*> out;
+  for (int g : p.order) out.push_back(&p.groups[static_cast<size_t>(g)]);
+  return out;
+}
+
+class Partition : public ::testing::Test {
+ protected:
+  void SetUp() override { flush(); }
+  void TearDown() override { flush(); }
+};
+
+TEST_F(Partition, SoftmaxLastAxisIsOneMultiPhaseRowKernel) {
+  Tensor x = Tensor::uniform({8, 64}, 1);
+  Tensor y = softmax(x, -1);
+  fuser::Plan plan = plan_pending();
+  auto groups = live(plan);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0]->form, vm::Form::RowReduce);
+  fuser::Lowered low = fuser::lower(*groups[0]);
+  std::string text = vm::disassemble(low.bytecode);
+  EXPECT_NE(text.find("rmax"), std::string::npos) << text;
+  EXPECT_NE(text.find("rsum"), std::string::npos) << text;
+  // x is read once per pass from one argument; only y is stored.
+  int inputs = 0, outputs = 0;
+  for (const auto& a : low.args) (a.output ? outputs : inputs)++;
+  EXPECT_EQ(inputs, 1);
+  EXPECT_EQ(outputs, 1);
+}
+
+TEST_F(Partition, SoftmaxOverOuterAxisSplitsAndStaysCorrect) {
+  std::vector<float> xv(6 * 5);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.7f * static_cast<float>(i));
+  Tensor x = Tensor::from_vector(xv, {6, 5});
+  Tensor y = softmax(x, 0);
+  fuser::Plan plan = plan_pending();
+  auto groups = live(plan);
+  EXPECT_GE(groups.size(), 2u);  // a column max cannot broadcast back in one pass
+  for (const auto* g : groups) EXPECT_NE(g->form, vm::Form::RowReduce);
+  std::vector<float> got = y.to_vector();
+  for (int c = 0; c < 5; ++c) {
+    double m = -INFINITY, s = 0;
+    for (int r = 0; r < 6; ++r) m = std::max<double>(m, xv[static_cast<size_t>(r * 5 + c)]);
+    for (int r = 0; r < 6; ++r) s += std::exp(xv[static_cast<size_t>(r * 5 + c)] - m);
+    for (int r = 0; r < 6; ++r)
+      EXPECT_NEAR(got[static_cast<size_t>(r * 5 + c)], std::exp(xv[static_cast<size_t>(r * 5 + c)] - m) / s, 1e-6);
+  }
+}
+
+TEST_F(Partition, IndependentChainsOfOneShapeMerge) {
+  Tensor a = Tensor::uniform({100}, 1), b = Tensor::uniform({100}, 2);
+  Tensor y = (a * 2.0f) + (b * 3.0f);
+  fuser::Plan plan = plan_pending();
+  auto groups = live(plan);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0]->members.size(), 3u);
+}
+
+TEST_F(Partition, ReadingAPendingViewOfTheSameGroupDoesNotCycle) {
+  std::vector<float> xv(12);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i);
+  Tensor x = Tensor::from_vector(xv, {3, 4});
+  Tensor y = x * 2.0f;
+  Tensor z = y.transpose(0, 1).contiguous().transpose(0, 1) + y;
+  fuser::Plan plan = plan_pending();
+  auto groups = live(plan);
+  EXPECT_GE(groups.size(), 2u);
+  std::vector<float> got = z.to_vector();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(got[i], 4.0f * xv[i]);
+}
+
+TEST_F(Partition, ElementwiseCollapsesToOneLongRow) {
+  Tensor x = Tensor::uniform({4, 8, 16}, 1);
+  Tensor y = exp(x) + 1.0f;
+  fuser::Plan plan = plan_pending();
+  auto groups = live(plan);
+  ASSERT_EQ(groups.size(), 1u);
+  fuser::Lowered low = fuser::lower(*groups[0]);
+  EXPECT_EQ(low.space.extent(2), 4 * 8 * 16);
+  EXPECT_EQ(low.space.extent(0) * low.space.extent(1), 1);
+  for (const auto& a : low.args) EXPECT_EQ(a.access, a.output ? vm::Op::ST : vm::Op::LD);
+}
+
+TEST_F(Partition, BroadcastPatternsPickTheirLoads) {
+  Tensor x = Tensor::uniform({32, 64}, 1);
+  Tensor row = Tensor::uniform({64}, 2);     // same vector on every row: ld, rs = 0
+  Tensor col = Tensor::uniform({32, 1}, 3);  // one value per row: ldb
+  Tensor xt = Tensor::uniform({64, 32}, 4).transpose(0, 1);  // strided along C: lds
+  Tensor y = x * row + col + xt;
+  fuser::Plan plan = plan_pending();
+  auto groups = live(plan);
+  ASSERT_EQ(groups.size(), 1u);
+  fuser::Lowered low = fuser::lower(*groups[0]);
+  int ld = 0, ldb = 0, lds = 0;
+  for (const auto& a : low.args) {
+    ld += a.access == vm::Op::LD;
+    ldb += a.access == vm::Op::LDB;
+    lds += a.access == vm::Op::LDS;
+  }
+  EXPECT_EQ(ld, 2);
+  EXPECT_EQ(ldb, 1);
+  EXPECT_EQ(lds, 1);
+}
+
+TEST_F(Partition, ReductionEpilogueJoinsAndColumnReductionFuses) {
+  Tensor x = Tensor::uniform({16, 8, 32}, 1);
+  Tensor m = x.mean({1}) * 2.0f;  // middle axis: a column reduction with epilogue
+  fuser::Plan plan = plan_pending();
+  auto groups = live(plan);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0]->form, vm::Form::ColReduce);
+  std::vector<float> xv = x.to_vector(), got = m.to_vector();
+  for (int p = 0; p < 16; ++p)
+    for (int c = 0; c < 32; ++c) {
+      double s = 0;
+      for (int r = 0; r < 8; ++r) s += xv[static_cast<size_t>(p * 256 + r * 32 + c)];
+      EXPECT_NEAR(got[static_cast<size_t>(p * 32 + c)], s / 8 * 2, 1e-5);
+    }
+}
+
+}  // namespace
+}  // namespace dvm

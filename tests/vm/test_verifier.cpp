@@ -1,0 +1,250 @@
+// Verifier: every malformed program is rejected with a message, and every
+// program the encoder writes passes. Also: the disassembler and the kernel
+// cache's key.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "dvm/error.h"
+#include "vm/disasm.h"
+#include "vm/encoder.h"
+#include "vm/kernel_cache.h"
+#include "vm/verifier.h"
+
+namespace dvm::vm {
+namespace {
+
+Bytecode simple_chain() {
+  Encoder e(Form::Elementwise);
+  int x = e.add_arg(ArgRole::Input);
+  int y = e.add_arg(ArgRole::Output);
+  auto v = e.load(Op::LD, x);
+  auto c = e.constant(0.5f);
+  auto m = e.binary(Op::MUL, v, c);
+  auto r = e.unary(Op::RELU, m);
+  e.store(Op::ST, y, r);
+  return e.finish();
+}
+
+std::string verify_error(const Bytecode& bc) {
+  VerifiedProgram vp;
+  std::string err;
+  EXPECT_FALSE(verify(bc, &vp, &err)) << "accepted malformed bytecode";
+  EXPECT_NE(err.find("bytecode rejected"), std::string::npos) << err;
+  return err;
+}
+
+// Offset of the first instruction in an encoded program.
+size_t code_start(const Bytecode& bc) { return kHeaderFixed + bc.bytes[6] + 2; }
+
+TEST(Verifier, AcceptsEncoderOutput) {
+  VerifiedProgram vp;
+  std::string err;
+  ASSERT_TRUE(verify(simple_chain(), &vp, &err)) << err;
+  EXPECT_EQ(vp.program.code.size(), 5u);
+  EXPECT_EQ(vp.info[1].dst_kind, Kind::Row);  // const
+  EXPECT_EQ(vp.info[2].dst_kind, Kind::Vec);  // vec * row
+}
+
+TEST(Verifier, RejectsBadMagicAndVersion) {
+  Bytecode bc = simple_chain();
+  bc.bytes[0] = 'X';
+  EXPECT_NE(verify_error(bc).find("magic"), std::string::npos);
+  bc = simple_chain();
+  bc.bytes[3] = kBytecodeVersion + 1;
+  EXPECT_NE(verify_error(bc).find("version"), std::string::npos);
+}
+
+TEST(Verifier, RejectsUnknownForm) {
+  Bytecode bc = simple_chain();
+  bc.bytes[4] = 7;
+  EXPECT_NE(verify_error(bc).find("form"), std::string::npos);
+}
+
+TEST(Verifier, RejectsEveryTruncation) {
+  Bytecode full = simple_chain();
+  for (size_t n = 0; n < full.bytes.size(); ++n) {
+    Bytecode bc;
+    bc.bytes.assign(full.bytes.begin(), full.bytes.begin() + static_cast<long>(n));
+    std::string err = verify_error(bc);
+    EXPECT_NE(err.find("truncated"), std::string::npos) << "length " << n << ": " << err;
+  }
+}
+
+TEST(Verifier, RejectsTrailingBytes) {
+  Bytecode bc = simple_chain();
+  bc.bytes.push_back(0);
+  EXPECT_NE(verify_error(bc).find("trailing"), std::string::npos);
+}
+
+TEST(Verifier, RejectsUnknownOpcode) {
+  Bytecode bc = simple_chain();
+  bc.bytes[code_start(bc)] = static_cast<uint8_t>(kNumOps);
+  EXPECT_NE(verify_error(bc).find("unknown opcode"), std::string::npos);
+}
+
+TEST(Verifier, RejectsRegisterOutOfRange) {
+  Bytecode bc = simple_chain();
+  bc.bytes[code_start(bc) + 1] = 200;  // ld's destination
+  EXPECT_NE(verify_error(bc).find("out of range"), std::string::npos);
+}
+
+TEST(Verifier, RejectsArgumentOutOfRange) {
+  Bytecode bc = simple_chain();
+  bc.bytes[code_start(bc) + 2] = 9;  // ld's argument
+  EXPECT_NE(verify_error(bc).find("argument 9 out of range"), std::string::npos);
+}
+
+TEST(Verifier, RejectsReadOfUnwrittenRegister) {
+  // relu r1, r0 with nothing written before.
+  Bytecode bc;
+  bc.bytes = {'D', 'V', 'M', kBytecodeVersion, 0, 2, 1, 1, 2, 0};
+  bc.bytes.push_back(static_cast<uint8_t>(Op::RELU));
+  bc.bytes.push_back(1);
+  bc.bytes.push_back(0);
+  bc.bytes.push_back(static_cast<uint8_t>(Op::ST));
+  bc.bytes.push_back(0);
+  bc.bytes.push_back(1);
+  EXPECT_NE(verify_error(bc).find("before it is written"), std::string::npos);
+}
+
+TEST(Verifier, RejectsWrongArgumentRoles) {
+  // Load from an output.
+  Encoder e(Form::Elementwise);
+  int in = e.add_arg(ArgRole::Input);
+  int out = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, out, e.load(Op::LD, in));
+  Bytecode bc = e.finish();
+  Bytecode swapped = bc;
+  swapped.bytes[kHeaderFixed] = 1;      // a0 becomes an output
+  swapped.bytes[kHeaderFixed + 1] = 0;  // a1 becomes an input
+  EXPECT_NE(verify_error(swapped).find("which is an output"), std::string::npos);
+  // An output nobody stores.
+  Encoder e2(Form::Elementwise);
+  int i2 = e2.add_arg(ArgRole::Input);
+  int o2 = e2.add_arg(ArgRole::Output);
+  e2.add_arg(ArgRole::Output);
+  e2.store(Op::ST, o2, e2.load(Op::LD, i2));
+  EXPECT_NE(verify_error(e2.finish()).find("never stored"), std::string::npos);
+}
+
+TEST(Verifier, RejectsBadRoleByte) {
+  Bytecode bc = simple_chain();
+  bc.bytes[kHeaderFixed] = 5;
+  EXPECT_NE(verify_error(bc).find("unknown role"), std::string::npos);
+}
+
+TEST(Verifier, RejectsFormRules) {
+  // A reduction in an elementwise kernel.
+  {
+    Encoder e(Form::Elementwise);
+    int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+    e.store(Op::ST, out, e.reduce(Op::RSUM, e.load(Op::LD, in)));
+    EXPECT_NE(verify_error(e.finish()).find("reductions need"), std::string::npos);
+  }
+  // stb of a vec value.
+  {
+    Encoder e(Form::RowReduce);
+    int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output);
+    auto v = e.load(Op::LD, in);
+    e.store(Op::STB, out, e.reduce(Op::RSUM, v));
+    e.store(Op::STB, o2, v);
+    EXPECT_NE(verify_error(e.finish()).find("needs a row value"), std::string::npos);
+  }
+  // A reduce kernel without a reduction.
+  {
+    Encoder e(Form::RowReduce);
+    int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+    e.store(Op::ST, out, e.load(Op::LD, in));
+    EXPECT_NE(verify_error(e.finish()).find("has no reduction"), std::string::npos);
+  }
+  // A ColReduce epilogue reading a prologue value.
+  {
+    Encoder e(Form::ColReduce);
+    int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+    auto v = e.load(Op::LD, in);
+    auto s = e.reduce(Op::RSUM, v);
+    e.store(Op::ST, out, e.binary(Op::ADD, s, v));
+    EXPECT_NE(verify_error(e.finish()).find("epilogue"), std::string::npos);
+  }
+  // ColReduce reducing a reduced value.
+  {
+    Encoder e(Form::ColReduce);
+    int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+    e.store(Op::ST, out, e.reduce(Op::RSUM, e.reduce(Op::RSUM, e.load(Op::LD, in))));
+    EXPECT_NE(verify_error(e.finish()).find("reduced value"), std::string::npos);
+  }
+}
+
+// Random byte strings and random single-byte mutations must never crash the
+// verifier; whatever it accepts must decode to the same instruction count.
+TEST(Verifier, FuzzNeverCrashes) {
+  std::mt19937 rng(1234);
+  Bytecode base = simple_chain();
+  int accepted = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    Bytecode bc = base;
+    int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) bc.bytes[rng() % bc.bytes.size()] = static_cast<uint8_t>(rng());
+    if (iter % 4 == 0) bc.bytes.resize(rng() % (bc.bytes.size() + 4), 0);
+    VerifiedProgram vp;
+    std::string err;
+    if (verify(bc, &vp, &err)) {
+      ++accepted;
+      EXPECT_EQ(decode(bc).code.size(), vp.program.code.size());
+    } else {
+      EXPECT_FALSE(err.empty());
+    }
+  }
+  EXPECT_LT(accepted, 20000);
+}
+
+TEST(Disassembler, ListsEveryInstruction) {
+  std::string text = disassemble(simple_chain());
+  EXPECT_NE(text.find("kernel elementwise regs="), std::string::npos) << text;
+  EXPECT_NE(text.find("(in a0, out a1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("ld"), std::string::npos);
+  EXPECT_NE(text.find("const"), std::string::npos);
+  EXPECT_NE(text.find("0.5"), std::string::npos);
+  EXPECT_NE(text.find("relu"), std::string::npos);
+  EXPECT_NE(text.find("st"), std::string::npos);
+  Bytecode bad = simple_chain();
+  bad.bytes.pop_back();
+  EXPECT_NE(disassemble(bad).find("<invalid"), std::string::npos);
+}
+
+TEST(Encoder, ReusesDeadRegisters) {
+  // A chain of 50 unary ops needs two registers, not 50.
+  Encoder e(Form::Elementwise);
+  int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+  auto v = e.load(Op::LD, in);
+  for (int i = 0; i < 50; ++i) v = e.unary(Op::NEG, v);
+  e.store(Op::ST, out, v);
+  Bytecode bc = e.finish();
+  EXPECT_LE(bc.bytes[5], 2);
+  VerifiedProgram vp;
+  std::string err;
+  EXPECT_TRUE(verify(bc, &vp, &err)) << err;
+}
+
+TEST(KernelCache, KeyIsTheBytecode) {
+  KernelCache& cache = KernelCache::global();
+  auto a = cache.get(simple_chain());
+  auto b = cache.get(simple_chain());
+  EXPECT_EQ(a.get(), b.get());
+  // A different immediate is a different kernel.
+  Encoder e(Form::Elementwise);
+  int x = e.add_arg(ArgRole::Input), y = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, y, e.unary(Op::RELU, e.binary(Op::MUL, e.load(Op::LD, x), e.constant(0.25f))));
+  auto c = cache.get(e.finish());
+  EXPECT_NE(a.get(), c.get());
+  // Malformed bytecode never enters the cache.
+  Bytecode bad = simple_chain();
+  bad.bytes[0] = 0;
+  int64_t before = cache.size();
+  EXPECT_THROW(cache.get(bad), Error);
+  EXPECT_EQ(cache.size(), before);
+}
+
+}  // namespace
+}  // namespace dvm::vm
