@@ -1,6 +1,8 @@
 // Node and Storage lifetime.
 #include "tracer/node.h"
 
+#include "tracer/buffer_pool.h"
+
 #include <cstdlib>
 #include <new>
 
@@ -8,12 +10,11 @@ namespace dvm::detail {
 
 Storage* Storage::allocate(int64_t elems) {
   auto* s = new Storage;
-  size_t bytes = static_cast<size_t>(elems > 0 ? elems : 1) * sizeof(float);
-  bytes = (bytes + 63) / 64 * 64;
-  s->data = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!s->data) {
+  try {
+    s->data = static_cast<float*>(pool_allocate(static_cast<size_t>(elems > 0 ? elems : 1) * sizeof(float)));
+  } catch (...) {
     delete s;
-    throw std::bad_alloc();
+    throw;
   }
   s->elems = elems;
   s->owned = true;
@@ -30,7 +31,7 @@ Storage* Storage::wrap(const float* data, int64_t elems) {
 
 void Storage::release() {
   if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    if (owned) std::free(data);
+    if (owned) pool_free(data, static_cast<size_t>(elems > 0 ? elems : 1) * sizeof(float));
     delete this;
   }
 }

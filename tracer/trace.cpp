@@ -10,6 +10,7 @@
 #include "dvm/runtime.h"
 #include "fuser/executor.h"
 #include "vm/kernel_cache.h"
+#include "vm/parallel.h"
 
 namespace dvm::detail {
 
@@ -125,6 +126,12 @@ void set_isa(const std::string& name) {
     throw Error("set_isa: unknown ISA '" + name + "' (expected portable, avx2 or avx512)");
   backends::set_isa(i);
 }
+
+void set_num_threads(int n) {
+  if (n < 0) throw Error("set_num_threads: expected n >= 0, got " + std::to_string(n));
+  vm::set_num_threads(n);
+}
+int num_threads() { return vm::num_threads(); }
 
 Stats stats() {
   auto& c = detail::counters();

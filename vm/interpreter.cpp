@@ -330,6 +330,15 @@ int64_t work_items(const Kernel& k, const Launch& l) {
   return 0;
 }
 
+int64_t item_elements(const Kernel& k, const Launch& l) {
+  switch (k.form()) {
+    case Form::Elementwise: return std::min(l.C, kChunk);
+    case Form::RowReduce: return l.C * (k.verified().max_level + 1);
+    case Form::ColReduce: return std::min(l.C, kTile) * std::max<int64_t>(l.R, 1);
+  }
+  return 1;
+}
+
 void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
                const backends::MicroKernels& mk) {
   if (begin >= end) return;

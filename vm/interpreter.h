@@ -26,6 +26,9 @@ inline constexpr int64_t kChunk = 16 * kTile;
 // order or in parallel (rows, row chunks or column tiles).
 int64_t work_items(const Kernel& k, const Launch& l);
 
+// Floats one work item touches (the parallel cost model's unit).
+int64_t item_elements(const Kernel& k, const Launch& l);
+
 // Runs work items [begin, end) with the given micro-kernel table.
 void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
                const backends::MicroKernels& mk);

@@ -8,6 +8,7 @@
 #include "backends/microkernels.h"
 #include "dvm/error.h"
 #include "vm/interpreter.h"
+#include "vm/parallel.h"
 
 namespace dvm::vm {
 namespace {
@@ -79,7 +80,9 @@ void launch(const Kernel& k, const Launch& l) {
   check_launch(k, l);
   const int64_t items = work_items(k, l);
   auto t0 = std::chrono::steady_clock::now();
-  interpret(k, l, 0, items, backends::active_microkernels());
+  const backends::MicroKernels& mk = backends::active_microkernels();
+  parallel_items(items, item_elements(k, l),
+                 [&](int64_t b, int64_t e) { interpret(k, l, b, e, mk); });
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   k.calls_add(ns);
 }

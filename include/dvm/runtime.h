@@ -21,6 +21,14 @@ void flush();
 std::string isa();
 void set_isa(const std::string& name);
 
+// Threads a launch may use: n >= 1 gives dvm its own TBB arena of n
+// threads; 0 (the default) runs in the caller's arena, so a host engine's
+// tbb::task_arena bounds dvm. Environment DVM_NUM_THREADS sets it at start.
+// Small launches (under ~64K elements) always run on the calling thread.
+// Results are bit-identical for every thread count.
+void set_num_threads(int n);
+int num_threads();
+
 struct Stats {
   int64_t flushes = 0;
   int64_t nodes_recorded = 0;

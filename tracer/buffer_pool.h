@@ -1,0 +1,25 @@
+// The caching allocator for tensor buffers: size classes with free lists, so
+// loops that keep producing same-sized results reuse memory instead of
+// asking the system (and paying its page faults) on every flush.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dvm::detail {
+
+// 64-byte aligned, at least `bytes` long. Throws std::bad_alloc.
+void* pool_allocate(size_t bytes);
+// Returns a block from pool_allocate; bytes must be the same request size.
+void pool_free(void* p, size_t bytes);
+
+struct PoolStats {
+  int64_t system_allocs = 0;  // blocks obtained from the system
+  int64_t reuses = 0;         // requests served from the free lists
+  int64_t cached_bytes = 0;   // bytes held in free lists now
+};
+PoolStats pool_stats();
+// Returns every cached block to the system.
+void pool_trim();
+
+}  // namespace dvm::detail

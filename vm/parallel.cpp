@@ -1,0 +1,78 @@
+// Parallel item execution on TBB.
+#include "vm/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+namespace dvm::vm {
+namespace {
+
+std::mutex g_mu;
+std::atomic<int> g_threads{-1};  // -1: not read yet; 0: caller's arena
+std::unique_ptr<tbb::task_arena> g_arena;
+
+int configured() {
+  int t = g_threads.load(std::memory_order_acquire);
+  if (t >= 0) return t;
+  std::lock_guard<std::mutex> lock(g_mu);
+  t = g_threads.load(std::memory_order_relaxed);
+  if (t >= 0) return t;
+  const char* e = std::getenv("DVM_NUM_THREADS");
+  t = e ? std::max(0, std::atoi(e)) : 0;
+  if (t > 0) g_arena = std::make_unique<tbb::task_arena>(t);
+  g_threads.store(t, std::memory_order_release);
+  return t;
+}
+
+}  // namespace
+
+int num_threads() {
+  int t = configured();
+  return t > 0 ? t : tbb::this_task_arena::max_concurrency();
+}
+
+void set_num_threads(int n) {
+  configured();
+  std::lock_guard<std::mutex> lock(g_mu);
+  n = std::max(0, n);
+  g_arena.reset();
+  if (n > 0) g_arena = std::make_unique<tbb::task_arena>(n);
+  g_threads.store(n, std::memory_order_release);
+}
+
+void parallel_items(int64_t items, int64_t elems_per_item, ItemsFn fn, void* ctx) {
+  if (items <= 0) return;
+  const int64_t per_item = std::max<int64_t>(elems_per_item, 1);
+  const int threads = num_threads();
+  if (threads <= 1 || items < 2 || items * per_item < kMinParallelElements) {
+    fn(ctx, 0, items);
+    return;
+  }
+  // Pieces of at least kMinTaskElements, and a few per thread for balance.
+  int64_t grain = std::max<int64_t>(1, (kMinTaskElements + per_item - 1) / per_item);
+  grain = std::max<int64_t>(grain, items / (4 * static_cast<int64_t>(threads)));
+  auto run = [&] {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, items, static_cast<size_t>(grain)),
+                      [&](const tbb::blocked_range<int64_t>& r) { fn(ctx, r.begin(), r.end()); },
+                      tbb::simple_partitioner());
+  };
+  if (configured() > 0) {
+    tbb::task_arena* arena;
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      arena = g_arena.get();
+    }
+    arena->execute(run);
+  } else {
+    run();
+  }
+}
+
+}  // namespace dvm::vm
