@@ -21,6 +21,9 @@ struct Frame {
   std::vector<float> sval;        // value of each row register
   std::vector<float> acc;         // row reductions: lanes floats per instruction
   std::vector<float> result;      // row reductions finished in an earlier pass
+  // Per instruction: the output argument it may write straight into (its
+  // value is stored by the next instruction), or -1.
+  std::vector<int> direct;
   int64_t tile = 0;
 
   ~Frame() { std::free(scratch); }
@@ -41,6 +44,15 @@ struct Frame {
     sval.assign(static_cast<size_t>(p.nregs), 0.0f);
     acc.assign(p.code.size() * static_cast<size_t>(lanes), 0.0f);
     result.assign(p.code.size(), 0.0f);
+    direct.assign(p.code.size(), -1);
+    for (size_t i = 0; i + 1 < p.code.size(); ++i) {
+      const Instr& a = p.code[i];
+      const Instr& b = p.code[i + 1];
+      const OpClass c = op_class(a.op);
+      if ((c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Ternary) &&
+          b.op == Op::ST && b.r[1] == a.r[0])
+        direct[i] = b.r[0];
+    }
   }
   float* reg(int r) { return scratch + static_cast<size_t>(r) * static_cast<size_t>(tile); }
   float* temp(int k, int nregs) { return reg(nregs + k); }
@@ -74,8 +86,17 @@ Op combine_op(Op reduce) {
 // One instruction on one tile. Reductions are handled by the drivers.
 // ---------------------------------------------------------------------------
 inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, const Launch& l,
-                 const Tile& t, const backends::MicroKernels& mk) {
+                 const Tile& t, const backends::MicroKernels& mk, int direct = -1) {
   const int64_t n = t.n;
+  // Where a vec result goes: its register's scratch, or straight into the
+  // output the next instruction stores it to.
+  auto dest = [&](int d) {
+    if (direct >= 0) {
+      const ArgBinding& a = l.args[static_cast<size_t>(direct)];
+      return a.out + base_offset(a, t.p, t.r) + t.c0;
+    }
+    return f.reg(d);
+  };
   switch (op_class(ins.op)) {
     case OpClass::Load: {
       const ArgBinding& a = l.args[ins.r[1]];
@@ -125,8 +146,9 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
         fn(&y, &x, 1);
         f.sval[static_cast<size_t>(d)] = y;
       } else {
-        fn(f.reg(d), f.ptr[static_cast<size_t>(a)], n);
-        f.ptr[static_cast<size_t>(d)] = f.reg(d);
+        float* out = dest(d);
+        fn(out, f.ptr[static_cast<size_t>(a)], n);
+        f.ptr[static_cast<size_t>(d)] = out;
       }
       return;
     }
@@ -134,19 +156,20 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       const int d = ins.r[0], a = ins.r[1], b = ins.r[2];
       const int op = static_cast<int>(ins.op);
       const bool va = info.src_kind[0] == Kind::Vec, vb = info.src_kind[1] == Kind::Vec;
+      float* out = (va || vb) ? dest(d) : nullptr;
       if (va && vb) {
-        mk.binary[op](f.reg(d), f.ptr[static_cast<size_t>(a)], f.ptr[static_cast<size_t>(b)], n);
+        mk.binary[op](out, f.ptr[static_cast<size_t>(a)], f.ptr[static_cast<size_t>(b)], n);
       } else if (va) {
-        mk.binary_vs[op](f.reg(d), f.ptr[static_cast<size_t>(a)], f.sval[static_cast<size_t>(b)], n);
+        mk.binary_vs[op](out, f.ptr[static_cast<size_t>(a)], f.sval[static_cast<size_t>(b)], n);
       } else if (vb) {
-        mk.binary_sv[op](f.reg(d), f.sval[static_cast<size_t>(a)], f.ptr[static_cast<size_t>(b)], n);
+        mk.binary_sv[op](out, f.sval[static_cast<size_t>(a)], f.ptr[static_cast<size_t>(b)], n);
       } else {
         float x = f.sval[static_cast<size_t>(a)], y = f.sval[static_cast<size_t>(b)], z;
         mk.binary[op](&z, &x, &y, 1);
         f.sval[static_cast<size_t>(d)] = z;
         return;
       }
-      f.ptr[static_cast<size_t>(d)] = f.reg(d);
+      f.ptr[static_cast<size_t>(d)] = out;
       return;
     }
     case OpClass::Ternary: {
@@ -170,8 +193,9 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
           src[k] = tmp;
         }
       }
-      fn(f.reg(d), src[0], src[1], src[2], n);
-      f.ptr[static_cast<size_t>(d)] = f.reg(d);
+      float* out = dest(d);
+      fn(out, src[0], src[1], src[2], n);
+      f.ptr[static_cast<size_t>(d)] = out;
       return;
     }
     case OpClass::Reduce:
@@ -205,7 +229,7 @@ void run_elementwise(const Kernel& k, const Launch& l, int64_t begin, int64_t en
     const int64_t c_end = std::min(l.C, (chunk + 1) * kChunk);
     for (t.c0 = chunk * kChunk; t.c0 < c_end; t.c0 += kTile) {
       t.n = std::min(kTile, c_end - t.c0);
-      for (size_t i = 0; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
+      for (size_t i = 0; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
     }
   }
 }
@@ -227,7 +251,7 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
       for (size_t i = 0; i < ni; ++i) {
         const Instr& ins = p.code[i];
         if (op_class(ins.op) != OpClass::Reduce) {
-          exec(ins, info[i], f, p.nregs, l, t, mk);
+          exec(ins, info[i], f, p.nregs, l, t, mk, f.direct[i]);
           continue;
         }
         const int op = static_cast<int>(ins.op);
@@ -263,7 +287,7 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
           }
           if (lvl > pass) continue;
           if (cls == OpClass::Store && (!last || (ins.op == Op::STB && t.c0 != 0))) continue;
-          exec(ins, info[i], f, p.nregs, l, t, mk);
+          exec(ins, info[i], f, p.nregs, l, t, mk, last ? f.direct[i] : -1);
         }
       }
       for (size_t i = 0; i < ni; ++i)
@@ -312,7 +336,7 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
       else f.sval[ins.r[0]] = f.result[i];
     }
     t.r = 0;  // epilogue arguments have no R extent
-    for (size_t i = r1 + 1; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
+    for (size_t i = r1 + 1; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
   }
 }
 
