@@ -40,12 +40,12 @@ int64_t execute(const std::vector<Node*>& nodes) {
     }
     if (t_log_on) {
       auto t0 = std::chrono::steady_clock::now();
-      vm::launch(*k, bind(low));
+      const bool jit = vm::launch(*k, bind(low));
       auto t1 = std::chrono::steady_clock::now();
       KernelRun run;
       run.hash = k->hash();
       run.form = vm::form_name(k->form());
-      run.tier = "interp";
+      run.tier = jit ? "jit" : "interp";
       run.ops = static_cast<int>(g.members.size());
       run.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
       for (const ArgSpec& a : low.args) {

@@ -266,6 +266,10 @@ struct Builder {
           v[i] = x->enc_value;
         }
       }
+      if (n->scalar_pos >= 0) {  // an inline scalar operand
+        for (int i = n->nin; i > n->scalar_pos; --i) v[i] = v[i - 1];
+        v[n->scalar_pos] = constant(n->value);
+      }
       vm::Encoder::Value r;
       switch (n->kind) {
         case NodeKind::Copy: r = v[0]; break;

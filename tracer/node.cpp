@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 namespace dvm::detail {
 
@@ -59,6 +60,41 @@ void Node::release() {
     if (storage) storage->release();
     delete this;
   }
+}
+
+namespace {
+// A per-thread stack of free Node blocks. A block freed on another thread
+// joins that thread's list; each list returns its blocks at thread exit.
+struct NodeFreeList {
+  std::vector<void*> blocks;
+  ~NodeFreeList() {
+    for (void* b : blocks) ::operator delete(b);
+  }
+};
+thread_local NodeFreeList t_free_nodes;
+constexpr size_t kMaxFreeNodes = 1 << 16;
+}  // namespace
+
+void* Node::operator new(size_t bytes) {
+  auto& list = t_free_nodes.blocks;
+  if (bytes == sizeof(Node) && !list.empty()) {
+    void* b = list.back();
+    list.pop_back();
+    return b;
+  }
+  return ::operator new(bytes);
+}
+
+void Node::operator delete(void* p) noexcept {
+  auto& list = t_free_nodes.blocks;
+  if (list.size() < kMaxFreeNodes) {
+    try {
+      list.push_back(p);
+      return;
+    } catch (...) {
+    }
+  }
+  ::operator delete(p);
 }
 
 void contiguous_strides(const Shape& shape, int64_t* strides) {

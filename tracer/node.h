@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "dvm/dtype.h"
@@ -45,7 +46,8 @@ struct Node {
   uint8_t nin = 0;
   Shape shape;
   Node* in[3] = {nullptr, nullptr, nullptr};
-  float value = 0.0f;  // Const
+  float value = 0.0f;       // Const; or the inline scalar operand
+  int8_t scalar_pos = -1;   // Elementwise: operand position of the inline scalar
 
   // Where the values live once materialized: element (i0, i1, ...) is at
   // storage->data[offset + sum(i_k * strides[k])]. A pending View keeps its
@@ -71,6 +73,11 @@ struct Node {
   void release();
   // Drops the inputs once this node's values are materialized.
   void drop_inputs();
+
+  // Nodes come from a per-thread free list: recording allocates nothing
+  // from the system in steady state.
+  static void* operator new(size_t bytes);
+  static void operator delete(void* p) noexcept;
 };
 
 // Row-major contiguous strides for shape.

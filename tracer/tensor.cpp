@@ -96,12 +96,35 @@ Tensor elementwise(Op op, const char* name, std::initializer_list<const Tensor*>
   return record(n);
 }
 
+// A binary op with one float operand kept inline in the node (position pos):
+// one node per op instead of two.
+Tensor binary_scalar(Op op, const char* name, const Tensor& t, float s, int pos) {
+  Node* x = need(t, name);
+  check_computable(name, x);
+  const bool cmp = op == Op::EQ || op == Op::NE || op == Op::LT || op == Op::LE || op == Op::GT ||
+                   op == Op::GE;
+  Node* n = detail::new_node(NodeKind::Elementwise, op, cmp ? Dtype::Bool : Dtype::F32, x->shape);
+  detail::set_input(n, 0, x);
+  n->scalar_pos = static_cast<int8_t>(pos);
+  n->value = s;
+  return record(n);
+}
+
+bool is_inline_scalar(const Tensor& t) {
+  const Node* n = t.node();
+  return n && n->kind == NodeKind::Const && !n->storage && n->shape.rank() == 0;
+}
+
 Tensor unary(Op op, const char* name, const Tensor& x) {
   return elementwise(op, name, {&x}, Dtype::F32);
 }
 Tensor binary(Op op, const char* name, const Tensor& a, const Tensor& b) {
   const bool cmp = op == Op::EQ || op == Op::NE || op == Op::LT || op == Op::LE || op == Op::GT ||
                    op == Op::GE;
+  if (is_inline_scalar(b) && a.defined() && !is_inline_scalar(a))
+    return binary_scalar(op, name, a, b.node()->value, 1);
+  if (is_inline_scalar(a) && b.defined() && !is_inline_scalar(b))
+    return binary_scalar(op, name, b, a.node()->value, 0);
   return elementwise(op, name, {&a, &b}, cmp ? Dtype::Bool : Dtype::F32);
 }
 
@@ -483,7 +506,7 @@ Tensor div(const Tensor& a, const Tensor& b) { return binary(Op::DIV, "div", a, 
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::MAX, "maximum", a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::MIN, "minimum", a, b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::POW, "pow", a, b); }
-Tensor pow(const Tensor& a, float b) { return binary(Op::POW, "pow", a, Tensor(b)); }
+Tensor pow(const Tensor& a, float b) { return binary_scalar(Op::POW, "pow", a, b, 1); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::EQ, "eq", a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(Op::NE, "ne", a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::LT, "lt", a, b); }
@@ -503,14 +526,14 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, float b) { return add(a, Tensor(b)); }
-Tensor operator-(const Tensor& a, float b) { return sub(a, Tensor(b)); }
-Tensor operator*(const Tensor& a, float b) { return mul(a, Tensor(b)); }
-Tensor operator/(const Tensor& a, float b) { return div(a, Tensor(b)); }
-Tensor operator+(float a, const Tensor& b) { return add(Tensor(a), b); }
-Tensor operator-(float a, const Tensor& b) { return sub(Tensor(a), b); }
-Tensor operator*(float a, const Tensor& b) { return mul(Tensor(a), b); }
-Tensor operator/(float a, const Tensor& b) { return div(Tensor(a), b); }
+Tensor operator+(const Tensor& a, float b) { return binary_scalar(Op::ADD, "add", a, b, 1); }
+Tensor operator-(const Tensor& a, float b) { return binary_scalar(Op::SUB, "sub", a, b, 1); }
+Tensor operator*(const Tensor& a, float b) { return binary_scalar(Op::MUL, "mul", a, b, 1); }
+Tensor operator/(const Tensor& a, float b) { return binary_scalar(Op::DIV, "div", a, b, 1); }
+Tensor operator+(float a, const Tensor& b) { return binary_scalar(Op::ADD, "add", b, a, 0); }
+Tensor operator-(float a, const Tensor& b) { return binary_scalar(Op::SUB, "sub", b, a, 0); }
+Tensor operator*(float a, const Tensor& b) { return binary_scalar(Op::MUL, "mul", b, a, 0); }
+Tensor operator/(float a, const Tensor& b) { return binary_scalar(Op::DIV, "div", b, a, 0); }
 
 // ---------------------------------------------------------------------------
 // Compositions: built from the ops above; the fuser makes each one kernel.

@@ -11,6 +11,7 @@
 #include "fuser/executor.h"
 #include "vm/kernel_cache.h"
 #include "vm/parallel.h"
+#include "vm/tiering.h"
 
 namespace dvm::detail {
 
@@ -133,6 +134,34 @@ void set_num_threads(int n) {
 }
 int num_threads() { return vm::num_threads(); }
 
+void set_tier_mode(TierMode mode) { vm::set_tier_mode(mode); }
+TierMode tier_mode() { return vm::tier_mode(); }
+void set_jit_threshold(int64_t calls) {
+  if (calls < 1) throw Error("set_jit_threshold: expected calls >= 1, got " + std::to_string(calls));
+  vm::set_jit_threshold(calls);
+}
+int64_t jit_threshold() { return vm::jit_threshold(); }
+void wait_for_jit() { vm::wait_for_compiles(); }
+
+std::vector<KernelStats> kernel_stats() {
+  std::vector<KernelStats> out;
+  const backends::Isa isa = backends::active_isa();
+  for (const auto& k : vm::KernelCache::global().snapshot()) {
+    KernelStats s;
+    s.hash = k->hash();
+    s.form = vm::form_name(k->form());
+    const vm::JitSlot& slot = k->jit(isa);
+    const uint8_t state = slot.state.load(std::memory_order_acquire);
+    s.tier = state == vm::JitSlot::Ready ? "jit" : "interp";
+    s.calls = k->calls.load();
+    s.total_ns = k->total_ns.load();
+    if (state == vm::JitSlot::Ready || state == vm::JitSlot::Failed) s.compile_ns = slot.compile_ns;
+    if (state == vm::JitSlot::Failed) s.jit_failure = slot.failure;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 Stats stats() {
   auto& c = detail::counters();
   Stats s;
@@ -142,6 +171,9 @@ Stats stats() {
   s.kernels_launched = fuser::exec_stats().kernels_launched;
   s.kernels_compiled = vm::KernelCache::global().misses() - c.misses_base.load();
   s.cache_hits = vm::KernelCache::global().hits() - c.hits_base.load();
+  s.jit_compiles = vm::tier_stats().compiles.load() - c.jit_base.load();
+  s.jit_failures = vm::tier_stats().failures.load() - c.jit_fail_base.load();
+  s.jit_code_bytes = static_cast<int64_t>(backends::jit::code_bytes_in_use());
   return s;
 }
 
@@ -153,6 +185,8 @@ void reset_stats() {
   fuser::exec_stats().kernels_launched = 0;
   c.misses_base = vm::KernelCache::global().misses();
   c.hits_base = vm::KernelCache::global().hits();
+  c.jit_base = vm::tier_stats().compiles.load();
+  c.jit_fail_base = vm::tier_stats().failures.load();
 }
 
 }  // namespace dvm

@@ -5,12 +5,25 @@
 #include <atomic>
 #include <cstdint>
 
+#include <memory>
+#include <string>
+
+#include "backends/jit/jit.h"
 #include "vm/bytecode.h"
 #include "vm/verifier.h"
 
 namespace dvm::vm {
 
-class Kernel {
+// Machine code for one ISA, filled in by the tiering policy.
+struct JitSlot {
+  enum State : uint8_t { None = 0, Compiling = 1, Ready = 2, Failed = 3 };
+  std::atomic<uint8_t> state{None};
+  std::unique_ptr<backends::jit::JitCode> code;  // valid once state == Ready
+  std::string failure;                           // valid once state == Failed
+  int64_t compile_ns = 0;
+};
+
+class Kernel : public std::enable_shared_from_this<Kernel> {
  public:
   // The bytecode must already have passed verify(); vp is its result.
   Kernel(Bytecode bc, VerifiedProgram vp);
@@ -20,6 +33,8 @@ class Kernel {
   const Program& program() const { return vp_.program; }
   const VerifiedProgram& verified() const { return vp_; }
   Form form() const { return vp_.program.form; }
+
+  JitSlot& jit(backends::Isa isa) const { return jit_[static_cast<int>(isa)]; }
 
   // Running statistics (relaxed atomics: launches may run concurrently).
   mutable std::atomic<int64_t> calls{0};
@@ -33,6 +48,7 @@ class Kernel {
   Bytecode bytecode_;
   uint64_t hash_;
   VerifiedProgram vp_;
+  mutable JitSlot jit_[3];
 };
 
 }  // namespace dvm::vm

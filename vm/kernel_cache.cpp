@@ -1,12 +1,20 @@
 // Kernel and KernelCache.
 #include "vm/kernel_cache.h"
 
+#include <cstdlib>
+
 #include "dvm/error.h"
 
 namespace dvm::vm {
 
 Kernel::Kernel(Bytecode bc, VerifiedProgram vp)
     : bytecode_(std::move(bc)), hash_(bytecode_.hash()), vp_(std::move(vp)) {}
+
+KernelCache::KernelCache() {
+  const char* e = std::getenv("DVM_KERNEL_CACHE");
+  long long v = e ? std::atoll(e) : 0;
+  capacity_ = v > 0 ? v : 4096;
+}
 
 KernelCache& KernelCache::global() {
   static KernelCache cache;
@@ -28,10 +36,20 @@ std::shared_ptr<Kernel> KernelCache::get(const Bytecode& bc) {
   if (!verify(bc, &vp, &error)) throw Error(error);
   auto k = std::make_shared<Kernel>(bc, std::move(vp));
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = map_.emplace(std::move(key), k);
-  if (inserted) misses_.fetch_add(1, std::memory_order_relaxed);
-  else hits_.fetch_add(1, std::memory_order_relaxed);
-  return it->second;
+  auto [it, inserted] = map_.emplace(key, k);
+  if (!inserted) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return it->second;
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  order_.push_back(std::move(key));
+  std::shared_ptr<Kernel> result = it->second;
+  while (static_cast<int64_t>(map_.size()) > capacity_) {
+    map_.erase(order_.front());
+    order_.pop_front();
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return result;
 }
 
 int64_t KernelCache::size() const {
@@ -42,6 +60,29 @@ int64_t KernelCache::size() const {
 void KernelCache::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   map_.clear();
+  order_.clear();
+}
+
+std::vector<std::shared_ptr<Kernel>> KernelCache::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<Kernel>> out;
+  for (const auto& key : order_) out.push_back(map_.at(key));
+  return out;
+}
+
+void KernelCache::set_capacity(int64_t kernels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capacity_ = kernels < 1 ? 1 : kernels;
+  while (static_cast<int64_t>(map_.size()) > capacity_) {
+    map_.erase(order_.front());
+    order_.pop_front();
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+int64_t KernelCache::capacity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
 }
 
 }  // namespace dvm::vm

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <deque>
+#include <vector>
 
 #include "vm/kernel.h"
 
@@ -21,6 +23,14 @@ class KernelCache {
   std::shared_ptr<Kernel> get(const Bytecode& bc);
 
   int64_t size() const;
+  // Every cached kernel (for statistics).
+  std::vector<std::shared_ptr<Kernel>> snapshot() const;
+  // At most this many kernels stay cached (default 4096, DVM_KERNEL_CACHE);
+  // beyond it the oldest are evicted, and their machine code is freed once
+  // no launch uses them.
+  void set_capacity(int64_t kernels);
+  int64_t capacity() const;
+  int64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
   int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
   void clear();
@@ -28,7 +38,12 @@ class KernelCache {
  private:
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Kernel>> map_;
-  std::atomic<int64_t> hits_{0}, misses_{0};
+  std::deque<std::string> order_;  // insertion order, oldest first
+  int64_t capacity_;
+  std::atomic<int64_t> hits_{0}, misses_{0}, evictions_{0};
+
+ public:
+  KernelCache();
 };
 
 }  // namespace dvm::vm

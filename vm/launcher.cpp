@@ -9,6 +9,7 @@
 #include "dvm/error.h"
 #include "vm/interpreter.h"
 #include "vm/parallel.h"
+#include "vm/tiering.h"
 
 namespace dvm::vm {
 namespace {
@@ -76,15 +77,24 @@ void check_launch(const Kernel& k, const Launch& l) {
   }
 }
 
-void launch(const Kernel& k, const Launch& l) {
+bool launch(const Kernel& k, const Launch& l) {
   check_launch(k, l);
   const int64_t items = work_items(k, l);
   auto t0 = std::chrono::steady_clock::now();
   const backends::MicroKernels& mk = backends::active_microkernels();
-  parallel_items(items, item_elements(k, l),
-                 [&](int64_t b, int64_t e) { interpret(k, l, b, e, mk); });
+  const backends::jit::JitCode* code =
+      select_tier(k, k.calls.load(std::memory_order_relaxed), mk.isa);
+  if (code) {
+    parallel_items(items, item_elements(k, l), [&](int64_t b, int64_t e) {
+      backends::jit::run_items(*code, k.verified(), l, b, e);
+    });
+  } else {
+    parallel_items(items, item_elements(k, l),
+                   [&](int64_t b, int64_t e) { interpret(k, l, b, e, mk); });
+  }
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   k.calls_add(ns);
+  return code != nullptr;
 }
 
 }  // namespace dvm::vm

@@ -13,7 +13,8 @@ namespace dvm::vm {
 // is written before these checks pass.
 void check_launch(const Kernel& k, const Launch& l);
 
-// check_launch, then runs every work item.
-void launch(const Kernel& k, const Launch& l);
+// check_launch, then runs every work item on the tier the tiering policy
+// picks. Returns true when machine code ran, false for the interpreter.
+bool launch(const Kernel& k, const Launch& l);
 
 }  // namespace dvm::vm

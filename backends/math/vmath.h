@@ -119,22 +119,22 @@ DVM_SIMD_INLINE V log(V x) {
 }
 
 // ---- tanh ----------------------------------------------------------------------
-// |x| < 0.625: x + x^3 P(x^2) (Cephes tanhf coefficients);
-// otherwise:   1 - 2 / (exp(2|x|) + 1) with the sign of x.
+// On a = |x|, sign restored at the end (tanh is odd; keeps tanh(-0) = -0):
+// a < 0.625: a + a^3 P(a^2) (Cephes tanhf coefficients);
+// otherwise: 1 - 2 / (exp(2a) + 1).
 template <class V>
 DVM_SIMD_INLINE V tanh(V x) {
-  V z = V::mul(x, x);
+  V a = V::abs(x);
+  V z = V::mul(a, a);
   V p = V::splat(-5.70498872745e-3f);
   p = V::fma(p, z, V::splat(2.06390887954e-2f));
   p = V::fma(p, z, V::splat(-5.37397155531e-2f));
   p = V::fma(p, z, V::splat(1.33314422036e-1f));
   p = V::fma(p, z, V::splat(-3.33332819422e-1f));
-  V small = V::fma(p, V::mul(z, x), x);
-  V a = V::abs(x);
+  V small = V::fma(p, V::mul(z, a), a);
   V e = exp(V::add(a, a));
   V big = V::sub(V::splat(1.0f), V::div(V::splat(2.0f), V::add(e, V::splat(1.0f))));
-  big = with_sign_of(big, x);
-  return V::select(V::lt(a, V::splat(0.625f)), small, big);
+  return with_sign_of(V::select(V::lt(a, V::splat(0.625f)), small, big), x);
 }
 
 // ---- sigmoid -------------------------------------------------------------------
@@ -191,24 +191,28 @@ DVM_SIMD_INLINE V erf(V x) {
 }
 
 // ---- sin / cos -----------------------------------------------------------------
-// q = round(x * 2/pi) (+0 so that x = -0 keeps its sign), r = x - q*pi/2 with
-// a three-part pi/2 and fma (exact first step), then sin or cos polynomial on
-// r (Cephes sinf/cosf coefficients) chosen by q's parity, negated when q & 2.
-// Accurate (<= 4 ULP) for |x| <= 1e4 and well beyond; for huge |x| the
-// reduction loses meaning, and r is clamped to [-0.8, 0.8] so the result
-// stays in [-1, 1] (never NaN for finite x). sin/cos(+-inf) = NaN.
+// On a = |x| (sin is odd: x's sign bit is xor-ed back in; cos is even):
+// q = round(a * 2/pi), r = a - q*pi/2 with a three-part pi/2 and fma (the
+// first step is exact), then the sin or cos polynomial on r (Cephes sinf/cosf
+// coefficients) chosen by q's parity, negated when q & 2.
+// Accurate to ~1.5 ULP for |x| <= 1e4 (the tested range) and up to about
+// 2e5. Beyond, a*2/pi is rounded too coarsely to pick the nearest q, r leaves
+// [-pi/4, pi/4] and is clamped to [-0.8, 0.8]: the result is then inaccurate
+// (docs/MATH.md has figures) but always in [-1, 1], never NaN for finite x.
+// sin/cos(+-inf) and NaN give NaN.
 template <class V>
 DVM_SIMD_INLINE V sincos_impl(V x, bool is_cos) {
   using I = typename V::Int;
-  V q = V::add(V::round_even(V::mul(x, V::splat(0.636619772367581343f))), V::splat(0.0f));
+  V a = V::abs(x);
+  V q = V::round_even(V::mul(a, V::splat(0.636619772367581343f)));
   // pi/2 = P1 + P2 + P3 (+1e-23): P1 = fl(pi/2), P2 = fl(pi/2 - P1), P3 = fl(rest)
-  V r = V::fma(q, V::splat(-1.57079637050628662109375f), x);
+  V r = V::fma(q, V::splat(-1.57079637050628662109375f), a);
   r = V::fma(q, V::splat(4.371138828673793e-8f), r);
   r = V::fma(q, V::splat(1.7151245100058819e-15f), r);
-  r = V::max(V::splat(-0.8f), r);
+  r = V::max(V::splat(-0.8f), r);  // NaN passes
   r = V::min(V::splat(0.8f), r);
   I qi = V::cvt_round(q);
-  if (is_cos) qi = V::iadd(qi, V::isplat(1));  // cos(x) = sin(x + pi/2); not data-dependent
+  if (is_cos) qi = V::iadd(qi, V::isplat(1));  // cos(a) = sin(a + pi/2); not data-dependent
   V z = V::mul(r, r);
   V ps = V::splat(-1.9515295891e-4f);
   ps = V::fma(ps, z, V::splat(8.3321608736e-3f));
@@ -220,6 +224,7 @@ DVM_SIMD_INLINE V sincos_impl(V x, bool is_cos) {
   V c = V::fma(pc, V::mul(z, z), V::fma(z, V::splat(-0.5f), V::splat(1.0f)));
   V res = V::select(V::ieq(V::iand(qi, V::isplat(1)), V::isplat(0)), s, c);
   V sign = V::as_float(V::template shl<30>(V::iand(qi, V::isplat(2))));
+  if (!is_cos) sign = V::bit_xor(sign, V::bit_and(x, V::splat(-0.0f)));
   return V::bit_xor(res, sign);
 }
 template <class V>

@@ -29,6 +29,31 @@ void set_isa(const std::string& name);
 void set_num_threads(int n);
 int num_threads();
 
+// Tiers: every kernel starts on the interpreter; in Auto mode a kernel called
+// `jit_threshold` times is compiled to machine code in the background and
+// switches over when ready (callers never wait). Eager compiles before the
+// first run; Off never makes executable memory (interpreter only).
+// Environment: DVM_TIER=off|auto|eager, DVM_JIT_THRESHOLD=N.
+enum class TierMode { Off, Auto, Eager };
+void set_tier_mode(TierMode mode);
+TierMode tier_mode();
+void set_jit_threshold(int64_t calls);
+int64_t jit_threshold();
+// Blocks until background compiles started so far have finished.
+void wait_for_jit();
+
+// Per-kernel statistics, one entry per kernel in the cache.
+struct KernelStats {
+  uint64_t hash = 0;        // bytecode hash
+  std::string form;         // elementwise, row_reduce, col_reduce
+  std::string tier;         // "jit" once machine code serves the active ISA, else "interp"
+  int64_t calls = 0;
+  int64_t total_ns = 0;     // time in launches
+  int64_t compile_ns = 0;   // JIT compile time (0 if never compiled)
+  std::string jit_failure;  // why the JIT declined, if it did
+};
+std::vector<KernelStats> kernel_stats();
+
 struct Stats {
   int64_t flushes = 0;
   int64_t nodes_recorded = 0;
@@ -36,6 +61,9 @@ struct Stats {
   int64_t kernels_launched = 0;
   int64_t kernels_compiled = 0;   // new bytecode seen (cache misses)
   int64_t cache_hits = 0;
+  int64_t jit_compiles = 0;       // machine-code compiles that succeeded
+  int64_t jit_failures = 0;       // compiles the JIT declined (kernel stays interpreted)
+  int64_t jit_code_bytes = 0;     // executable memory held now
 };
 // One kernel launch, as recorded when the kernel log is on.
 struct KernelRun {

@@ -1,0 +1,64 @@
+// The JIT backend: lowers a verified kernel to one machine-code function for
+// AVX2 or AVX-512 with asmjit. The vm's tiering calls compile() and, per work
+// item, the returned entry point with a JitArgs block.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backends/isa.h"
+#include "vm/bytecode.h"
+#include "vm/launch.h"
+#include "vm/verifier.h"
+
+namespace dvm::backends::jit {
+
+// One call's arguments, filled by the vm's driver (vm/jit_tier.cpp).
+//
+// Elementwise: one call runs `n` elements of one (p, r) row.
+// RowReduce:   one call runs one whole row (n = C): every pass, every fold.
+// ColReduce:   one call runs one (p, c-tile) of n columns, folding `rows` rows.
+//
+// For argument a, base[a] is the address of its element at the call's first
+// (p, r, c). Per instruction:
+//   LD, ST:  element i at base[a] + i
+//   LDS:     element i at base[a] + i * cs[a]
+//   LDB:     one value at base[a] (one per row)
+//   STB:     writes one value to base[a]
+//   ColReduce prologue loads: row r (0 <= r < rows) adds r * rs[a] elements.
+struct JitArgs {
+  const float* base[vm::kMaxArgs];
+  int64_t cs[vm::kMaxArgs];
+  int64_t rs[vm::kMaxArgs];
+  int64_t n;
+  int64_t rows;
+};
+
+using EntryFn = void (*)(const JitArgs* args);
+
+// Machine code for one kernel and one ISA. Destroying it frees the code.
+class JitCode {
+ public:
+  virtual ~JitCode() = default;
+  EntryFn entry = nullptr;
+  Isa isa = Isa::Portable;
+  size_t code_bytes = 0;
+};
+
+// Lowers vp for isa (Avx2 or Avx512; the CPU must support it). Returns null
+// and sets *reason when the kernel uses what the JIT does not lower or code
+// generation fails; that is never a user-visible error (the kernel stays on
+// the interpreter). Results are bit-identical to the interpreter's for the
+// same ISA: same operations, same order, same approximations.
+std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::string* reason);
+
+// Runs work items [begin, end) of a launch (the same items as
+// vm::work_items / vm::interpret) through the compiled entry point.
+void run_items(const JitCode& code, const vm::VerifiedProgram& vp, const vm::Launch& l,
+               int64_t begin, int64_t end);
+
+// Bytes of executable memory held by live JitCode objects.
+size_t code_bytes_in_use();
+
+}  // namespace dvm::backends::jit

@@ -1,0 +1,527 @@
+// Every micro-kernel of every supported table against a double-precision
+// reference: all op classes, lengths 0..2*lanes+1 and 4099, unaligned pointers,
+// guard elements after every output, in-place runs, vs/sv forms, reductions fed
+// whole and in pieces, and bit-identical element-wise results across ISAs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backends/isa.h"
+#include "backends/microkernels.h"
+
+namespace dvm::backends {
+namespace {
+
+using vm::Op;
+using vm::OpClass;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+constexpr uint32_t kGuardBits = 0x7fbadbadu;  // a signalling-NaN pattern no kernel makes
+constexpr int kGuards = 19;                   // > one zmm beyond the end
+
+// ---- helpers -------------------------------------------------------------------
+
+// Same definition as test_math.cpp: |y - r| in float ULPs at r; inf = 2^128.
+double ulp_error(float y, double r) {
+  if (std::isnan(r)) return std::isnan(y) ? 0.0 : kInfD;
+  if (std::isnan(y)) return kInfD;
+  if (static_cast<double>(y) == r || y == static_cast<float>(r)) return 0.0;
+  const double big = std::ldexp(1.0, 128);
+  double yv = std::isinf(y) ? std::copysign(big, y) : y;
+  double rv = std::isinf(r) ? std::copysign(big, r) : r;
+  int e = rv == 0 ? -126 : std::max(std::ilogb(rv), -126);
+  return std::fabs(yv - rv) / std::ldexp(1.0, e - 23);
+}
+
+// Bit equality, except that any NaN equals any NaN (payloads may differ with
+// the fma operand order the compiler picks).
+bool same_bits(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+}
+
+std::vector<const MicroKernels*> tables() {
+  std::vector<const MicroKernels*> out;
+  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512})
+    if (const MicroKernels* mk = microkernels_for(isa)) out.push_back(mk);
+  return out;
+}
+
+std::vector<int64_t> lengths(const MicroKernels& mk) {
+  std::vector<int64_t> ns;
+  for (int64_t n = 0; n <= 2 * mk.lanes + 1; ++n) ns.push_back(n);
+  ns.push_back(4099);
+  return ns;
+}
+
+std::vector<Op> ops_of(OpClass cls) {
+  std::vector<Op> out;
+  for (int i = 0; i < vm::kNumOps; ++i)
+    if (vm::op_class(static_cast<Op>(i)) == cls) out.push_back(static_cast<Op>(i));
+  return out;
+}
+
+// An output buffer: one float of misalignment, n outputs, then guards.
+struct Out {
+  std::vector<float> buf;
+  int64_t n;
+  explicit Out(int64_t n_) : buf(n_ + 1 + kGuards), n(n_) {
+    for (float& g : buf) g = std::bit_cast<float>(kGuardBits);
+  }
+  float* data() { return buf.data() + 1; }
+  bool guards_intact() const {
+    if (std::bit_cast<uint32_t>(buf[0]) != kGuardBits) return false;
+    for (int64_t i = n + 1; i < static_cast<int64_t>(buf.size()); ++i)
+      if (std::bit_cast<uint32_t>(buf[i]) != kGuardBits) return false;
+    return true;
+  }
+};
+
+// Inputs stored one float past an aligned start (so never 32/64-aligned).
+struct In {
+  std::vector<float> buf;
+  explicit In(const std::vector<float>& v) : buf(v.size() + 1) { std::copy(v.begin(), v.end(), buf.begin() + 1); }
+  const float* data() const { return buf.data() + 1; }
+};
+
+// ---- inputs --------------------------------------------------------------------
+
+const float kSpecials[] = {kNaN, kInf, -kInf, 0.0f, -0.0f, 1e-40f, -1e-40f, std::numeric_limits<float>::max(),
+                           -std::numeric_limits<float>::max(), 1.0f, -1.0f, 0.5f, -2.5f};
+
+std::vector<float> inputs_for(Op op, int operand, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed * 131 + static_cast<uint32_t>(op) * 7 + static_cast<uint32_t>(operand));
+  float lo = -10.0f, hi = 10.0f;
+  if (op == Op::LOG || op == Op::SQRT || op == Op::RSQRT) lo = -1.0f, hi = 100.0f;
+  if (op == Op::SIN || op == Op::COS) lo = -100.0f, hi = 100.0f;
+  if (op == Op::EXP || op == Op::SIGMOID) lo = -100.0f, hi = 100.0f;
+  if (op == Op::POW) operand == 0 ? (lo = -4.0f, hi = 4.0f) : (lo = -8.0f, hi = 8.0f);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    int k = pick(rng);
+    if (k < 4) x = kSpecials[rng() % std::size(kSpecials)];
+    else if (k < 10) x = std::round(dist(rng));  // integers: pow signs, round ties, equal compares
+    else if (k < 14) x = std::round(dist(rng) * 2.0f) * 0.5f;  // halves: round-half-even
+    else x = dist(rng);
+  }
+  return v;
+}
+
+// ---- references ----------------------------------------------------------------
+
+double sigmoid_d(double x) {
+  double e = std::exp(-std::fabs(x));
+  return (x >= 0 ? 1.0 : e) / (1.0 + e);
+}
+
+double unary_ref(Op op, float xf) {
+  double x = xf;
+  switch (op) {
+    case Op::NEG: return -x;
+    case Op::ABS: return std::fabs(x);
+    case Op::EXP: return std::exp(x);
+    case Op::LOG: return std::log(x);
+    case Op::SQRT: return std::sqrt(x);
+    case Op::RSQRT: return 1.0 / std::sqrt(x);
+    case Op::RECIP: return 1.0 / x;
+    case Op::TANH: return std::tanh(x);
+    case Op::SIGMOID: return sigmoid_d(x);
+    case Op::RELU: return std::isnan(x) ? x : (x > 0 ? x : 0.0);
+    case Op::GELU_TANH: {  // 0.5x(1+tanh u) == x*sigmoid(2u), the stable form
+      if (std::isinf(x)) return x > 0 ? x : std::nan("");
+      double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+      return x * sigmoid_d(2.0 * u);
+    }
+    case Op::GELU_ERF:  // 0.5x(1+erf(x/sqrt2)) == 0.5x*erfc(-x/sqrt2)
+      if (std::isinf(x)) return x > 0 ? x : std::nan("");
+      return 0.5 * x * std::erfc(-x * 0.7071067811865476);
+    case Op::ERF: return std::erf(x);
+    case Op::SIN: return std::sin(x);
+    case Op::COS: return std::cos(x);
+    case Op::FLOOR: return std::floor(x);
+    case Op::CEIL: return std::ceil(x);
+    case Op::ROUND: return std::nearbyint(x);
+    default: return std::nan("");
+  }
+}
+
+double binary_ref(Op op, float af, float bf) {
+  double a = af, b = bf;
+  switch (op) {
+    case Op::ADD: return a + b;  // double then float rounding == float op
+    case Op::SUB: return a - b;
+    case Op::MUL: return a * b;
+    case Op::DIV: return a / b;
+    case Op::MAX: return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b);
+    case Op::MIN: return std::isnan(a) || std::isnan(b) ? std::nan("") : std::min(a, b);
+    case Op::POW: return std::pow(a, b);
+    case Op::EQ: return a == b;
+    case Op::NE: return a != b;
+    case Op::LT: return a < b;
+    case Op::LE: return a <= b;
+    case Op::GT: return a > b;
+    case Op::GE: return a >= b;
+    default: return std::nan("");
+  }
+}
+
+double ternary_ref(Op op, float a, float b, float c) {
+  if (op == Op::SELECT) return a != 0 ? b : c;  // NaN != 0 is true
+  return std::fma(a, b, c);                     // correctly rounded float fma
+}
+
+// Tolerance in ULPs (and an absolute floor) for one element, with the reason.
+struct Tol {
+  double ulps;
+  double abs = 0;
+};
+
+Tol unary_tol(Op op, float x) {
+  switch (op) {
+    // Exact ops: one correctly rounded IEEE operation (or none).
+    case Op::NEG: case Op::ABS: case Op::SQRT: case Op::RECIP: case Op::RELU:
+    case Op::FLOOR: case Op::CEIL: case Op::ROUND:
+      return {0};
+    // Two roundings: sqrt (<= 0.5 ULP, i.e. <= 2^-24 relative, which 1/. turns
+    // into <= 1 ULP of the result) and the division (0.5 ULP).
+    case Op::RSQRT: return {1.5};
+    // The documented bounds of docs/MATH.md (test_math.cpp measures them).
+    case Op::EXP: case Op::LOG: case Op::ERF: return {1.5};
+    case Op::SIN: case Op::COS:
+      // Beyond 1e5 only |result| <= 1 is promised (test_math checks it).
+      return std::fabs(x) <= 1e5f ? Tol{2} : Tol{2, 2.0};
+    case Op::TANH: return {2};
+    case Op::SIGMOID: return {2.5};
+    // GELU: 4 + 2 k(x) ULPs with k the condition number |d ln f/d ln x| (see
+    // test_math.cpp, Gelu); for x <= -5.6 the results are below 4.4e-8 in
+    // magnitude and gelu_erf flushes them to 0: checked absolutely.
+    case Op::GELU_TANH: {
+      if (!std::isfinite(x)) return {4};
+      double v = 1.5957691216057308 * (x + 0.044715 * double(x) * x * x);
+      double k = std::fabs(1.0 + (1.0 - sigmoid_d(v)) * 1.5957691216057308 * (x + 3 * 0.044715 * double(x) * x * x));
+      return {4.0 + 2.0 * k, x <= -5.6f ? 4.5e-8 : 0.0};
+    }
+    case Op::GELU_ERF: {
+      if (!std::isfinite(x)) return {4};
+      double z = x * 0.7071067811865476;
+      double k = std::fabs(1.0 + z * 1.1283791670955126 * std::exp(-z * z) / std::erfc(-z));
+      return {4.0 + 2.0 * k, x <= -5.6f ? 4.5e-8 : 0.0};
+    }
+    default: return {0};
+  }
+}
+
+Tol binary_tol(Op op, float a, float b) {
+  if (op == Op::POW) {  // documented bound, see test_math.cpp PowWithinGrowingBound
+    double y = std::fabs(b * std::log(std::fabs(static_cast<double>(a))));
+    return {2.0 + 3.0 * (std::isfinite(y) ? y : 0.0)};
+  }
+  return {0};  // add/sub/mul/div: one rounding; max/min/compares: exact
+}
+
+bool within(float got, double want, Tol tol) {
+  double e = ulp_error(got, want);
+  if (e == 0 || e <= tol.ulps) return true;
+  return tol.abs > 0 && std::isfinite(want) && std::fabs(got - want) <= tol.abs;
+}
+
+// pow's sign for a negative base and -0/+0 results vary legitimately only in
+// the reference's zeros; everything else, including the sign of zero, must
+// match for the exact ops.
+bool zero_sign_ok(Op op, float got, double want) {
+  if (got != 0 || want != 0) return true;
+  if (op == Op::RELU || op == Op::MAX || op == Op::MIN) return true;  // +-0 ties: maxps order
+  return std::signbit(got) == std::signbit(want);
+}
+
+// ---- element-wise kernels ------------------------------------------------------
+
+TEST(MicroKernels, TablesAreComplete) {
+  for (const MicroKernels* mk : tables()) {
+    for (int i = 0; i < vm::kNumOps; ++i) {
+      Op op = static_cast<Op>(i);
+      switch (vm::op_class(op)) {
+        case OpClass::Unary: EXPECT_NE(mk->unary[i], nullptr) << vm::op_name(op); break;
+        case OpClass::Binary:
+          EXPECT_NE(mk->binary[i], nullptr) << vm::op_name(op);
+          EXPECT_NE(mk->binary_vs[i], nullptr) << vm::op_name(op);
+          EXPECT_NE(mk->binary_sv[i], nullptr) << vm::op_name(op);
+          break;
+        case OpClass::Ternary: EXPECT_NE(mk->ternary[i], nullptr) << vm::op_name(op); break;
+        case OpClass::Reduce:
+          EXPECT_NE(mk->reduce_acc[i], nullptr) << vm::op_name(op);
+          EXPECT_NE(mk->reduce_finish[i], nullptr) << vm::op_name(op);
+          break;
+        default: break;
+      }
+    }
+    EXPECT_NE(mk->fill, nullptr);
+    EXPECT_NE(mk->gather_strided, nullptr);
+    EXPECT_EQ(mk->lanes, mk->isa == Isa::Portable ? 1 : mk->isa == Isa::Avx2 ? 8 : 16);
+  }
+  EXPECT_EQ(&active_microkernels(), microkernels_for(active_isa()));
+}
+
+TEST(MicroKernels, Unary) {
+  for (const MicroKernels* mk : tables()) {
+    for (Op op : ops_of(OpClass::Unary)) {
+      auto fn = mk->unary[static_cast<int>(op)];
+      for (int64_t n : lengths(*mk)) {
+        std::vector<float> x = inputs_for(op, 0, n, static_cast<uint32_t>(n));
+        In a(x);
+        Out d(n);
+        fn(d.data(), a.data(), n);
+        ASSERT_TRUE(d.guards_intact()) << isa_name(mk->isa) << " " << vm::op_name(op) << " n=" << n;
+        for (int64_t i = 0; i < n; ++i) {
+          double want = unary_ref(op, x[i]);
+          ASSERT_TRUE(within(d.data()[i], want, unary_tol(op, x[i])) && zero_sign_ok(op, d.data()[i], want))
+              << isa_name(mk->isa) << " " << vm::op_name(op) << "(" << x[i] << ") = " << d.data()[i]
+              << ", want " << want << " (" << ulp_error(d.data()[i], want) << " ulp), n=" << n;
+        }
+        // In place (d == a) gives the same bits.
+        std::vector<float> inplace = x;
+        fn(inplace.data(), inplace.data(), n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(inplace[i], d.data()[i])) << vm::op_name(op);
+      }
+    }
+  }
+}
+
+TEST(MicroKernels, BinaryAndBroadcastForms) {
+  for (const MicroKernels* mk : tables()) {
+    for (Op op : ops_of(OpClass::Binary)) {
+      const int k = static_cast<int>(op);
+      for (int64_t n : lengths(*mk)) {
+        std::vector<float> x = inputs_for(op, 0, n, static_cast<uint32_t>(n));
+        std::vector<float> y = inputs_for(op, 1, n, static_cast<uint32_t>(n) + 1000);
+        for (int64_t i = 0; i < n; i += 5) y[i] = x[i];  // equal operands for the compares
+        In a(x), b(y);
+        Out d(n);
+        mk->binary[k](d.data(), a.data(), b.data(), n);
+        ASSERT_TRUE(d.guards_intact()) << isa_name(mk->isa) << " " << vm::op_name(op) << " n=" << n;
+        for (int64_t i = 0; i < n; ++i) {
+          double want = binary_ref(op, x[i], y[i]);
+          ASSERT_TRUE(within(d.data()[i], want, binary_tol(op, x[i], y[i])) && zero_sign_ok(op, d.data()[i], want))
+              << isa_name(mk->isa) << " " << vm::op_name(op) << "(" << x[i] << ", " << y[i] << ") = " << d.data()[i]
+              << ", want " << want << ", n=" << n;
+        }
+        if (n == 0) continue;
+        // vs / sv: exactly binary() with a broadcast operand.
+        for (float s : {y[0], x[n - 1], kNaN, 0.0f, -3.0f}) {
+          std::vector<float> sv(n, s);
+          In sb(sv);
+          Out want_vs(n), got_vs(n), want_sv(n), got_sv(n);
+          mk->binary[k](want_vs.data(), a.data(), sb.data(), n);
+          mk->binary_vs[k](got_vs.data(), a.data(), s, n);
+          mk->binary[k](want_sv.data(), sb.data(), a.data(), n);
+          mk->binary_sv[k](got_sv.data(), s, a.data(), n);
+          ASSERT_TRUE(got_vs.guards_intact() && got_sv.guards_intact()) << vm::op_name(op);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_TRUE(same_bits(got_vs.data()[i], want_vs.data()[i])) << vm::op_name(op) << " vs, s=" << s;
+            ASSERT_TRUE(same_bits(got_sv.data()[i], want_sv.data()[i])) << vm::op_name(op) << " sv, s=" << s;
+          }
+        }
+        // In place on either operand.
+        std::vector<float> ia = x, ib = y;
+        mk->binary[k](ia.data(), ia.data(), y.data(), n);
+        mk->binary[k](ib.data(), x.data(), ib.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(same_bits(ia[i], d.data()[i]) && same_bits(ib[i], d.data()[i])) << vm::op_name(op);
+        }
+      }
+    }
+  }
+}
+
+TEST(MicroKernels, Ternary) {
+  for (const MicroKernels* mk : tables()) {
+    for (Op op : ops_of(OpClass::Ternary)) {
+      for (int64_t n : lengths(*mk)) {
+        std::vector<float> x = inputs_for(op, 0, n, static_cast<uint32_t>(n));
+        std::vector<float> y = inputs_for(op, 1, n, static_cast<uint32_t>(n) + 7);
+        std::vector<float> z = inputs_for(op, 2, n, static_cast<uint32_t>(n) + 9);
+        if (op == Op::SELECT)
+          for (int64_t i = 0; i < n; i += 3) x[i] = i % 2 ? 0.0f : -0.0f;  // false masks
+        In a(x), b(y), c(z);
+        Out d(n);
+        mk->ternary[static_cast<int>(op)](d.data(), a.data(), b.data(), c.data(), n);
+        ASSERT_TRUE(d.guards_intact()) << isa_name(mk->isa) << " " << vm::op_name(op) << " n=" << n;
+        for (int64_t i = 0; i < n; ++i) {
+          double want = ternary_ref(op, x[i], y[i], z[i]);
+          // Both exact: select moves bits, fma rounds once.
+          ASSERT_TRUE(ulp_error(d.data()[i], want) == 0 && zero_sign_ok(op, d.data()[i], want))
+              << isa_name(mk->isa) << " " << vm::op_name(op) << "(" << x[i] << ", " << y[i] << ", " << z[i]
+              << ") = " << d.data()[i] << ", want " << want;
+        }
+      }
+    }
+  }
+}
+
+// Element-wise results are bit-identical across ISAs: every primitive is a
+// correctly rounded IEEE operation and every function the same sequence.
+TEST(MicroKernels, IsaTablesAgreeBitForBit) {
+  std::vector<const MicroKernels*> ts = tables();
+  if (ts.size() < 2) GTEST_SKIP() << "only the portable table is supported on this CPU";
+  const int64_t n = 4099;
+  for (int i = 0; i < vm::kNumOps; ++i) {
+    Op op = static_cast<Op>(i);
+    OpClass cls = vm::op_class(op);
+    if (cls != OpClass::Unary && cls != OpClass::Binary && cls != OpClass::Ternary) continue;
+    std::vector<float> x = inputs_for(op, 0, n, 99), y = inputs_for(op, 1, n, 98), z = inputs_for(op, 2, n, 97);
+    std::vector<std::vector<float>> outs;
+    for (const MicroKernels* mk : ts) {
+      std::vector<float> d(n);
+      if (cls == OpClass::Unary) mk->unary[i](d.data(), x.data(), n);
+      if (cls == OpClass::Binary) mk->binary[i](d.data(), x.data(), y.data(), n);
+      if (cls == OpClass::Ternary) mk->ternary[i](d.data(), x.data(), y.data(), z.data(), n);
+      outs.push_back(std::move(d));
+    }
+    for (size_t t = 1; t < ts.size(); ++t)
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_TRUE(same_bits(outs[t][j], outs[0][j]))
+            << vm::op_name(op) << " " << isa_name(ts[t]->isa) << " vs portable at x=" << x[j] << ": "
+            << outs[t][j] << " != " << outs[0][j];
+  }
+}
+
+// ---- reductions ----------------------------------------------------------------
+
+float fold(Op op, float acc, float x) {
+  if (op == Op::RSUM) return acc + x;
+  if (std::isnan(acc) || std::isnan(x)) return kNaN;
+  return op == Op::RMAX ? std::max(acc, x) : std::min(acc, x);
+}
+
+// The documented order: lane i%L accumulates in sequence; then the tree
+// (j, j+L/2), ..., (0, 1).
+float emulate_reduce(Op op, int lanes, float identity, const std::vector<float>& x) {
+  std::vector<float> acc(lanes, identity);
+  for (size_t i = 0; i < x.size(); ++i) acc[i % lanes] = fold(op, acc[i % lanes], x[i]);
+  for (int w = lanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] = fold(op, acc[j], acc[j + w]);
+  return acc[0];
+}
+
+TEST(MicroKernels, Reductions) {
+  std::mt19937 rng(4242);
+  for (const MicroKernels* mk : tables()) {
+    std::vector<int64_t> ns = lengths(*mk);
+    for (int r = 0; r < 40; ++r) ns.push_back(rng() % 3000);
+    for (Op op : ops_of(OpClass::Reduce)) {
+      const int k = static_cast<int>(op);
+      const float identity = mk->reduce_identity[k];
+      EXPECT_TRUE(same_bits(identity, op == Op::RSUM ? 0.0f : op == Op::RMAX ? -kInf : kInf));
+      for (int64_t n : ns) {
+        for (bool with_nan : {false, true}) {
+          std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
+          std::vector<float> x(n);
+          for (float& v : x) v = dist(rng);
+          if (with_nan && n > 0) x[rng() % n] = kNaN;
+          In a(x);
+          std::vector<float> acc(mk->lanes, identity);
+          mk->reduce_acc[k](acc.data(), a.data(), n);
+          float got = mk->reduce_finish[k](acc.data());
+          // 1) exactly the documented lane/tree order
+          ASSERT_TRUE(same_bits(got, emulate_reduce(op, mk->lanes, identity, x)))
+              << isa_name(mk->isa) << " " << vm::op_name(op) << " n=" << n;
+          // 2) against double: max/min exact (NaN propagates); the sum within
+          //    the classic bound n * 2^-24 * sum|x_i| of any summation order.
+          if (op == Op::RSUM) {
+            double s = 0, sa = 0;
+            for (float v : x) s += v, sa += std::fabs(v);
+            if (with_nan && n > 0) ASSERT_TRUE(std::isnan(got));
+            else ASSERT_LE(std::fabs(got - s), static_cast<double>(n) * 0x1p-24 * sa) << "n=" << n;
+          } else {
+            float want = identity;
+            for (float v : x) want = fold(op, want, v);
+            ASSERT_TRUE(same_bits(got, want)) << vm::op_name(op) << " n=" << n;
+          }
+          // 3) fed in pieces whose lengths are multiples of lanes: same bits
+          std::vector<float> acc2(mk->lanes, identity);
+          int64_t i = 0;
+          while (i < n) {
+            int64_t piece = std::min<int64_t>(n - i, mk->lanes * static_cast<int64_t>(1 + rng() % 9));
+            mk->reduce_acc[k](acc2.data(), a.data() + i, piece);
+            i += piece;
+          }
+          ASSERT_TRUE(same_bits(mk->reduce_finish[k](acc2.data()), got)) << vm::op_name(op) << " pieces n=" << n;
+        }
+      }
+    }
+  }
+}
+
+// Max/min reductions are order-independent, so every ISA must agree exactly;
+// sums agree within the order bound checked above.
+TEST(MicroKernels, ReductionIsasAgree) {
+  std::vector<float> x(4099);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+  for (float& v : x) v = dist(rng);
+  for (Op op : {Op::RMAX, Op::RMIN}) {
+    const int k = static_cast<int>(op);
+    std::vector<float> results;
+    for (const MicroKernels* mk : tables()) {
+      std::vector<float> acc(mk->lanes, mk->reduce_identity[k]);
+      mk->reduce_acc[k](acc.data(), x.data(), static_cast<int64_t>(x.size()));
+      results.push_back(mk->reduce_finish[k](acc.data()));
+    }
+    for (float r : results) EXPECT_TRUE(same_bits(r, results[0])) << vm::op_name(op);
+  }
+}
+
+// ---- fill and gather -----------------------------------------------------------
+
+TEST(MicroKernels, FillAndGather) {
+  std::vector<float> src(90000);  // base + 17 * 4099 fits; base - 2 * 4099 >= 0
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) * 0.25f - 7.0f;
+  for (const MicroKernels* mk : tables()) {
+    for (int64_t n : lengths(*mk)) {
+      Out d(n);
+      mk->fill(d.data(), -2.5f, n);
+      ASSERT_TRUE(d.guards_intact()) << "fill n=" << n;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(d.data()[i], -2.5f);
+      for (int64_t stride : {1, 0, 3, -2, 17}) {
+        const float* base = src.data() + 9000 + 1;  // unaligned; room both ways
+        Out g(n);
+        mk->gather_strided(g.data(), base, stride, n);
+        ASSERT_TRUE(g.guards_intact()) << "gather n=" << n << " stride=" << stride;
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g.data()[i], base[i * stride]) << "stride=" << stride;
+      }
+    }
+  }
+}
+
+// ---- ISA selection -------------------------------------------------------------
+
+TEST(Isa, ParseAndClamp) {
+  Isa isa;
+  EXPECT_TRUE(parse_isa("portable", &isa) && isa == Isa::Portable);
+  EXPECT_TRUE(parse_isa("avx2", &isa) && isa == Isa::Avx2);
+  EXPECT_TRUE(parse_isa("avx512", &isa) && isa == Isa::Avx512);
+  EXPECT_FALSE(parse_isa("sse", &isa));
+  EXPECT_TRUE(isa_supported(Isa::Portable));
+  EXPECT_NE(microkernels_for(Isa::Portable), nullptr);
+  const Isa before = active_isa();
+  EXPECT_EQ(set_isa(Isa::Portable), Isa::Portable);
+  EXPECT_EQ(active_microkernels().isa, Isa::Portable);
+  EXPECT_EQ(set_isa(Isa::Avx512), detected_isa());  // never above the CPU
+  set_isa(before);
+  for (Isa i : {Isa::Avx2, Isa::Avx512})
+    EXPECT_EQ(microkernels_for(i) != nullptr, isa_supported(i)) << isa_name(i);
+}
+
+}  // namespace
+}  // namespace dvm::backends

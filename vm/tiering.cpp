@@ -1,0 +1,110 @@
+// Tiering: thresholds, background compiles, publication.
+#include "vm/tiering.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <tbb/task_arena.h>
+#include <tbb/task_group.h>
+
+namespace dvm::vm {
+namespace {
+
+TierMode mode_from_env() {
+  const char* e = std::getenv("DVM_TIER");
+  if (!e) return TierMode::Auto;
+  if (!std::strcmp(e, "off")) return TierMode::Off;
+  if (!std::strcmp(e, "eager")) return TierMode::Eager;
+  return TierMode::Auto;
+}
+
+int64_t threshold_from_env() {
+  const char* e = std::getenv("DVM_JIT_THRESHOLD");
+  long long v = e ? std::atoll(e) : 0;
+  return v > 0 ? v : 4;
+}
+
+std::atomic<TierMode> g_mode{mode_from_env()};
+std::atomic<int64_t> g_threshold{threshold_from_env()};
+
+// One background worker: compiles are short (microseconds), and one at a
+// time keeps them off the launch threads' cores as much as two cores allow.
+struct Compiler {
+  tbb::task_arena arena{1, 0};
+  tbb::task_group group;
+  ~Compiler() {
+    arena.execute([&] { group.wait(); });
+  }
+};
+
+Compiler& compiler() {
+  static Compiler c;
+  return c;
+}
+
+void compile_now(const Kernel& k, backends::Isa isa) {
+  JitSlot& slot = k.jit(isa);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string reason;
+  std::unique_ptr<backends::jit::JitCode> code;
+  try {
+    code = backends::jit::compile(k.verified(), isa, &reason);
+  } catch (const std::exception& e) {
+    reason = std::string("jit threw: ") + e.what();
+  }
+  slot.compile_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+  if (code) {
+    slot.code = std::move(code);
+    tier_stats().compiles.fetch_add(1, std::memory_order_relaxed);
+    slot.state.store(JitSlot::Ready, std::memory_order_release);
+  } else {
+    slot.failure = reason.empty() ? "jit declined without a reason" : reason;
+    tier_stats().failures.fetch_add(1, std::memory_order_relaxed);
+    slot.state.store(JitSlot::Failed, std::memory_order_release);
+  }
+}
+
+}  // namespace
+
+TierStats& tier_stats() {
+  static TierStats s;
+  return s;
+}
+
+TierMode tier_mode() { return g_mode.load(std::memory_order_relaxed); }
+void set_tier_mode(TierMode mode) { g_mode.store(mode, std::memory_order_relaxed); }
+int64_t jit_threshold() { return g_threshold.load(std::memory_order_relaxed); }
+void set_jit_threshold(int64_t calls) { g_threshold.store(calls < 1 ? 1 : calls, std::memory_order_relaxed); }
+
+const backends::jit::JitCode* select_tier(const Kernel& k, int64_t calls, backends::Isa isa) {
+  const TierMode mode = tier_mode();
+  if (mode == TierMode::Off || isa == backends::Isa::Portable) return nullptr;
+  JitSlot& slot = k.jit(isa);
+  uint8_t state = slot.state.load(std::memory_order_acquire);
+  if (state == JitSlot::Ready) return slot.code.get();
+  if (state != JitSlot::None) return nullptr;
+  if (mode == TierMode::Auto && calls + 1 < jit_threshold()) return nullptr;
+  uint8_t expected = JitSlot::None;
+  if (!slot.state.compare_exchange_strong(expected, JitSlot::Compiling, std::memory_order_acq_rel))
+    return nullptr;  // another launch started it
+  if (mode == TierMode::Eager) {
+    compile_now(k, isa);
+    return slot.state.load(std::memory_order_acquire) == JitSlot::Ready ? slot.code.get() : nullptr;
+  }
+  // The task keeps the kernel alive even if the cache evicts it meanwhile.
+  std::shared_ptr<const Kernel> keep = k.shared_from_this();
+  Compiler& c = compiler();
+  c.arena.execute([&] { c.group.run([keep, isa] { compile_now(*keep, isa); }); });
+  return nullptr;
+}
+
+void wait_for_compiles() {
+  Compiler& c = compiler();
+  c.arena.execute([&] { c.group.wait(); });
+}
+
+}  // namespace dvm::vm
