@@ -48,7 +48,7 @@ class Partitioner {
   void finish(const std::vector<Node*>& nodes) {
     for (Node* n : nodes) {
       if (n->kind == NodeKind::View) continue;
-      if (n->user_refs.load(std::memory_order_relaxed) > 0) n->output = true;
+      if (n->user_refs > 0) n->output = true;
       for (int i = 0; i < n->nin; ++i) {
         Node* x = n->in[i];
         if (in_group(x) && x->group != n->group) x->output = true;

@@ -54,12 +54,10 @@ void Node::drop_inputs() {
   nin = 0;
 }
 
-void Node::release() {
-  if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    drop_inputs();
-    if (storage) storage->release();
-    delete this;
-  }
+void Node::destroy() {
+  drop_inputs();
+  if (storage) storage->release();
+  delete this;
 }
 
 namespace {

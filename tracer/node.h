@@ -34,9 +34,11 @@ enum class NodeKind : uint8_t {
   Reduce,       // op: RSUM, RMAX or RMIN over the axes [red_begin, red_end)
 };
 
+// Nodes belong to the thread that recorded them (as the trace does), so their
+// counts are plain integers: recording an op costs no atomic operation.
 struct Node {
-  std::atomic<int32_t> refs{0};       // Tensor handles + consumers + the trace
-  std::atomic<int32_t> user_refs{0};  // Tensor handles only
+  int32_t refs = 0;       // Tensor handles + consumers + the trace
+  int32_t user_refs = 0;  // Tensor handles only
   NodeKind kind = NodeKind::Leaf;
   vm::Op op = vm::Op::LD;
   Dtype dtype = Dtype::F32;
@@ -69,8 +71,11 @@ struct Node {
   bool available() const { return storage != nullptr || kind == NodeKind::Const; }
   bool is_contiguous() const;
 
-  void retain() { refs.fetch_add(1, std::memory_order_relaxed); }
-  void release();
+  void retain() { ++refs; }
+  void release() {
+    if (--refs == 0) destroy();
+  }
+  void destroy();
   // Drops the inputs once this node's values are materialized.
   void drop_inputs();
 

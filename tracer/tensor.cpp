@@ -21,7 +21,7 @@ using vm::Op;
 Tensor::Tensor(Node* node) : node_(node) {
   if (node_) {
     node_->retain();
-    node_->user_refs.fetch_add(1, std::memory_order_relaxed);
+    ++node_->user_refs;
   }
 }
 Tensor::Tensor(const Tensor& o) : Tensor(o.node_) {}
@@ -39,7 +39,7 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
 }
 Tensor::~Tensor() {
   if (node_) {
-    node_->user_refs.fetch_sub(1, std::memory_order_relaxed);
+    --node_->user_refs;
     node_->release();
   }
 }

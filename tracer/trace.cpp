@@ -50,7 +50,6 @@ void Trace::record(Node* n) {
   n->pending = true;
   n->retain();  // the trace's reference
   nodes_.push_back(n);
-  counters().nodes_recorded.fetch_add(1, std::memory_order_relaxed);
   if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_) flush();
 }
 
@@ -59,11 +58,12 @@ void Trace::flush() {
   flushing_ = true;
   std::vector<Node*> nodes;
   nodes.swap(nodes_);
+  counters().nodes_recorded.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
   // Needed: what a live Tensor can reach. Record order is topological, so one
   // backward sweep marks everything.
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
-    if (n->user_refs.load(std::memory_order_relaxed) > 0) n->needed = true;
+    if (n->user_refs > 0) n->needed = true;
     if (!n->needed) continue;
     for (int i = 0; i < n->nin; ++i)
       if (n->in[i]->pending) n->in[i]->needed = true;
@@ -166,7 +166,8 @@ Stats stats() {
   auto& c = detail::counters();
   Stats s;
   s.flushes = c.flushes.load();
-  s.nodes_recorded = c.nodes_recorded.load();
+  // Flushed nodes of every thread, plus what this thread has pending.
+  s.nodes_recorded = c.nodes_recorded.load() + static_cast<int64_t>(detail::Trace::current().pending());
   s.nodes_computed = c.nodes_computed.load();
   s.kernels_launched = fuser::exec_stats().kernels_launched;
   s.kernels_compiled = vm::KernelCache::global().misses() - c.misses_base.load();
@@ -180,7 +181,7 @@ Stats stats() {
 void reset_stats() {
   auto& c = detail::counters();
   c.flushes = 0;
-  c.nodes_recorded = 0;
+  c.nodes_recorded = -static_cast<int64_t>(detail::Trace::current().pending());
   c.nodes_computed = 0;
   fuser::exec_stats().kernels_launched = 0;
   c.misses_base = vm::KernelCache::global().misses();

@@ -21,7 +21,7 @@ fuser::Plan plan_pending() {
   std::vector<Node*> nodes = detail::Trace::current().pending_nodes();
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
-    n->needed = n->needed || n->user_refs.load() > 0;
+    n->needed = n->needed || n->user_refs > 0;
     if (n->needed)
       for (int i = 0; i < n->nin; ++i)
         if (n->in[i]->pending) n->in[i]->needed = true;
