@@ -7,6 +7,9 @@
 #include "dvm/runtime.h"
 #include "fuser/lower.h"
 #include "fuser/partition.h"
+#include "fuser/plan_cache.h"
+#include "dvm/error.h"
+#include <cstdlib>
 #include "vm/kernel_cache.h"
 #include "vm/launcher.h"
 
@@ -24,42 +27,124 @@ ExecStats& exec_stats() {
   return s;
 }
 
+namespace {
+
+// Allocates the group's outputs, binds and launches its kernel.
+void run_group(const Group& g, const Lowered& low, const vm::Kernel& k) {
+  for (const ArgSpec& a : low.args) {
+    if (!a.output) continue;
+    Node* n = a.node;
+    n->storage = detail::Storage::allocate(n->shape.numel());
+    n->offset = 0;
+    detail::contiguous_strides(n->shape, n->strides);
+  }
+  if (!t_log_on) {
+    vm::launch(k, bind(low));
+  } else {
+    auto t0 = std::chrono::steady_clock::now();
+    const bool jit = vm::launch(k, bind(low));
+    auto t1 = std::chrono::steady_clock::now();
+    KernelRun run;
+    run.hash = k.hash();
+    run.form = vm::form_name(k.form());
+    run.tier = jit ? "jit" : "interp";
+    run.ops = static_cast<int>(g.members.size());
+    run.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    for (const ArgSpec& a : low.args) {
+      const Node* n = a.node;
+      int64_t elems = n->shape.numel();
+      if (!a.output && n->storage) elems = std::min<int64_t>(elems, n->storage->elems);
+      run.bytes += elems * static_cast<int64_t>(sizeof(float));
+    }
+    t_log.push_back(std::move(run));
+  }
+  ++exec_stats().kernels_launched;
+}
+
+bool check_plans() {
+  static const bool on = std::getenv("DVM_PLAN_CHECK") != nullptr;
+  return on;
+}
+
+// Rebuilds a cached group over this flush's nodes.
+Group replay_group(const CachedGroup& cg, const std::vector<Node*>& nodes, int index) {
+  Group g;
+  g.form = cg.form;
+  g.red_begin = cg.red_begin;
+  g.red_end = cg.red_end;
+  const Node* f = nodes[static_cast<size_t>(cg.full_from)];
+  g.full = cg.full_from_input ? f->in[0]->shape : f->shape;
+  g.members.reserve(cg.members.size());
+  for (int32_t m : cg.members) {
+    Node* n = nodes[static_cast<size_t>(m)];
+    n->group = index;
+    g.members.push_back(n);
+  }
+  return g;
+}
+
+}  // namespace
+
 int64_t execute(const std::vector<Node*>& nodes) {
-  Plan plan = partition(nodes);
+  thread_local Signature sig;  // reused: its buffer keeps its capacity
+  make_signature(nodes, &sig);
+  PlanCache& cache = PlanCache::current();
   int64_t computed = 0;
-  for (int gi : plan.order) {
-    const Group& g = plan.groups[static_cast<size_t>(gi)];
-    Lowered low = lower(g);
-    std::shared_ptr<vm::Kernel> k = vm::KernelCache::global().get(low.bytecode);
-    for (ArgSpec& a : low.args) {
-      if (!a.output) continue;
-      Node* n = a.node;
-      n->storage = detail::Storage::allocate(n->shape.numel());
-      n->offset = 0;
-      detail::contiguous_strides(n->shape, n->strides);
+  if (const CachedPlan* cached = cache.find(sig)) {
+    ++cache.hits;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      nodes[i]->group = -1;
+      nodes[i]->domain = cached->domain[i];
+      nodes[i]->output = cached->output[i] != 0;
     }
-    if (t_log_on) {
-      auto t0 = std::chrono::steady_clock::now();
-      const bool jit = vm::launch(*k, bind(low));
-      auto t1 = std::chrono::steady_clock::now();
-      KernelRun run;
-      run.hash = k->hash();
-      run.form = vm::form_name(k->form());
-      run.tier = jit ? "jit" : "interp";
-      run.ops = static_cast<int>(g.members.size());
-      run.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-      for (const ArgSpec& a : low.args) {
-        const Node* n = a.node;
-        int64_t elems = n->shape.numel();
-        if (!a.output && n->storage) elems = std::min<int64_t>(elems, n->storage->elems);
-        run.bytes += elems * static_cast<int64_t>(sizeof(float));
+    for (size_t gi = 0; gi < cached->groups.size(); ++gi) {
+      const CachedGroup& cg = cached->groups[gi];
+      Group g = replay_group(cg, nodes, static_cast<int>(gi));
+      if (check_plans()) {
+        Lowered full = lower(g);
+        if (!(full.bytecode == cg.kernel->bytecode()))
+          throw Error("internal: plan cache replay would run a different kernel");
       }
-      t_log.push_back(std::move(run));
-    } else {
-      vm::launch(*k, bind(low));
+      run_group(g, analyze(g), *cg.kernel);
+      computed += static_cast<int64_t>(g.members.size());
     }
-    ++exec_stats().kernels_launched;
-    computed += static_cast<int64_t>(g.members.size());
+  } else {
+    ++cache.misses;
+    Plan plan = partition(nodes);
+    CachedPlan record;
+    record.domain.resize(nodes.size());
+    record.output.resize(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      record.domain[i] = nodes[i]->domain;
+      record.output[i] = nodes[i]->output;
+    }
+    for (int gi : plan.order) {
+      const Group& g = plan.groups[static_cast<size_t>(gi)];
+      Lowered low = lower(g);
+      std::shared_ptr<vm::Kernel> k = vm::KernelCache::global().get(low.bytecode);
+      CachedGroup cg;
+      cg.form = g.form;
+      cg.red_begin = g.red_begin;
+      cg.red_end = g.red_end;
+      for (const Node* m : g.members) cg.members.push_back(m->seq);
+      cg.full_from = g.members.front()->seq;
+      for (const Node* m : g.members) {
+        if (m->kind == NodeKind::Reduce) {
+          cg.full_from = m->seq;
+          cg.full_from_input = true;
+          break;
+        }
+        if (m->shape == g.full && m->domain == static_cast<uint8_t>(Domain::Full)) {
+          cg.full_from = m->seq;
+          break;
+        }
+      }
+      cg.kernel = k;
+      record.groups.push_back(std::move(cg));
+      run_group(g, low, *k);
+      computed += static_cast<int64_t>(g.members.size());
+    }
+    cache.insert(sig, std::move(record));
   }
   for (Node* n : nodes)
     if (n->kind == NodeKind::View && n->pending) resolve_view(n);

@@ -299,6 +299,13 @@ Lowered lower(const Group& g) {
   return std::move(b.out);
 }
 
+Lowered analyze(const Group& g) {
+  Builder b(g);
+  b.collect();
+  b.make_space();
+  return std::move(b.out);
+}
+
 vm::Launch bind(const Lowered& low) {
   vm::Launch l;
   const Space& sp = low.space;

@@ -40,6 +40,10 @@ struct Lowered {
 // materialized (pending views whose input ran earlier are resolved here).
 Lowered lower(const Group& g);
 
+// lower() without the encoding: arguments and iteration space only, for a
+// group whose kernel is already known (a plan-cache hit).
+Lowered analyze(const Group& g);
+
 // The launch for a lowered group once every output node has its buffer.
 vm::Launch bind(const Lowered& low);
 

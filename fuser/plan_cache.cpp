@@ -1,0 +1,108 @@
+// Plan cache: structural signatures and their plans.
+#include "fuser/plan_cache.h"
+
+#include <cstring>
+
+namespace dvm::fuser {
+using detail::Node;
+using detail::NodeKind;
+
+namespace {
+
+constexpr size_t kMaxPlans = 1024;
+
+struct SigBuilder {
+  std::vector<uint64_t>& w;
+  std::vector<int64_t> sizes;        // distinct extents > 1, by first appearance
+  std::vector<const Node*> leaves;   // distinct leaves, by first appearance
+
+  uint64_t extent_class(int64_t v) {
+    if (v <= 1) return static_cast<uint64_t>(v);
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (sizes[i] == v) return 2 + i;
+    sizes.push_back(v);
+    return 1 + sizes.size();
+  }
+  void shape(const Shape& s) {
+    w.push_back(static_cast<uint64_t>(s.rank()));
+    for (int i = 0; i < s.rank(); ++i) w.push_back(extent_class(s[i]));
+  }
+  static uint64_t bits(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  }
+  void input(const Node* x, int32_t index) {
+    if (x->pending && x->needed) {
+      w.push_back(1 | static_cast<uint64_t>(index - x->seq) << 8);
+      return;
+    }
+    if (x->kind == NodeKind::Const && !x->storage) {
+      w.push_back(2 | bits(x->value) << 8);
+      shape(x->shape);
+      return;
+    }
+    size_t id = 0;
+    while (id < leaves.size() && leaves[id] != x) ++id;
+    if (id == leaves.size()) leaves.push_back(x);
+    const bool contiguous = x->is_contiguous();
+    w.push_back((contiguous ? 3 : 4) | static_cast<uint64_t>(x->dtype) << 8 | id << 16);
+    shape(x->shape);
+    if (!contiguous)
+      for (int i = 0; i < x->shape.rank(); ++i) w.push_back(static_cast<uint64_t>(x->strides[i]));
+  }
+};
+
+}  // namespace
+
+void make_signature(const std::vector<Node*>& nodes, Signature* out) {
+  out->words.clear();
+  out->words.reserve(nodes.size() * 8);
+  SigBuilder b{out->words, {}, {}};
+  b.sizes.reserve(16);
+  b.leaves.reserve(16);
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->seq = static_cast<int32_t>(i);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node* n = nodes[i];
+    b.w.push_back(static_cast<uint64_t>(n->kind) | static_cast<uint64_t>(n->op) << 8 |
+                  static_cast<uint64_t>(n->dtype) << 16 | static_cast<uint64_t>(n->nin) << 24 |
+                  static_cast<uint64_t>(static_cast<uint8_t>(n->scalar_pos)) << 32 |
+                  static_cast<uint64_t>(n->keepdim) << 40 |
+                  static_cast<uint64_t>(static_cast<uint8_t>(n->red_begin)) << 48 |
+                  static_cast<uint64_t>(static_cast<uint8_t>(n->red_end)) << 56);
+    b.w.push_back(SigBuilder::bits(n->value) | static_cast<uint64_t>(n->user_refs > 0) << 32);
+    b.shape(n->shape);
+    if (n->kind == NodeKind::View)
+      for (int k = 0; k < n->shape.rank(); ++k) b.w.push_back(static_cast<uint64_t>(n->strides[k]));
+    for (int k = 0; k < n->nin; ++k) b.input(n->in[k], static_cast<int32_t>(i));
+  }
+  // Four independent lanes so the multiplies overlap.
+  uint64_t h[4] = {1469598103934665603ull, 0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull};
+  const std::vector<uint64_t>& w = out->words;
+  size_t i = 0;
+  for (; i + 4 <= w.size(); i += 4)
+    for (int k = 0; k < 4; ++k) h[k] = (h[k] ^ w[i + static_cast<size_t>(k)]) * 0x100000001B3ull;
+  for (; i < w.size(); ++i) h[0] = (h[0] ^ w[i]) * 0x100000001B3ull;
+  uint64_t r = h[0] ^ (h[1] >> 7) ^ (h[2] << 11) ^ (h[3] >> 17) ^ w.size();
+  out->hash = r ^ (r >> 29);
+}
+
+PlanCache& PlanCache::current() {
+  thread_local PlanCache c;
+  return c;
+}
+
+const CachedPlan* PlanCache::find(const Signature& sig) const {
+  auto [lo, hi] = entries_.equal_range(sig.hash);
+  for (auto it = lo; it != hi; ++it)
+    if (it->second.sig.words == sig.words) return &it->second.plan;
+  return nullptr;
+}
+
+void PlanCache::insert(Signature sig, CachedPlan plan) {
+  if (entries_.size() >= kMaxPlans) entries_.clear();  // rare: a program with very many structures
+  uint64_t h = sig.hash;
+  entries_.emplace(h, Entry{std::move(sig), std::move(plan)});
+}
+
+}  // namespace dvm::fuser

@@ -1,0 +1,63 @@
+// Plan cache: a flushed trace whose structure was seen before reuses its
+// fusion plan and kernels without running the partition or the encoder.
+//
+// The signature holds what fusion and encoding decisions depend on: ops,
+// dtypes, immediates, which values are observed, how nodes connect, which
+// leaves are the same tensor, ranks, and for every extent only its class —
+// 0, 1, or "the k-th distinct size seen" — so equal extents stay equal and
+// concrete sizes never enter it. Non-contiguous leaves add their strides.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "tracer/node.h"
+#include "vm/bytecode.h"
+#include "vm/kernel.h"
+
+namespace dvm::fuser {
+
+struct Signature {
+  std::vector<uint64_t> words;
+  uint64_t hash = 0;
+};
+
+// Signature of `nodes` (a flush's needed nodes in record order). Sets each
+// node's seq to its index.
+void make_signature(const std::vector<detail::Node*>& nodes, Signature* out);
+
+struct CachedGroup {
+  std::vector<int32_t> members;  // indices into the flushed node list
+  vm::Form form = vm::Form::Elementwise;
+  int red_begin = 0, red_end = 0;
+  int32_t full_from = 0;         // member whose shape is the group's full shape...
+  bool full_from_input = false;  // ...or whose input's shape is (a reduction)
+  std::shared_ptr<vm::Kernel> kernel;
+};
+
+struct CachedPlan {
+  std::vector<CachedGroup> groups;  // in execution order
+  std::vector<uint8_t> domain;      // per node
+  std::vector<uint8_t> output;      // per node
+};
+
+class PlanCache {
+ public:
+  static PlanCache& current();  // per thread, like the trace
+  const CachedPlan* find(const Signature& sig) const;
+  void insert(Signature sig, CachedPlan plan);
+  int64_t hits = 0, misses = 0;
+  size_t size() const { return entries_.size(); }
+  void clear() { entries_.clear(); }
+
+ private:
+  struct Entry {
+    Signature sig;
+    CachedPlan plan;
+  };
+  std::unordered_multimap<uint64_t, Entry> entries_;
+};
+
+}  // namespace dvm::fuser

@@ -1,0 +1,103 @@
+// Plan cache: a structure seen before reuses its plan (no partition, no
+// encoding) with the new sizes bound at launch; any structural difference
+// misses. Results are checked against a reference either way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "dvm/dvm.h"
+#include "fuser/plan_cache.h"
+#include "tracer/trace.h"
+
+namespace dvm {
+namespace {
+
+std::vector<float> ramp(int64_t n, float scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(scale * static_cast<float>(i));
+  return v;
+}
+
+// W1 with a row-broadcast bias, checked element by element.
+void run_chain(int64_t rows, int64_t cols) {
+  auto xv = ramp(rows * cols, 0.37f), bv = ramp(cols, 1.1f);
+  Tensor x = Tensor::from_blob(xv.data(), {rows, cols});
+  Tensor b = Tensor::from_blob(bv.data(), {cols});
+  Tensor y = relu(x * 2.0f + b) * 0.5f + x;
+  std::vector<float> got = y.to_vector();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float xi = xv[static_cast<size_t>(r * cols + c)];
+      float t = xi * 2.0f + bv[static_cast<size_t>(c)];  // the same float ops, the same order
+      float want = (t > 0 ? t : 0) * 0.5f + xi;
+      ASSERT_EQ(got[static_cast<size_t>(r * cols + c)], want) << rows << "x" << cols;
+    }
+}
+
+TEST(PlanCache, NewSizesHitTheSamePlan) {
+  fuser::PlanCache& cache = fuser::PlanCache::current();
+  run_chain(3, 17);  // first sight of this structure
+  const int64_t misses = cache.misses, hits = cache.hits;
+  reset_stats();
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{5, 33}, {2, 1000}, {64, 65}, {7, 4099}}) run_chain(r, c);
+  EXPECT_EQ(cache.misses, misses);
+  EXPECT_EQ(cache.hits, hits + 4);
+  EXPECT_EQ(stats().kernels_compiled, 0);
+  // Equal extents are part of the structure (fusion may rely on them): a
+  // square input is a new plan, but still no new kernel.
+  run_chain(64, 64);
+  EXPECT_EQ(cache.misses, misses + 1);
+  EXPECT_EQ(stats().kernels_compiled, 0);
+}
+
+TEST(PlanCache, StructureChangesMiss) {
+  fuser::PlanCache& cache = fuser::PlanCache::current();
+  run_chain(4, 8);
+  int64_t misses = cache.misses;
+  // Same ops, but the bias now broadcasts along rows and columns (size 1).
+  auto xv = ramp(32, 0.5f);
+  Tensor x = Tensor::from_blob(xv.data(), {4, 8});
+  Tensor b = Tensor::full({1}, 0.25f);
+  Tensor y = relu(x * 2.0f + b) * 0.5f + x;
+  y.sync();
+  EXPECT_EQ(cache.misses, misses + 1);
+  // A different immediate is a different kernel, so a different plan.
+  misses = cache.misses;
+  Tensor z = relu(x * 3.0f + b) * 0.5f + x;
+  z.sync();
+  EXPECT_EQ(cache.misses, misses + 1);
+  // Observing an intermediate changes what must be stored.
+  misses = cache.misses;
+  Tensor t = x * 3.0f + b;
+  Tensor w = relu(t) * 0.5f + x;
+  w.sync();
+  EXPECT_EQ(cache.misses, misses + 1);
+  std::vector<float> tv = t.to_vector(), wv = w.to_vector();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    float ti = xv[i] * 3.0f + 0.25f;
+    EXPECT_EQ(tv[i], ti);
+    EXPECT_EQ(wv[i], (ti > 0 ? ti : 0) * 0.5f + xv[i]);
+  }
+}
+
+TEST(PlanCache, SoftmaxAcrossRowLengthsIncludingMultiPass) {
+  for (int64_t cols : {int64_t{16}, int64_t{1024}, int64_t{5000}, int64_t{300}}) {
+    auto xv = ramp(3 * cols, 0.013f);
+    Tensor x = Tensor::from_blob(xv.data(), {3, cols});
+    std::vector<float> got = softmax(x, -1).to_vector();
+    for (int64_t r = 0; r < 3; ++r) {
+      double m = -INFINITY, s = 0;
+      for (int64_t c = 0; c < cols; ++c) m = std::max<double>(m, xv[static_cast<size_t>(r * cols + c)]);
+      for (int64_t c = 0; c < cols; ++c) s += std::exp(xv[static_cast<size_t>(r * cols + c)] - m);
+      for (int64_t c = 0; c < cols; ++c) {
+        double want = std::exp(xv[static_cast<size_t>(r * cols + c)] - m) / s;
+        // exp <= 1.5 ULP (docs/MATH.md); a float sum of `cols` terms; one division.
+        ASSERT_NEAR(got[static_cast<size_t>(r * cols + c)], want, (4.0 + static_cast<double>(cols)) * 0x1p-24 * want);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dvm
