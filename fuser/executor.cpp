@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 
 #include "dvm/runtime.h"
 #include "fuser/lower.h"
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include "vm/kernel_cache.h"
 #include "vm/launcher.h"
+#include "vm/parallel.h"
 
 namespace dvm::fuser {
 using detail::Node;
@@ -29,18 +31,62 @@ ExecStats& exec_stats() {
 
 namespace {
 
-// Allocates the group's outputs, binds and launches its kernel.
-void run_group(const Group& g, const Lowered& low, const vm::Kernel& k) {
-  for (const ArgSpec& a : low.args) {
-    if (!a.output) continue;
-    Node* n = a.node;
-    n->storage = detail::Storage::allocate(n->shape.numel());
-    n->offset = 0;
-    detail::contiguous_strides(n->shape, n->strides);
+// Runs groups in order, stacking small ones (DVM's stacking fusion): small
+// independent kernels share one launch and one parallel index space; a small
+// kernel that reads a stacked one's output starts a new stage of the same
+// launch. Large kernels, and every kernel while the kernel log is on (so it
+// can time each), launch alone.
+class Runner {
+ public:
+  void add(const Group& g, const Lowered& low, std::shared_ptr<vm::Kernel> k) {
+    for (const ArgSpec& a : low.args) {
+      if (!a.output) continue;
+      Node* n = a.node;
+      n->storage = detail::Storage::allocate(n->shape.numel());
+      n->offset = 0;
+      detail::contiguous_strides(n->shape, n->strides);
+    }
+    const int64_t work = low.space.extent(0) * low.space.extent(1) * low.space.extent(2);
+    if (t_log_on || work >= vm::kMinParallelElements) {
+      flush();
+      run_alone(g, low, *k);
+      return;
+    }
+    bool depends = false;
+    for (const ArgSpec& a : low.args)
+      if (!a.output && a.node->storage)
+        depends |= std::find(stage_outputs_.begin(), stage_outputs_.end(), a.node->storage) != stage_outputs_.end();
+    if (depends) {
+      ++stage_;
+      stage_outputs_.clear();
+    }
+    for (const ArgSpec& a : low.args)
+      if (a.output) stage_outputs_.push_back(a.node->storage);
+    launches_.push_back(bind(low));
+    kernels_.push_back(std::move(k));
+    entries_.push_back({kernels_.back().get(), &launches_.back(), stage_});
   }
-  if (!t_log_on) {
-    vm::launch(k, bind(low));
-  } else {
+
+  void flush() {
+    if (entries_.empty()) return;
+    vm::launch_stack(entries_);
+    ++exec_stats().kernels_launched;
+    exec_stats().kernels_run += static_cast<int64_t>(entries_.size());
+    entries_.clear();
+    launches_.clear();
+    kernels_.clear();
+    stage_outputs_.clear();
+    stage_ = 0;
+  }
+
+ private:
+  void run_alone(const Group& g, const Lowered& low, const vm::Kernel& k) {
+    ++exec_stats().kernels_launched;
+    ++exec_stats().kernels_run;
+    if (!t_log_on) {
+      vm::launch(k, bind(low));
+      return;
+    }
     auto t0 = std::chrono::steady_clock::now();
     const bool jit = vm::launch(k, bind(low));
     auto t1 = std::chrono::steady_clock::now();
@@ -58,8 +104,13 @@ void run_group(const Group& g, const Lowered& low, const vm::Kernel& k) {
     }
     t_log.push_back(std::move(run));
   }
-  ++exec_stats().kernels_launched;
-}
+
+  std::deque<vm::Launch> launches_;  // stable addresses for the entries
+  std::vector<std::shared_ptr<vm::Kernel>> kernels_;
+  std::vector<vm::StackEntry> entries_;
+  std::vector<const detail::Storage*> stage_outputs_;
+  int stage_ = 0;
+};
 
 bool check_plans() {
   static const bool on = std::getenv("DVM_PLAN_CHECK") != nullptr;
@@ -89,6 +140,7 @@ int64_t execute(const std::vector<Node*>& nodes) {
   thread_local Signature sig;  // reused: its buffer keeps its capacity
   make_signature(nodes, &sig);
   PlanCache& cache = PlanCache::current();
+  Runner runner;
   int64_t computed = 0;
   if (const CachedPlan* cached = cache.find(sig)) {
     ++cache.hits;
@@ -105,7 +157,7 @@ int64_t execute(const std::vector<Node*>& nodes) {
         if (!(full.bytecode == cg.kernel->bytecode()))
           throw Error("internal: plan cache replay would run a different kernel");
       }
-      run_group(g, analyze(g), *cg.kernel);
+      runner.add(g, analyze(g), cg.kernel);
       computed += static_cast<int64_t>(g.members.size());
     }
   } else {
@@ -141,11 +193,12 @@ int64_t execute(const std::vector<Node*>& nodes) {
       }
       cg.kernel = k;
       record.groups.push_back(std::move(cg));
-      run_group(g, low, *k);
+      runner.add(g, low, k);
       computed += static_cast<int64_t>(g.members.size());
     }
     cache.insert(sig, std::move(record));
   }
+  runner.flush();
   for (Node* n : nodes)
     if (n->kind == NodeKind::View && n->pending) resolve_view(n);
   return computed;

@@ -13,7 +13,8 @@ namespace dvm::fuser {
 int64_t execute(const std::vector<detail::Node*>& nodes);
 
 struct ExecStats {
-  int64_t kernels_launched = 0;
+  int64_t kernels_launched = 0;  // launches (a stack of small kernels is one)
+  int64_t kernels_run = 0;       // kernels executed
 };
 ExecStats& exec_stats();
 

@@ -170,6 +170,7 @@ Stats stats() {
   s.nodes_recorded = c.nodes_recorded.load() + static_cast<int64_t>(detail::Trace::current().pending());
   s.nodes_computed = c.nodes_computed.load();
   s.kernels_launched = fuser::exec_stats().kernels_launched;
+  s.kernels_run = fuser::exec_stats().kernels_run;
   s.kernels_compiled = vm::KernelCache::global().misses() - c.misses_base.load();
   s.cache_hits = vm::KernelCache::global().hits() - c.hits_base.load();
   s.jit_compiles = vm::tier_stats().compiles.load() - c.jit_base.load();
@@ -184,6 +185,7 @@ void reset_stats() {
   c.nodes_recorded = -static_cast<int64_t>(detail::Trace::current().pending());
   c.nodes_computed = 0;
   fuser::exec_stats().kernels_launched = 0;
+  fuser::exec_stats().kernels_run = 0;
   c.misses_base = vm::KernelCache::global().misses();
   c.hits_base = vm::KernelCache::global().hits();
   c.jit_base = vm::tier_stats().compiles.load();

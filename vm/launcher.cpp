@@ -2,6 +2,7 @@
 #include "vm/launcher.h"
 
 #include <chrono>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,55 @@ void check_launch(const Kernel& k, const Launch& l) {
           if (b.size[part][d] <= 0) bad(k, "ldg argument has a non-positive dim size");
       }
     }
+  }
+}
+
+namespace {
+
+// Runs items [b, e) of one kernel on the tier chosen for it.
+void run_range(const Kernel& k, const Launch& l, const backends::jit::JitCode* code,
+               const backends::MicroKernels& mk, int64_t b, int64_t e) {
+  if (code) backends::jit::run_items(*code, k.verified(), l, b, e);
+  else interpret(k, l, b, e, mk);
+}
+
+}  // namespace
+
+void launch_stack(const std::vector<StackEntry>& entries) {
+  for (const StackEntry& s : entries) check_launch(*s.kernel, *s.launch);
+  const backends::MicroKernels& mk = backends::active_microkernels();
+  size_t begin = 0;
+  while (begin < entries.size()) {
+    size_t end = begin + 1;
+    while (end < entries.size() && entries[end].stage == entries[begin].stage) ++end;
+    // One stage: every entry's items in one index space.
+    const size_t n = end - begin;
+    std::vector<int64_t> first(n + 1, 0);
+    std::vector<const backends::jit::JitCode*> code(n);
+    int64_t elems = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const StackEntry& s = entries[begin + i];
+      const int64_t items = work_items(*s.kernel, *s.launch);
+      first[i + 1] = first[i] + items;
+      elems += items * item_elements(*s.kernel, *s.launch);
+      code[i] = select_tier(*s.kernel, s.kernel->calls.load(std::memory_order_relaxed), mk.isa);
+    }
+    const int64_t total = first[n];
+    auto t0 = std::chrono::steady_clock::now();
+    parallel_items(total, total ? elems / total : 1, [&](int64_t b, int64_t e) {
+      size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1;
+      for (; b < e; ++i) {
+        const int64_t stop = std::min(e, first[i + 1]);
+        const StackEntry& s = entries[begin + i];
+        run_range(*s.kernel, *s.launch, code[i], mk, b - first[i], stop - first[i]);
+        b = stop;
+      }
+    });
+    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - t0)
+                           .count();
+    for (size_t i = 0; i < n; ++i) entries[begin + i].kernel->calls_add(ns / static_cast<int64_t>(n));
+    begin = end;
   }
 }
 

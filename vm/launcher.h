@@ -2,6 +2,8 @@
 // tier and ISA.
 #pragma once
 
+#include <vector>
+
 #include "vm/kernel.h"
 #include "vm/launch.h"
 
@@ -16,5 +18,17 @@ void check_launch(const Kernel& k, const Launch& l);
 // check_launch, then runs every work item on the tier the tiering policy
 // picks. Returns true when machine code ran, false for the interpreter.
 bool launch(const Kernel& k, const Launch& l);
+
+// A stacked launch (DVM's stacking fusion): several kernels too small to
+// fill the machine run as one launch. Entries with the same stage are
+// independent and run side by side over one parallel index space; stages
+// run in order, so a later stage may read what an earlier one wrote. All
+// entries are checked before anything runs.
+struct StackEntry {
+  const Kernel* kernel;
+  const Launch* launch;
+  int stage;
+};
+void launch_stack(const std::vector<StackEntry>& entries);
 
 }  // namespace dvm::vm

@@ -58,7 +58,8 @@ struct Stats {
   int64_t flushes = 0;
   int64_t nodes_recorded = 0;
   int64_t nodes_computed = 0;     // nodes whose values a kernel produced
-  int64_t kernels_launched = 0;
+  int64_t kernels_launched = 0;   // launches: small kernels of one flush stack into one
+  int64_t kernels_run = 0;        // kernels executed (stacked ones counted each)
   int64_t kernels_compiled = 0;   // new bytecode seen (cache misses)
   int64_t cache_hits = 0;
   int64_t jit_compiles = 0;       // machine-code compiles that succeeded
