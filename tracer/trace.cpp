@@ -176,6 +176,9 @@ Stats stats() {
   s.jit_compiles = vm::tier_stats().compiles.load() - c.jit_base.load();
   s.jit_failures = vm::tier_stats().failures.load() - c.jit_fail_base.load();
   s.jit_code_bytes = static_cast<int64_t>(backends::jit::code_bytes_in_use());
+  s.new_shapes = vm::new_shape_count().load() - c.shapes_base.load();
+  if (s.new_shapes > 0)
+    s.compiles_per_new_shape = static_cast<double>(s.kernels_compiled + s.jit_compiles) / static_cast<double>(s.new_shapes);
   return s;
 }
 
@@ -190,6 +193,7 @@ void reset_stats() {
   c.hits_base = vm::KernelCache::global().hits();
   c.jit_base = vm::tier_stats().compiles.load();
   c.jit_fail_base = vm::tier_stats().failures.load();
+  c.shapes_base = vm::new_shape_count().load();
 }
 
 }  // namespace dvm

@@ -37,7 +37,7 @@ class Trace {
 // Counters behind dvm::stats().
 struct Counters {
   std::atomic<int64_t> flushes{0}, nodes_recorded{0}, nodes_computed{0},
-      kernels_launched{0}, misses_base{0}, hits_base{0}, jit_base{0}, jit_fail_base{0};
+      kernels_launched{0}, misses_base{0}, hits_base{0}, jit_base{0}, jit_fail_base{0}, shapes_base{0};
 };
 Counters& counters();
 

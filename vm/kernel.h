@@ -5,7 +5,10 @@
 #include <atomic>
 #include <cstdint>
 
+#include <array>
 #include <memory>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #include "backends/jit/jit.h"
@@ -39,6 +42,10 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // Running statistics (relaxed atomics: launches may run concurrently).
   mutable std::atomic<int64_t> calls{0};
   mutable std::atomic<int64_t> total_ns{0};
+  // Records the launch extents; returns true the first time this kernel
+  // runs with them (a "new shape" for the compiles-per-new-shape figure).
+  bool note_shape(int64_t P, int64_t R, int64_t C) const;
+
   void calls_add(int64_t ns) const {
     calls.fetch_add(1, std::memory_order_relaxed);
     total_ns.fetch_add(ns, std::memory_order_relaxed);
@@ -49,6 +56,11 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   uint64_t hash_;
   VerifiedProgram vp_;
   mutable JitSlot jit_[3];
+  mutable std::mutex shapes_mu_;
+  mutable std::vector<std::array<int64_t, 3>> shapes_;  // bounded, see note_shape
 };
+
+// Launches whose extents their kernel had not run with before.
+std::atomic<int64_t>& new_shape_count();
 
 }  // namespace dvm::vm

@@ -10,6 +10,22 @@ namespace dvm::vm {
 Kernel::Kernel(Bytecode bc, VerifiedProgram vp)
     : bytecode_(std::move(bc)), hash_(bytecode_.hash()), vp_(std::move(vp)) {}
 
+std::atomic<int64_t>& new_shape_count() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+
+bool Kernel::note_shape(int64_t P, int64_t R, int64_t C) const {
+  const std::array<int64_t, 3> s{P, R, C};
+  std::lock_guard<std::mutex> lock(shapes_mu_);
+  for (const auto& x : shapes_)
+    if (x == s) return false;
+  if (shapes_.size() >= 64) shapes_.erase(shapes_.begin());  // remember the recent ones
+  shapes_.push_back(s);
+  new_shape_count().fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 KernelCache::KernelCache() {
   const char* e = std::getenv("DVM_KERNEL_CACHE");
   long long v = e ? std::atoll(e) : 0;

@@ -91,6 +91,7 @@ void run_range(const Kernel& k, const Launch& l, const backends::jit::JitCode* c
 
 void launch_stack(const std::vector<StackEntry>& entries) {
   for (const StackEntry& s : entries) check_launch(*s.kernel, *s.launch);
+  for (const StackEntry& s : entries) s.kernel->note_shape(s.launch->P, s.launch->R, s.launch->C);
   const backends::MicroKernels& mk = backends::active_microkernels();
   size_t begin = 0;
   while (begin < entries.size()) {
@@ -129,6 +130,7 @@ void launch_stack(const std::vector<StackEntry>& entries) {
 
 bool launch(const Kernel& k, const Launch& l) {
   check_launch(k, l);
+  k.note_shape(l.P, l.R, l.C);
   const int64_t items = work_items(k, l);
   auto t0 = std::chrono::steady_clock::now();
   const backends::MicroKernels& mk = backends::active_microkernels();

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <mutex>
 
-#include <tbb/task_arena.h>
-#include <tbb/task_group.h>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <thread>
 
 namespace dvm::vm {
 namespace {
@@ -29,14 +31,51 @@ int64_t threshold_from_env() {
 std::atomic<TierMode> g_mode{mode_from_env()};
 std::atomic<int64_t> g_threshold{threshold_from_env()};
 
-// One background worker: compiles are short (microseconds), and one at a
-// time keeps them off the launch threads' cores as much as two cores allow.
-struct Compiler {
-  tbb::task_arena arena{1, 0};
-  tbb::task_group group;
-  ~Compiler() {
-    arena.execute([&] { group.wait(); });
+// One background compile thread, started on first use. It blocks on a
+// condition variable when idle (no spinning), and does not take a TBB worker
+// from the launches (on a 2-core machine TBB has a single worker to share).
+class Compiler {
+ public:
+  void submit(std::function<void()> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    queue_.push_back(std::move(job));
+    ++pending_;
+    cv_.notify_all();
   }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return pending_ == 0; });
+  }
+  ~Compiler() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping with nothing left
+      std::function<void()> job = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<std::function<void()>> queue_;
+  int64_t pending_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 Compiler& compiler() {
@@ -97,14 +136,10 @@ const backends::jit::JitCode* select_tier(const Kernel& k, int64_t calls, backen
   }
   // The task keeps the kernel alive even if the cache evicts it meanwhile.
   std::shared_ptr<const Kernel> keep = k.shared_from_this();
-  Compiler& c = compiler();
-  c.arena.execute([&] { c.group.run([keep, isa] { compile_now(*keep, isa); }); });
+  compiler().submit([keep, isa] { compile_now(*keep, isa); });
   return nullptr;
 }
 
-void wait_for_compiles() {
-  Compiler& c = compiler();
-  c.arena.execute([&] { c.group.wait(); });
-}
+void wait_for_compiles() { compiler().wait(); }
 
 }  // namespace dvm::vm

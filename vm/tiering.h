@@ -1,5 +1,5 @@
 // Tiering policy: when a kernel leaves the interpreter for machine code.
-// Compiles run in the background on TBB; the entry is published with an
+// Compiles run on a background thread; the entry is published with an
 // atomic state change, so a launch never waits and never sees half a kernel.
 #pragma once
 

@@ -65,6 +65,9 @@ struct Stats {
   int64_t jit_compiles = 0;       // machine-code compiles that succeeded
   int64_t jit_failures = 0;       // compiles the JIT declined (kernel stays interpreted)
   int64_t jit_code_bytes = 0;     // executable memory held now
+  int64_t new_shapes = 0;         // launches with extents their kernel had not seen
+  // (kernels_compiled + jit_compiles) / new_shapes: 0 once shapes only vary.
+  double compiles_per_new_shape = 0;
 };
 // One kernel launch, as recorded when the kernel log is on.
 struct KernelRun {
