@@ -33,6 +33,10 @@ struct JitArgs {
   int64_t rs[vm::kMaxArgs];
   int64_t n;
   int64_t rows;
+  // RowReduce: room for `scratch_rows` rows of n floats (JitCode), where a
+  // multi-phase kernel keeps vec values a later pass reads again instead of
+  // recomputing them. Unused by the other forms.
+  float* scratch;
 };
 
 using EntryFn = void (*)(const JitArgs* args);
@@ -44,6 +48,7 @@ class JitCode {
   EntryFn entry = nullptr;
   Isa isa = Isa::Portable;
   size_t code_bytes = 0;
+  int scratch_rows = 0;  // rows of JitArgs::scratch the entry point uses
 };
 
 // Lowers vp for isa (Avx2 or Avx512; the CPU must support it). Returns null

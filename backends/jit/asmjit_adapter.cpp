@@ -1,0 +1,220 @@
+// asmjit behind the adapter: operand translation, the constant pool, and the
+// JitRuntime that owns executable memory.
+#include "backends/jit/asmjit_adapter.h"
+
+#include <asmjit/x86.h>
+
+#include <cstring>
+#include <vector>
+
+namespace dvm::backends::jit::asmx {
+namespace {
+
+namespace ax = asmjit::x86;
+using asmjit::InstId;
+
+// ---------------------------------------------------------------------------
+// Executable memory: one process-wide JitRuntime. Debian's asmjit (1.9, Dec
+// 2022) maps plain JitAllocator blocks read+write+execute on Linux, so we ask
+// for dual mapping: every block is mapped twice (an RX view that runs and an
+// RW view that asmjit writes through), and no page is ever writable and
+// executable at once.
+// ---------------------------------------------------------------------------
+asmjit::JitRuntime& runtime() {
+  static asmjit::JitAllocator::CreateParams params = [] {
+    asmjit::JitAllocator::CreateParams p;
+    p.options = asmjit::JitAllocatorOptions::kUseDualMapping;
+    return p;
+  }();
+  static asmjit::JitRuntime rt(&params);
+  return rt;
+}
+
+constexpr InstId kInst[static_cast<int>(VI::kCount)] = {
+    ax::Inst::kIdVmovups,     ax::Inst::kIdVmovaps,      ax::Inst::kIdVbroadcastss,
+    ax::Inst::kIdVmaskmovps,  ax::Inst::kIdVmovss,       ax::Inst::kIdVaddps,
+    ax::Inst::kIdVsubps,      ax::Inst::kIdVmulps,       ax::Inst::kIdVdivps,
+    ax::Inst::kIdVminps,      ax::Inst::kIdVmaxps,       ax::Inst::kIdVsqrtps,
+    ax::Inst::kIdVandps,      ax::Inst::kIdVorps,        ax::Inst::kIdVxorps,
+    ax::Inst::kIdVandnps,     ax::Inst::kIdVroundps,     ax::Inst::kIdVrndscaleps,
+    ax::Inst::kIdVcmpps,      ax::Inst::kIdVblendvps,    ax::Inst::kIdVblendmps,
+    ax::Inst::kIdVfmadd132ps, ax::Inst::kIdVfmadd213ps,  ax::Inst::kIdVfmadd231ps,
+    ax::Inst::kIdVcvtps2dq,   ax::Inst::kIdVcvtdq2ps,    ax::Inst::kIdVpaddd,
+    ax::Inst::kIdVpsubd,      ax::Inst::kIdVpand,        ax::Inst::kIdVpandd,
+    ax::Inst::kIdVpslld,      ax::Inst::kIdVpsrld,       ax::Inst::kIdVpsrad,
+    ax::Inst::kIdVpcmpeqd,    ax::Inst::kIdVpcmpgtd,     ax::Inst::kIdVextractf128,
+    ax::Inst::kIdVextractf32x8, ax::Inst::kIdVmovhlps,   ax::Inst::kIdVmovshdup,
+    ax::Inst::kIdKandw,       ax::Inst::kIdKorw,         ax::Inst::kIdKnotw,
+    ax::Inst::kIdKmovw,
+};
+
+// Records the first asmjit error instead of letting it pass silently.
+class FirstError : public asmjit::ErrorHandler {
+ public:
+  asmjit::Error err = asmjit::kErrorOk;
+  std::string message;
+  void handleError(asmjit::Error e, const char* msg, asmjit::BaseEmitter*) override {
+    if (err == asmjit::kErrorOk) {
+      err = e;
+      message = msg ? msg : "asmjit error";
+    }
+  }
+};
+
+inline ax::Gp gp64(uint8_t g) { return ax::Gpq(g); }
+
+}  // namespace
+
+struct Assembler::Impl {
+  asmjit::CodeHolder code;
+  FirstError errors;
+  ax::Assembler a;
+  asmjit::Label pool;
+  int pool_width;
+  std::vector<uint32_t> entries;
+
+  explicit Impl(int width) : pool_width(width) {
+    code.init(runtime().environment());
+    code.setErrorHandler(&errors);
+    code.attach(&a);
+    pool = a.newLabel();
+  }
+
+  ax::Mem memop(const Opnd& o) const {
+    ax::Mem m;
+    if (o.base == kPoolBase) {
+      m = ax::ptr(pool, o.disp, o.size);
+    } else if (o.index != kNoIndex) {
+      m = ax::ptr(gp64(o.base), gp64(o.index), o.shift, o.disp, o.size);
+    } else {
+      m = ax::ptr(gp64(o.base), o.disp, o.size);
+    }
+    if (o.bcst) m = m._1to16();
+    return m;
+  }
+
+  asmjit::Operand op(const Opnd& o) const {
+    switch (o.kind) {
+      case Opnd::Vec:
+        return o.w == W::Z ? asmjit::Operand(ax::Zmm(o.reg))
+                           : o.w == W::Y ? asmjit::Operand(ax::Ymm(o.reg))
+                                         : asmjit::Operand(ax::Xmm(o.reg));
+      case Opnd::K: return ax::KReg(o.reg);
+      case Opnd::Gpr: return o.w == W::X ? asmjit::Operand(ax::Gpd(o.reg)) : asmjit::Operand(gp64(o.reg));
+      case Opnd::Mem: return memop(o);
+      case Opnd::Imm: return asmjit::Imm(o.imm);
+      case Opnd::None: break;
+    }
+    return asmjit::Operand();
+  }
+};
+
+Assembler::Assembler(int pool_width) : impl_(std::make_unique<Impl>(pool_width)) {}
+Assembler::~Assembler() = default;
+
+void Assembler::v(VI inst, const Opnd& o0, const Opnd& o1, const Opnd& o2, const Opnd& o3) {
+  auto& a = impl_->a;
+  const InstId id = kInst[static_cast<int>(inst)];
+  if (o2.kind == Opnd::None) a.emit(id, impl_->op(o0), impl_->op(o1));
+  else if (o3.kind == Opnd::None) a.emit(id, impl_->op(o0), impl_->op(o1), impl_->op(o2));
+  else a.emit(id, impl_->op(o0), impl_->op(o1), impl_->op(o2), impl_->op(o3));
+}
+
+void Assembler::masked(int k, bool zero) {
+  impl_->a.k(ax::KReg(static_cast<uint32_t>(k)));
+  if (zero) impl_->a.z();
+}
+
+void Assembler::mov(Gp d, Gp s) { impl_->a.mov(gp64(d), gp64(s)); }
+void Assembler::mov(Gp d, const Opnd& m) { impl_->a.mov(gp64(d), impl_->memop(m)); }
+void Assembler::mov(const Opnd& m, Gp s) { impl_->a.mov(impl_->memop(m), gp64(s)); }
+void Assembler::mov_imm(Gp d, int64_t v) { impl_->a.mov(gp64(d), asmjit::Imm(v)); }
+void Assembler::lea(Gp d, const Opnd& m) { impl_->a.lea(gp64(d), impl_->memop(m)); }
+void Assembler::add(Gp d, Gp s) { impl_->a.add(gp64(d), gp64(s)); }
+void Assembler::add(Gp d, int32_t v) { impl_->a.add(gp64(d), asmjit::Imm(v)); }
+void Assembler::add(const Opnd& m, Gp s) { impl_->a.add(impl_->memop(m), gp64(s)); }
+void Assembler::sub(Gp d, Gp s) { impl_->a.sub(gp64(d), gp64(s)); }
+void Assembler::sub(Gp d, int32_t v) { impl_->a.sub(gp64(d), asmjit::Imm(v)); }
+void Assembler::imul(Gp d, Gp s) { impl_->a.imul(gp64(d), gp64(s)); }
+void Assembler::shl(Gp d, int v) { impl_->a.shl(gp64(d), asmjit::Imm(v)); }
+void Assembler::shl_cl(Gp d) { impl_->a.shl(gp64(d), ax::cl); }
+void Assembler::and_(Gp d, int32_t v) { impl_->a.and_(gp64(d), asmjit::Imm(v)); }
+void Assembler::cmp(Gp a, Gp b) { impl_->a.cmp(gp64(a), gp64(b)); }
+void Assembler::cmp(Gp a, const Opnd& m) { impl_->a.cmp(gp64(a), impl_->memop(m)); }
+void Assembler::cmp(Gp a, int32_t v) { impl_->a.cmp(gp64(a), asmjit::Imm(v)); }
+void Assembler::push(Gp g) { impl_->a.push(gp64(g)); }
+void Assembler::pop(Gp g) { impl_->a.pop(gp64(g)); }
+void Assembler::mov32_load(Gp d, const Opnd& m) {
+  Opnd mm = m;
+  mm.size = 4;
+  impl_->a.mov(ax::Gpd(d), impl_->memop(mm));
+}
+void Assembler::mov32_store(const Opnd& m, Gp s) {
+  Opnd mm = m;
+  mm.size = 4;
+  impl_->a.mov(impl_->memop(mm), ax::Gpd(s));
+}
+
+Label Assembler::new_label() { return Label{impl_->a.newLabel().id()}; }
+void Assembler::bind(Label l) { impl_->a.bind(asmjit::Label(l.id)); }
+void Assembler::jmp(Label l) { impl_->a.jmp(asmjit::Label(l.id)); }
+void Assembler::j(Cond c, Label l) {
+  auto& a = impl_->a;
+  const asmjit::Label t(l.id);
+  switch (c) {
+    case Cond::L: a.jl(t); break;
+    case Cond::LE: a.jle(t); break;
+    case Cond::G: a.jg(t); break;
+    case Cond::GE: a.jge(t); break;
+    case Cond::E: a.je(t); break;
+    case Cond::NE: a.jne(t); break;
+  }
+}
+void Assembler::ret() { impl_->a.ret(); }
+void Assembler::vzeroupper() { impl_->a.vzeroupper(); }
+
+Opnd Assembler::constant(uint32_t bits, int size) {
+  auto& e = impl_->entries;
+  size_t idx = 0;
+  while (idx < e.size() && e[idx] != bits) ++idx;
+  if (idx == e.size()) e.push_back(bits);
+  Opnd o;
+  o.kind = Opnd::Mem;
+  o.base = kPoolBase;
+  o.disp = static_cast<int32_t>(idx) * impl_->pool_width;
+  o.size = static_cast<uint8_t>(size);
+  return o;
+}
+
+void* Assembler::finish(size_t* code_bytes, std::string* error) {
+  auto& a = impl_->a;
+  if (!impl_->entries.empty()) {
+    a.align(asmjit::AlignMode::kData, 64);
+    a.bind(impl_->pool);
+    const int reps = impl_->pool_width / 4;
+    for (uint32_t bits : impl_->entries)
+      for (int r = 0; r < reps; ++r) a.embed(&bits, 4);
+  }
+  if (impl_->errors.err != asmjit::kErrorOk) {
+    *error = "asmjit: " + impl_->errors.message;
+    return nullptr;
+  }
+  void* fn = nullptr;
+  asmjit::Error err = runtime()._add(&fn, &impl_->code);
+  if (err != asmjit::kErrorOk || !fn) {
+    *error = std::string("asmjit: cannot place code: ") + asmjit::DebugUtils::errorAsString(err);
+    return nullptr;
+  }
+  *code_bytes = impl_->code.codeSize();
+  return fn;
+}
+
+void release(void* fn) {
+  if (fn) runtime().release(fn);
+}
+
+const char* memory_mapping_mode() {
+  return "asmjit JitRuntime with JitAllocatorOptions::kUseDualMapping: RX view + RW view";
+}
+
+}  // namespace dvm::backends::jit::asmx

@@ -1,0 +1,748 @@
+// Code generation: live intervals over the IR's linear order (values used in
+// a loop they were defined outside of stay live to its end), a linear-scan
+// register allocator that spills whole intervals to the stack, and x86
+// emission through the asmjit adapter. Each column-loop body is emitted twice
+// with the same allocation: full vectors, then the one masked tail.
+#include <algorithm>
+#include <cstddef>
+
+#include "backends/jit/asmjit_adapter.h"
+#include "backends/jit/jit.h"
+#include "backends/jit/lower.h"
+
+namespace dvm::backends::jit {
+namespace {
+
+using asmx::Cond;
+using asmx::Gp;
+using asmx::Opnd;
+using asmx::VI;
+using asmx::W;
+
+constexpr int32_t kOffBase = offsetof(JitArgs, base);
+constexpr int32_t kOffCs = offsetof(JitArgs, cs);
+constexpr int32_t kOffRs = offsetof(JitArgs, rs);
+constexpr int32_t kOffN = offsetof(JitArgs, n);
+constexpr int32_t kOffRows = offsetof(JitArgs, rows);
+
+// Registers with a fixed job.
+//   rdi: JitArgs*   rsi: i (element index)   rdx: n   r8: row counter
+//   rax, rcx, r11: scratch   the rest: argument pointers
+//   vector 0..2: scratch (operand reloads, the horizontal tree)
+//   k1: the tail mask   k6, k7: mask reloads
+constexpr Gp kPtrRegs[] = {asmx::r9, asmx::r10, asmx::rbx, asmx::rbp,
+                           asmx::r12, asmx::r13, asmx::r14, asmx::r15};
+constexpr int kNumPtrRegs = 8;
+constexpr int kFirstVec = 3;
+constexpr int kFirstK = 2, kLastK = 5;
+
+// Frame layout (rsp 64-byte aligned).
+constexpr int32_t kGatherBuf = 0;   // 64 bytes
+constexpr int32_t kMaskSlot = 64;   // AVX2 tail mask, 32 bytes
+constexpr int32_t kRemSlot = 128;
+constexpr int32_t kSavedRsp = 136;
+constexpr int32_t kRowPtrs = 192;   // one pointer per argument
+constexpr int32_t kScratchPtrs = kRowPtrs + vm::kMaxArgs * 8;  // one per scratch row
+constexpr int32_t kSpills = kScratchPtrs + kMaxScratchRows * 8;
+constexpr int32_t kOffScratch = offsetof(JitArgs, scratch);
+
+bool produces_value(IrOp op) {
+  switch (op) {
+    case IrOp::Const:
+    case IrOp::Store:
+    case IrOp::StoreB:
+    case IrOp::Copy:
+    case IrOp::LoopBegin:
+    case IrOp::LoopEnd: return false;
+    default: return true;
+  }
+}
+
+bool is_mask(IrOp op) {
+  return op == IrOp::Cmp || op == IrOp::MAnd || op == IrOp::MOr || op == IrOp::MNot ||
+         op == IrOp::IEq || op == IrOp::IGt;
+}
+
+// Operands a node reads (value ids), -1 where none.
+void uses_of(const Node& n, int32_t out[3]) {
+  out[0] = out[1] = out[2] = -1;
+  switch (n.op) {
+    case IrOp::Const:
+    case IrOp::Init:
+    case IrOp::Load:
+    case IrOp::LoadB:
+    case IrOp::LoadS:
+    case IrOp::LoopBegin:
+    case IrOp::LoopEnd: return;
+    default: out[0] = n.a; out[1] = n.b; out[2] = n.c; return;
+  }
+}
+
+struct Gen {
+  const std::vector<Node>& nodes;
+  const bool avx512;
+  const int lanes;
+  const W w;
+  const int vbytes;
+  asmx::Assembler as;
+
+  std::vector<int32_t> end;    // last use of each value
+  std::vector<int32_t> nuses;
+  std::vector<int8_t> reg;     // register, or -1 when spilled
+  std::vector<int32_t> slot;   // spill slot index, or -1
+  std::vector<int32_t> alias;  // value whose location this one writes, or -1
+  std::vector<uint8_t> kcls;   // 1: AVX-512 mask register class
+  std::vector<int8_t> hoisted; // constant held in a register in this loop, or -1
+  int nslots = 0;
+
+  int8_t home[vm::kMaxArgs][3];  // pointer register per (argument, phase), or -1
+  std::vector<int> row_args;     // arguments accessed through row pointers
+  std::vector<Gp> saved;         // callee-saved registers pushed
+  int scratch_rows = 0;
+
+  Gen(const IrBuilder& ir, bool is512)
+      : nodes(ir.nodes), avx512(is512), lanes(is512 ? 16 : 8), w(is512 ? W::Z : W::Y),
+        vbytes(is512 ? 64 : 32), as(is512 ? 4 : 32) {}
+
+  // ---------------------------------------------------------------------------
+  // Live intervals and linear scan.
+  // ---------------------------------------------------------------------------
+  void intervals() {
+    const size_t n = nodes.size();
+    end.assign(n, -1);
+    nuses.assign(n, 0);
+    kcls.assign(n, 0);
+    std::vector<int32_t> open;  // enclosing LoopBegin indices
+    for (size_t i = 0; i < n; ++i) {
+      const Node& nd = nodes[i];
+      if (nd.op == IrOp::LoopBegin) open.push_back(static_cast<int32_t>(i));
+      int32_t u[3];
+      uses_of(nd, u);
+      for (int32_t v : u) {
+        if (v < 0 || nodes[static_cast<size_t>(v)].op == IrOp::Const) continue;
+        int32_t e = static_cast<int32_t>(i);
+        for (int32_t lb : open)
+          if (lb > v) {
+            e = std::max(e, nodes[static_cast<size_t>(lb)].a);
+            break;  // the outermost such loop ends last
+          }
+        end[static_cast<size_t>(v)] = std::max(end[static_cast<size_t>(v)], e);
+        ++nuses[static_cast<size_t>(v)];
+      }
+      if (nd.op == IrOp::LoopEnd) open.pop_back();
+      if (produces_value(nd.op)) {
+        end[i] = std::max(end[i], static_cast<int32_t>(i));
+        kcls[i] = avx512 && is_mask(nd.op);
+      }
+    }
+    // Coalesce `t = op(...); acc <- t` when t has no other use: t is computed
+    // straight into the accumulator's location.
+    alias.assign(n, -1);
+    for (size_t i = 1; i < n; ++i) {
+      const Node& nd = nodes[i];
+      if (nd.op != IrOp::Copy) continue;
+      const size_t t = static_cast<size_t>(nd.b);
+      if (t == i - 1 && produces_value(nodes[t].op) && !kcls[t] && nuses[t] == 1 &&
+          nodes[t].op != IrOp::Init)
+        alias[t] = nd.a;
+    }
+  }
+
+  void allocate() {
+    const size_t n = nodes.size();
+    reg.assign(n, -1);
+    slot.assign(n, -1);
+    std::vector<int32_t> active[2];
+    uint32_t free_mask[2];
+    free_mask[0] = 0;
+    for (int r = kFirstVec; r < (avx512 ? 32 : 16); ++r) free_mask[0] |= 1u << r;
+    free_mask[1] = 0;
+    for (int r = kFirstK; r <= kLastK; ++r) free_mask[1] |= 1u << r;
+    for (size_t i = 0; i < n; ++i) {
+      if (!produces_value(nodes[i].op) || alias[i] >= 0) continue;
+      const int c = kcls[i];
+      const int32_t pos = static_cast<int32_t>(i);
+      // Expire intervals that end at or before this node (a source's register
+      // may become this node's destination: one instruction reads, then writes).
+      for (int cc = 0; cc < 2; ++cc) {
+        auto& act = active[cc];
+        size_t k = 0;
+        for (size_t j = 0; j < act.size(); ++j) {
+          const int32_t v = act[j];
+          if (end[static_cast<size_t>(v)] <= pos) free_mask[cc] |= 1u << reg[static_cast<size_t>(v)];
+          else act[k++] = v;
+        }
+        act.resize(k);
+      }
+      int r = -1;
+      // Prefer the register of the first source (fma 213, tail select moves).
+      const int32_t a = nodes[i].a;
+      if (nodes[i].op != IrOp::Copy && a >= 0 && a < pos && reg[static_cast<size_t>(a)] >= 0 &&
+          kcls[static_cast<size_t>(a)] == c && (free_mask[c] >> reg[static_cast<size_t>(a)] & 1u))
+        r = reg[static_cast<size_t>(a)];
+      if (r < 0 && free_mask[c]) r = __builtin_ctz(free_mask[c]);
+      auto& act = active[c];
+      if (r >= 0) {
+        free_mask[c] &= ~(1u << r);
+        reg[i] = static_cast<int8_t>(r);
+        act.push_back(pos);
+        continue;
+      }
+      // Spill the interval that ends last.
+      size_t far = 0;
+      for (size_t j = 1; j < act.size(); ++j)
+        if (end[static_cast<size_t>(act[j])] > end[static_cast<size_t>(act[far])]) far = j;
+      const size_t s = static_cast<size_t>(act[far]);
+      if (!act.empty() && end[s] > end[i]) {
+        reg[i] = reg[s];
+        reg[s] = -1;
+        slot[s] = nslots++;
+        act[far] = pos;
+      } else {
+        slot[i] = nslots++;
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------
+  // Operand access.
+  // ---------------------------------------------------------------------------
+  size_t loc(int32_t v) const {
+    const int32_t a = alias[static_cast<size_t>(v)];
+    return static_cast<size_t>(a >= 0 ? a : v);
+  }
+  bool is_const(int32_t v) const { return nodes[static_cast<size_t>(v)].op == IrOp::Const; }
+  Opnd vr(int r) const { return asmx::vreg(r, w); }
+  Opnd slot_mem(int32_t v, int size) const {
+    return asmx::mem(asmx::rsp, kSpills + slot[loc(v)] * 64, size);
+  }
+  Opnd const_reg(uint32_t bits, int s) {
+    as.v(VI::vbroadcastss, vr(s), as.constant(bits, 4));
+    return vr(s);
+  }
+  // v in a register (reloaded into scratch s when spilled or constant).
+  int hoisted_reg(int32_t v) const {
+    return hoisted.empty() ? -1 : hoisted[static_cast<size_t>(v)];
+  }
+  Opnd src_reg(int32_t v, int s) {
+    if (is_const(v)) {
+      if (hoisted_reg(v) >= 0) return vr(hoisted_reg(v));
+      return const_reg(nodes[static_cast<size_t>(v)].u, s);
+    }
+    const int r = reg[loc(v)];
+    if (r >= 0) return vr(r);
+    as.v(VI::vmovups, vr(s), slot_mem(v, vbytes));
+    return vr(s);
+  }
+  // v as a register or memory operand (the last source of an instruction).
+  Opnd src_any(int32_t v) {
+    if (is_const(v)) {
+      if (hoisted_reg(v) >= 0) return vr(hoisted_reg(v));
+      if (!avx512) return as.constant(nodes[static_cast<size_t>(v)].u, 32);
+      Opnd m = as.constant(nodes[static_cast<size_t>(v)].u, 4);
+      m.bcst = true;
+      return m;
+    }
+    const int r = reg[loc(v)];
+    return r >= 0 ? vr(r) : slot_mem(v, vbytes);
+  }
+  Opnd dst(int32_t v) const {
+    const int r = reg[loc(v)];
+    return vr(r >= 0 ? r : 0);
+  }
+  void commit(int32_t v) {
+    if (reg[loc(v)] < 0) as.v(VI::vmovups, slot_mem(v, vbytes), vr(0));
+  }
+  Opnd ksrc(int32_t v, int k) {
+    const int r = reg[loc(v)];
+    if (r >= 0) return asmx::kreg(r);
+    as.v(VI::kmovw, asmx::kreg(k), slot_mem(v, 2));
+    return asmx::kreg(k);
+  }
+  Opnd kdst(int32_t v) const {
+    const int r = reg[loc(v)];
+    return asmx::kreg(r >= 0 ? r : 6);
+  }
+  void kcommit(int32_t v) {
+    if (reg[loc(v)] < 0) as.v(VI::kmovw, slot_mem(v, 2), asmx::kreg(6));
+  }
+
+  // Address register of an argument (loaded into `scratch` when not cached).
+  Gp arg_ptr(const Node& n, Gp scratch) {
+    const int8_t g = home[n.arg][n.phase];
+    if (g >= 0) return static_cast<Gp>(g);
+    if (n.phase == kPhaseRow) as.mov(scratch, asmx::mem(asmx::rsp, kRowPtrs + 8 * n.arg));
+    else if (n.phase == kPhaseScratch) as.mov(scratch, asmx::mem(asmx::rsp, kScratchPtrs + 8 * n.arg));
+    else as.mov(scratch, asmx::mem(asmx::rdi, kOffBase + 8 * n.arg));
+    return scratch;
+  }
+  Opnd elem(Gp p) const { return asmx::mem(p, asmx::rsi, 2, 0, vbytes); }
+  Opnd avx2_tail_mask(int s) {
+    as.v(VI::vmovups, vr(s), asmx::mem(asmx::rsp, kMaskSlot, 32));
+    return vr(s);
+  }
+
+  // ---------------------------------------------------------------------------
+  // Emission.
+  // ---------------------------------------------------------------------------
+  void plan_pointers() {
+    for (auto& h : home) h[0] = h[1] = h[2] = -1;
+    int next = 0;
+    bool seen_row[vm::kMaxArgs] = {};
+    for (const Node& n : nodes) {
+      if (n.op != IrOp::Load && n.op != IrOp::LoadB && n.op != IrOp::LoadS && n.op != IrOp::Store &&
+          n.op != IrOp::StoreB)
+        continue;
+      if (n.phase == kPhaseRow && !seen_row[n.arg]) {
+        seen_row[n.arg] = true;
+        row_args.push_back(n.arg);
+      }
+      if (home[n.arg][n.phase] < 0 && next < kNumPtrRegs) home[n.arg][n.phase] = kPtrRegs[next++];
+    }
+    for (int k = 0; k < next; ++k)
+      if (kPtrRegs[k] != asmx::r9 && kPtrRegs[k] != asmx::r10) saved.push_back(kPtrRegs[k]);
+  }
+
+  void function() {
+    if (!avx512) {  // the tail-mask table: 8 x -1 then 8 x 0, at pool offset 0
+      as.constant(0xffffffffu, 32);
+      as.constant(0u, 32);
+    }
+    for (Gp g : saved) as.push(g);
+    const int32_t frame = kSpills + nslots * 64 + 64;
+    as.mov(asmx::rax, asmx::rsp);
+    as.sub(asmx::rsp, frame);
+    as.and_(asmx::rsp, -64);
+    as.mov(asmx::mem(asmx::rsp, kSavedRsp), asmx::rax);
+    as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
+    for (int a = 0; a < vm::kMaxArgs; ++a)
+      if (home[a][kPhaseBase] >= 0)
+        as.mov(static_cast<Gp>(home[a][kPhaseBase]), asmx::mem(asmx::rdi, kOffBase + 8 * a));
+    if (scratch_rows > 0) {  // row s of the scratch at scratch + s * n
+      as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffScratch));
+      for (int s = 0; s < scratch_rows; ++s) {
+        as.mov(asmx::mem(asmx::rsp, kScratchPtrs + 8 * s), asmx::rax);
+        if (home[s][kPhaseScratch] >= 0) as.mov(static_cast<Gp>(home[s][kPhaseScratch]), asmx::rax);
+        as.lea(asmx::rax, asmx::mem(asmx::rax, asmx::rdx, 2, 0));
+      }
+    }
+    range(0, static_cast<int32_t>(nodes.size()), false);
+    as.mov(asmx::rsp, asmx::mem(asmx::rsp, kSavedRsp));
+    for (size_t k = saved.size(); k-- > 0;) as.pop(saved[k]);
+    as.vzeroupper();
+    as.ret();
+  }
+
+  void range(int32_t from, int32_t to, bool masked) {
+    for (int32_t i = from; i < to; ++i) {
+      const Node& n = nodes[static_cast<size_t>(i)];
+      if (n.op == IrOp::LoopBegin) {
+        if (n.imm == 0) col_loop(i, n.a);
+        else row_loop(i, n.a, masked);
+        i = n.a;
+        continue;
+      }
+      node(i, masked);
+    }
+  }
+
+  // Constants a loop uses most get registers no value holds during the loop
+  // (loaded once before it); the rest stay memory operands.
+  void hoist_constants(int32_t b, int32_t e) {
+    hoisted.assign(nodes.size(), -1);
+    uint32_t busy = (1u << kFirstVec) - 1;  // scratch
+    for (size_t v = 0; v < nodes.size(); ++v)
+      if (produces_value(nodes[v].op) && !kcls[v] && reg[loc(static_cast<int32_t>(v))] >= 0 &&
+          static_cast<int32_t>(v) <= e && end[v] >= b)
+        busy |= 1u << reg[loc(static_cast<int32_t>(v))];
+    const uint32_t all = avx512 ? 0xffffffffu : 0xffffu;
+    uint32_t avail = all & ~busy;
+    if (!avail) return;
+    std::vector<std::pair<int, int32_t>> count;  // (uses, const node)
+    for (int32_t i = b; i < e; ++i) {
+      int32_t u[3];
+      uses_of(nodes[static_cast<size_t>(i)], u);
+      for (int32_t v : u) {
+        if (v < 0 || !is_const(v)) continue;
+        auto it = std::find_if(count.begin(), count.end(), [&](auto& c) { return c.second == v; });
+        if (it == count.end()) count.emplace_back(1, v);
+        else ++it->first;
+      }
+    }
+    std::stable_sort(count.begin(), count.end(), [](auto& x, auto& y) { return x.first > y.first; });
+    for (auto& [uses, v] : count) {
+      (void)uses;
+      if (!avail) break;
+      const int r = __builtin_ctz(avail);
+      avail &= avail - 1;
+      hoisted[static_cast<size_t>(v)] = static_cast<int8_t>(r);
+      as.v(VI::vbroadcastss, vr(r), as.constant(nodes[static_cast<size_t>(v)].u, 4));
+    }
+  }
+
+  void col_loop(int32_t b, int32_t e) {
+    asmx::Label body = as.new_label(), tail = as.new_label(), done = as.new_label();
+    hoist_constants(b, e);
+    as.sub(asmx::rsi, asmx::rsi);
+    as.mov_imm(asmx::rax, lanes);
+    as.cmp(asmx::rax, asmx::rdx);
+    as.j(Cond::G, tail);
+    as.bind(body);
+    range(b + 1, e, false);
+    as.add(asmx::rsi, lanes);
+    as.lea(asmx::rax, asmx::mem(asmx::rsi, lanes));
+    as.cmp(asmx::rax, asmx::rdx);
+    as.j(Cond::LE, body);
+    as.bind(tail);
+    as.cmp(asmx::rsi, asmx::rdx);
+    as.j(Cond::GE, done);
+    as.mov(asmx::rcx, asmx::rdx);
+    as.sub(asmx::rcx, asmx::rsi);
+    as.mov(asmx::mem(asmx::rsp, kRemSlot), asmx::rcx);
+    if (avx512) {
+      as.mov_imm(asmx::rax, 1);
+      as.shl_cl(asmx::rax);
+      as.sub(asmx::rax, 1);
+      Opnd eax = asmx::gpr(asmx::rax);
+      eax.w = W::X;  // 32-bit view
+      as.v(VI::kmovw, asmx::kreg(1), eax);
+    } else {
+      // lanes < rem read -1: the 32 bytes at pool + 32 - 4 * rem
+      as.mov_imm(asmx::rax, 0);
+      as.sub(asmx::rax, asmx::rcx);
+      Opnd zeros = as.constant(0u, 32);
+      as.lea(asmx::r11, zeros);
+      as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
+      as.v(VI::vmovups, vr(0), asmx::mem(asmx::r11, 0, 32));
+      as.v(VI::vmovups, asmx::mem(asmx::rsp, kMaskSlot, 32), vr(0));
+    }
+    range(b + 1, e, true);
+    as.bind(done);
+    std::fill(hoisted.begin(), hoisted.end(), -1);
+  }
+
+  void row_loop(int32_t b, int32_t e, bool masked) {
+    for (int a : row_args) {
+      const int8_t g = home[a][kPhaseRow];
+      if (g >= 0) {
+        as.mov(static_cast<Gp>(g), asmx::mem(asmx::rdi, kOffBase + 8 * a));
+      } else {
+        as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffBase + 8 * a));
+        as.mov(asmx::mem(asmx::rsp, kRowPtrs + 8 * a), asmx::rax);
+      }
+    }
+    asmx::Label top = as.new_label(), done = as.new_label();
+    as.sub(asmx::r8, asmx::r8);
+    as.bind(top);
+    as.cmp(asmx::r8, asmx::mem(asmx::rdi, kOffRows));
+    as.j(Cond::GE, done);
+    range(b + 1, e, masked);
+    for (int a : row_args) {
+      as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffRs + 8 * a));
+      as.shl(asmx::rax, 2);
+      const int8_t g = home[a][kPhaseRow];
+      if (g >= 0) as.add(static_cast<Gp>(g), asmx::rax);
+      else as.add(asmx::mem(asmx::rsp, kRowPtrs + 8 * a), asmx::rax);
+    }
+    as.add(asmx::r8, 1);
+    as.jmp(top);
+    as.bind(done);
+  }
+
+  void binary(VI inst, int32_t i, const Node& n) {
+    Opnd a = src_reg(n.a, 0);
+    Opnd b = src_any(n.b);
+    as.v(inst, dst(i), a, b);
+    commit(i);
+  }
+
+  // Strided gather: element j of the vector from base + (i + j) * cs.
+  void gather(int32_t i, const Node& n, bool masked) {
+    as.mov(asmx::r11, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
+    as.imul(asmx::r11, asmx::rsi);
+    Gp p = arg_ptr(n, asmx::rax);
+    as.lea(asmx::r11, asmx::mem(p, asmx::r11, 2, 0));
+    as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
+    as.shl(asmx::rax, 2);
+    if (!masked) {
+      for (int j = 0; j < lanes; ++j) {
+        as.mov32_load(asmx::rcx, asmx::mem(asmx::r11, 0));
+        as.mov32_store(asmx::mem(asmx::rsp, kGatherBuf + 4 * j), asmx::rcx);
+        if (j + 1 < lanes) as.add(asmx::r11, asmx::rax);
+      }
+      as.v(VI::vmovups, dst(i), asmx::mem(asmx::rsp, kGatherBuf, vbytes));
+    } else {
+      asmx::Label top = as.new_label(), done = as.new_label();
+      as.sub(asmx::rcx, asmx::rcx);
+      as.bind(top);
+      as.cmp(asmx::rcx, asmx::mem(asmx::rsp, kRemSlot));
+      as.j(Cond::GE, done);
+      as.mov32_load(asmx::rdx, asmx::mem(asmx::r11, 0));
+      as.mov32_store(asmx::mem(asmx::rsp, asmx::rcx, 2, kGatherBuf), asmx::rdx);
+      as.add(asmx::r11, asmx::rax);
+      as.add(asmx::rcx, 1);
+      as.jmp(top);
+      as.bind(done);
+      as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
+      masked_load(dst(i), asmx::mem(asmx::rsp, kGatherBuf, vbytes));
+    }
+    commit(i);
+  }
+
+  void masked_load(Opnd d, Opnd m) {
+    if (avx512) {
+      as.masked(1, true);
+      as.v(VI::vmovups, d, m);
+    } else {
+      Opnd k = avx2_tail_mask(1);
+      as.v(VI::vmaskmovps, d, k, m);
+    }
+  }
+
+  // One horizontal step into lo (xmm/ymm scratch 0) from hi (scratch 1).
+  void hstep(uint8_t kind, W sw) {
+    Opnd lo = asmx::vreg(0, sw), hi = asmx::vreg(1, sw), t = asmx::vreg(2, sw);
+    if (kind == 0) {
+      as.v(VI::vaddps, lo, lo, hi);
+      return;
+    }
+    as.v(kind == 1 ? VI::vmaxps : VI::vminps, hi, lo, hi);  // r = op(lo, hi)
+    as.v(VI::vcmpps, t, lo, lo, asmx::imm(kCmpUNORD_Q));
+    as.v(VI::vblendvps, lo, hi, lo, t);  // unord(lo, lo) ? lo : r
+  }
+
+  void hreduce(int32_t i, const Node& n) {
+    Opnd s = src_reg(n.a, 0);
+    if (avx512) {
+      as.v(VI::vextractf32x8, asmx::vreg(1, W::Y), s, asmx::imm(1));
+      if (s.reg != 0) as.v(VI::vmovaps, asmx::vreg(0, W::Y), asmx::vreg(s.reg, W::Y));
+      hstep(n.imm, W::Y);
+      as.v(VI::vextractf128, asmx::vreg(1, W::X), asmx::vreg(0, W::Y), asmx::imm(1));
+    } else {
+      as.v(VI::vextractf128, asmx::vreg(1, W::X), s, asmx::imm(1));
+      if (s.reg != 0) as.v(VI::vmovaps, asmx::vreg(0, W::X), asmx::vreg(s.reg, W::X));
+    }
+    hstep(n.imm, W::X);
+    as.v(VI::vmovhlps, asmx::vreg(1, W::X), asmx::vreg(0, W::X), asmx::vreg(0, W::X));
+    hstep(n.imm, W::X);
+    as.v(VI::vmovshdup, asmx::vreg(1, W::X), asmx::vreg(0, W::X));
+    hstep(n.imm, W::X);
+    as.v(VI::vbroadcastss, dst(i), asmx::vreg(0, W::X));
+    commit(i);
+  }
+
+  void fma(int32_t i, const Node& n) {
+    const Opnd d = dst(i);
+    auto reg_of = [&](int32_t v) { return is_const(v) ? -1 : reg[loc(v)]; };
+    const int rd = d.reg;
+    const bool dreg = reg[loc(i)] >= 0;
+    if (dreg && reg_of(n.a) == rd) {
+      Opnd b = src_reg(n.b, 1);
+      as.v(VI::vfmadd213ps, d, b, src_any(n.c));
+    } else if (dreg && reg_of(n.b) == rd) {
+      Opnd a = src_reg(n.a, 1);
+      as.v(VI::vfmadd213ps, d, a, src_any(n.c));
+    } else if (dreg && reg_of(n.c) == rd) {
+      Opnd a = src_reg(n.a, 1);
+      as.v(VI::vfmadd231ps, d, a, src_any(n.b));
+    } else {
+      // d differs from every source register: copy a into d first.
+      Opnd b = src_reg(n.b, 1);
+      Opnd c = src_any(n.c);
+      if (is_const(n.a) && hoisted_reg(n.a) >= 0) {
+        as.v(VI::vmovaps, d, vr(hoisted_reg(n.a)));
+      } else if (is_const(n.a)) {
+        as.v(VI::vbroadcastss, d, as.constant(nodes[static_cast<size_t>(n.a)].u, 4));
+      } else if (reg_of(n.a) >= 0) {
+        as.v(VI::vmovaps, d, vr(reg_of(n.a)));
+      } else {
+        as.v(VI::vmovups, d, slot_mem(n.a, vbytes));
+      }
+      // b reloaded into scratch 1 and d possibly scratch 0: still distinct.
+      as.v(VI::vfmadd213ps, d, b, c);
+    }
+    commit(i);
+  }
+
+  void node(int32_t i, bool masked) {
+    const Node& n = nodes[static_cast<size_t>(i)];
+    switch (n.op) {
+      case IrOp::Const:
+      case IrOp::LoopBegin:
+      case IrOp::LoopEnd: return;
+      case IrOp::Init:
+        as.v(VI::vbroadcastss, dst(i), as.constant(n.u, 4));
+        commit(i);
+        return;
+      case IrOp::Load: {
+        Gp p = arg_ptr(n, asmx::rax);
+        if (masked) masked_load(dst(i), elem(p));
+        else as.v(VI::vmovups, dst(i), elem(p));
+        commit(i);
+        return;
+      }
+      case IrOp::LoadB: {
+        Gp p = arg_ptr(n, asmx::rax);
+        as.v(VI::vbroadcastss, dst(i), asmx::mem(p, 0, 4));
+        commit(i);
+        return;
+      }
+      case IrOp::LoadS: gather(i, n, masked); return;
+      case IrOp::Store: {
+        Opnd s = src_reg(n.a, 0);
+        Gp p = arg_ptr(n, asmx::rax);
+        if (!masked) {
+          as.v(VI::vmovups, elem(p), s);
+        } else if (avx512) {
+          as.masked(1, false);
+          as.v(VI::vmovups, elem(p), s);
+        } else {
+          Opnd k = avx2_tail_mask(1);
+          as.v(VI::vmaskmovps, elem(p), k, s);
+        }
+        return;
+      }
+      case IrOp::StoreB: {
+        Opnd s = src_reg(n.a, 0);
+        Gp p = arg_ptr(n, asmx::rax);
+        as.v(VI::vmovss, asmx::mem(p, 0, 4), asmx::vreg(s.reg, W::X));
+        return;
+      }
+      case IrOp::Add: binary(VI::vaddps, i, n); return;
+      case IrOp::Sub: binary(VI::vsubps, i, n); return;
+      case IrOp::Mul: binary(VI::vmulps, i, n); return;
+      case IrOp::Div: binary(VI::vdivps, i, n); return;
+      case IrOp::Min: binary(VI::vminps, i, n); return;
+      case IrOp::Max: binary(VI::vmaxps, i, n); return;
+      case IrOp::And: binary(VI::vandps, i, n); return;
+      case IrOp::Or: binary(VI::vorps, i, n); return;
+      case IrOp::Xor: binary(VI::vxorps, i, n); return;
+      case IrOp::AndN: binary(VI::vandnps, i, n); return;
+      case IrOp::IAdd: binary(VI::vpaddd, i, n); return;
+      case IrOp::ISub: binary(VI::vpsubd, i, n); return;
+      case IrOp::IAnd: binary(avx512 ? VI::vpandd : VI::vpand, i, n); return;
+      case IrOp::Sqrt:
+      case IrOp::CvtRound:
+      case IrOp::CvtFloat: {
+        Opnd a = src_any(n.a);
+        as.v(n.op == IrOp::Sqrt ? VI::vsqrtps : n.op == IrOp::CvtRound ? VI::vcvtps2dq : VI::vcvtdq2ps,
+             dst(i), a);
+        commit(i);
+        return;
+      }
+      case IrOp::Round: {
+        Opnd a = src_any(n.a);
+        as.v(avx512 ? VI::vrndscaleps : VI::vroundps, dst(i), a, asmx::imm(n.imm | 8));
+        commit(i);
+        return;
+      }
+      case IrOp::Shl:
+      case IrOp::Shr:
+      case IrOp::Sra: {
+        Opnd a = src_reg(n.a, 0);
+        as.v(n.op == IrOp::Shl ? VI::vpslld : n.op == IrOp::Shr ? VI::vpsrld : VI::vpsrad, dst(i), a,
+             asmx::imm(n.imm));
+        commit(i);
+        return;
+      }
+      case IrOp::Fma: fma(i, n); return;
+      case IrOp::Cmp:
+      case IrOp::IEq:
+      case IrOp::IGt: {
+        Opnd a = src_reg(n.a, 0);
+        Opnd b = src_any(n.b);
+        const bool fcmp = n.op == IrOp::Cmp;
+        const VI inst = fcmp ? VI::vcmpps : n.op == IrOp::IEq ? VI::vpcmpeqd : VI::vpcmpgtd;
+        const Opnd d = avx512 ? kdst(i) : dst(i);
+        if (fcmp) as.v(inst, d, a, b, asmx::imm(n.imm));
+        else as.v(inst, d, a, b);
+        if (avx512) kcommit(i);
+        else commit(i);
+        return;
+      }
+      case IrOp::MAnd:
+      case IrOp::MOr:
+        if (avx512) {
+          Opnd a = ksrc(n.a, 6), b = ksrc(n.b, 7);
+          as.v(n.op == IrOp::MAnd ? VI::kandw : VI::korw, kdst(i), a, b);
+          kcommit(i);
+        } else {
+          binary(n.op == IrOp::MAnd ? VI::vandps : VI::vorps, i, n);
+        }
+        return;
+      case IrOp::MNot:
+        if (avx512) {
+          Opnd a = ksrc(n.a, 6);
+          as.v(VI::knotw, kdst(i), a);
+          kcommit(i);
+        } else {
+          Opnd a = src_reg(n.a, 0);
+          as.v(VI::vxorps, dst(i), a, as.constant(0xffffffffu, 32));
+          commit(i);
+        }
+        return;
+      case IrOp::Select: {  // a ? b : c
+        Opnd c = src_reg(n.c, 0);
+        Opnd b = src_any(n.b);
+        if (avx512) {
+          Opnd k = ksrc(n.a, 6);
+          as.masked(k.reg, false);
+          as.v(VI::vblendmps, dst(i), c, b);
+        } else {
+          Opnd m = src_reg(n.a, 2);
+          as.v(VI::vblendvps, dst(i), c, b, m);
+        }
+        commit(i);
+        return;
+      }
+      case IrOp::TailSel: {
+        if (!masked) {
+          Opnd a = src_reg(n.a, 0);
+          if (a.reg != dst(i).reg) as.v(VI::vmovaps, dst(i), a);
+        } else {
+          Opnd id = const_reg(n.u, 1);
+          Opnd a = src_any(n.a);
+          if (avx512) {
+            as.masked(1, false);
+            as.v(VI::vblendmps, dst(i), id, a);
+          } else {
+            Opnd k = avx2_tail_mask(2);
+            as.v(VI::vblendvps, dst(i), id, a, k);
+          }
+        }
+        commit(i);
+        return;
+      }
+      case IrOp::HReduce: hreduce(i, n); return;
+      case IrOp::Copy: {
+        if (alias[static_cast<size_t>(n.b)] == n.a) return;
+        Opnd s = src_reg(n.b, 0);
+        const int r = reg[loc(n.a)];
+        if (r >= 0) {
+          if (r != s.reg) as.v(VI::vmovaps, vr(r), s);
+        } else {
+          as.v(VI::vmovups, slot_mem(n.a, vbytes), s);
+        }
+        return;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* reason) {
+  if (isa != Isa::Avx2 && isa != Isa::Avx512) {
+    *reason = "the JIT emits AVX2 or AVX-512 only";
+    return nullptr;
+  }
+  Gen g(ir, isa == Isa::Avx512);
+  g.scratch_rows = ir.scratch_rows;
+  g.intervals();
+  g.allocate();
+  g.plan_pointers();
+  g.function();
+  return g.as.finish(code_bytes, reason);
+}
+
+}  // namespace dvm::backends::jit

@@ -1,0 +1,185 @@
+// The JIT's straight-line vector IR and JitVec, the SIMD type whose primitives
+// append IR nodes instead of computing: instantiating the shared math and
+// micro-kernel templates with JitVec records exactly the primitive sequence
+// the interpreter executes, so both tiers share one definition of every op.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#ifndef DVM_SIMD_INLINE
+#define DVM_SIMD_INLINE [[gnu::always_inline]] inline
+#endif
+
+namespace dvm::backends::jit {
+
+enum class IrOp : uint8_t {
+  Const,     // u = 32-bit pattern splatted; lives in the constant pool
+  Init,      // u = pattern, materialised in a register (accumulators)
+  Load,      // arg, phase: element i of the argument (masked in the tail)
+  LoadB,     // arg, phase: one value broadcast
+  LoadS,     // arg, phase: element i at i * cs (strided)
+  Store,     // arg, phase, a = value
+  StoreB,    // arg, phase, a = row value: lane 0 to the argument
+  Add, Sub, Mul, Div, Min, Max, Sqrt,
+  And, Or, Xor, AndN,
+  Fma,       // a * b + c
+  Round,     // imm = rounding mode (0 nearest-even, 1 floor, 2 ceil, 3 trunc)
+  Cmp,       // imm = vcmpps predicate; a mask
+  MAnd, MOr, MNot,
+  Select,    // a = mask, b where set, c elsewhere
+  CvtRound, CvtFloat, IAdd, ISub, IAnd,
+  Shl, Shr, Sra,  // imm = count
+  IEq, IGt,       // masks
+  TailSel,   // a = value, u = identity: in the masked tail, lanes >= rem take u
+  HReduce,   // a = value, imm = 0 sum, 1 max, 2 min: the fixed tree, broadcast
+  Copy,      // a = accumulator (written in place), b = new value
+  LoopBegin, // imm = 0 column loop (vectors of i, masked tail), 1 row loop (r)
+  LoopEnd,
+};
+
+// Where a load or store finds its argument's address.
+//   base: JitArgs::base[arg];  row: the ColReduce row pointer of arg;
+//   scratch: row `arg` of JitArgs::scratch (values kept between passes).
+enum : uint8_t { kPhaseBase = 0, kPhaseRow = 1, kPhaseScratch = 2 };
+inline constexpr int kMaxScratchRows = 8;
+
+struct Node {
+  IrOp op;
+  uint8_t imm = 0;
+  uint8_t arg = 0;
+  uint8_t phase = kPhaseBase;
+  int32_t a = -1, b = -1, c = -1;
+  uint32_t u = 0;
+};
+
+// The node list one kernel is lowered into.
+struct IrBuilder {
+  std::vector<Node> nodes;
+  std::vector<std::pair<uint32_t, int32_t>> consts;  // dedup of Const nodes
+  int scratch_rows = 0;
+
+  void clear() {
+    nodes.clear();
+    consts.clear();
+    scratch_rows = 0;
+  }
+  int32_t add(const Node& n) {
+    nodes.push_back(n);
+    return static_cast<int32_t>(nodes.size() - 1);
+  }
+  int32_t op(IrOp o, int32_t a, int32_t b = -1, int32_t c = -1, uint8_t imm = 0) {
+    Node n{o};
+    n.a = a;
+    n.b = b;
+    n.c = c;
+    n.imm = imm;
+    return add(n);
+  }
+  int32_t konst(uint32_t bits) {
+    for (auto& [k, id] : consts)
+      if (k == bits) return id;
+    Node n{IrOp::Const};
+    n.u = bits;
+    int32_t id = add(n);
+    consts.emplace_back(bits, id);
+    return id;
+  }
+};
+
+// The builder JitVec's primitives append to (one per thread; compile() sets it).
+inline thread_local IrBuilder* t_ir = nullptr;
+
+// vcmpps predicates of the primitive contract.
+enum : uint8_t { kCmpEQ_OQ = 0, kCmpLT_OQ = 17, kCmpLE_OQ = 18, kCmpUNORD_Q = 3,
+                 kCmpNEQ_UQ = 4, kCmpGE_OQ = 29, kCmpGT_OQ = 30 };
+
+// A SIMD value type satisfying the primitive contract of vec_scalar.h, where
+// every primitive records one IR node. Lane count is the target's; the IR does
+// not depend on it.
+struct JitVec {
+  static constexpr int kLanes = 0;  // decided by the ISA at code generation
+  struct Mask {
+    int32_t id;
+  };
+  struct Int {
+    int32_t id;
+  };
+  int32_t id;
+
+  static JitVec mk(IrOp o, int32_t a, int32_t b = -1, int32_t c = -1, uint8_t imm = 0) {
+    return {t_ir->op(o, a, b, c, imm)};
+  }
+  static Mask mkm(IrOp o, int32_t a, int32_t b = -1, uint8_t imm = 0) {
+    return {t_ir->op(o, a, b, -1, imm)};
+  }
+  static Int mki(IrOp o, int32_t a, int32_t b = -1, uint8_t imm = 0) {
+    return {t_ir->op(o, a, b, -1, imm)};
+  }
+
+  DVM_SIMD_INLINE static JitVec splat(float x) { return {t_ir->konst(std::bit_cast<uint32_t>(x))}; }
+  DVM_SIMD_INLINE static JitVec add(JitVec a, JitVec b) { return mk(IrOp::Add, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec sub(JitVec a, JitVec b) { return mk(IrOp::Sub, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec mul(JitVec a, JitVec b) { return mk(IrOp::Mul, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec div(JitVec a, JitVec b) { return mk(IrOp::Div, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec fma(JitVec a, JitVec b, JitVec c) {
+    return mk(IrOp::Fma, a.id, b.id, c.id);
+  }
+  DVM_SIMD_INLINE static JitVec min(JitVec a, JitVec b) { return mk(IrOp::Min, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec max(JitVec a, JitVec b) { return mk(IrOp::Max, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec sqrt(JitVec a) { return mk(IrOp::Sqrt, a.id); }
+  DVM_SIMD_INLINE static JitVec abs(JitVec a) { return bit_andnot(splat(-0.0f), a); }
+  DVM_SIMD_INLINE static JitVec neg(JitVec a) { return bit_xor(a, splat(-0.0f)); }
+
+  DVM_SIMD_INLINE static JitVec bit_and(JitVec a, JitVec b) { return mk(IrOp::And, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec bit_or(JitVec a, JitVec b) { return mk(IrOp::Or, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec bit_xor(JitVec a, JitVec b) { return mk(IrOp::Xor, a.id, b.id); }
+  DVM_SIMD_INLINE static JitVec bit_andnot(JitVec a, JitVec b) { return mk(IrOp::AndN, a.id, b.id); }
+
+  DVM_SIMD_INLINE static JitVec round_even(JitVec a) { return mk(IrOp::Round, a.id, -1, -1, 0); }
+  DVM_SIMD_INLINE static JitVec floor(JitVec a) { return mk(IrOp::Round, a.id, -1, -1, 1); }
+  DVM_SIMD_INLINE static JitVec ceil(JitVec a) { return mk(IrOp::Round, a.id, -1, -1, 2); }
+  DVM_SIMD_INLINE static JitVec trunc(JitVec a) { return mk(IrOp::Round, a.id, -1, -1, 3); }
+
+  DVM_SIMD_INLINE static Mask eq(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpEQ_OQ); }
+  DVM_SIMD_INLINE static Mask ne(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpNEQ_UQ); }
+  DVM_SIMD_INLINE static Mask lt(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpLT_OQ); }
+  DVM_SIMD_INLINE static Mask le(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpLE_OQ); }
+  DVM_SIMD_INLINE static Mask gt(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpGT_OQ); }
+  DVM_SIMD_INLINE static Mask ge(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpGE_OQ); }
+  DVM_SIMD_INLINE static Mask unord(JitVec a, JitVec b) {
+    return mkm(IrOp::Cmp, a.id, b.id, kCmpUNORD_Q);
+  }
+  DVM_SIMD_INLINE static Mask mask_and(Mask a, Mask b) { return mkm(IrOp::MAnd, a.id, b.id); }
+  DVM_SIMD_INLINE static Mask mask_or(Mask a, Mask b) { return mkm(IrOp::MOr, a.id, b.id); }
+  DVM_SIMD_INLINE static Mask mask_not(Mask a) { return mkm(IrOp::MNot, a.id); }
+  DVM_SIMD_INLINE static JitVec select(Mask m, JitVec a, JitVec b) {
+    return mk(IrOp::Select, m.id, a.id, b.id);
+  }
+
+  DVM_SIMD_INLINE static Int isplat(int32_t x) { return {t_ir->konst(static_cast<uint32_t>(x))}; }
+  DVM_SIMD_INLINE static Int as_int(JitVec a) { return {a.id}; }
+  DVM_SIMD_INLINE static JitVec as_float(Int a) { return {a.id}; }
+  DVM_SIMD_INLINE static Int cvt_round(JitVec a) { return mki(IrOp::CvtRound, a.id); }
+  DVM_SIMD_INLINE static JitVec cvt_float(Int a) { return mk(IrOp::CvtFloat, a.id); }
+  DVM_SIMD_INLINE static Int iadd(Int a, Int b) { return mki(IrOp::IAdd, a.id, b.id); }
+  DVM_SIMD_INLINE static Int isub(Int a, Int b) { return mki(IrOp::ISub, a.id, b.id); }
+  DVM_SIMD_INLINE static Int iand(Int a, Int b) { return mki(IrOp::IAnd, a.id, b.id); }
+  template <int k>
+  DVM_SIMD_INLINE static Int shl(Int a) {
+    return mki(IrOp::Shl, a.id, -1, k);
+  }
+  template <int k>
+  DVM_SIMD_INLINE static Int shr(Int a) {
+    return mki(IrOp::Shr, a.id, -1, k);
+  }
+  template <int k>
+  DVM_SIMD_INLINE static Int sra(Int a) {
+    return mki(IrOp::Sra, a.id, -1, k);
+  }
+  DVM_SIMD_INLINE static Mask ieq(Int a, Int b) { return mkm(IrOp::IEq, a.id, b.id); }
+  DVM_SIMD_INLINE static Mask igt(Int a, Int b) { return mkm(IrOp::IGt, a.id, b.id); }
+};
+
+}  // namespace dvm::backends::jit

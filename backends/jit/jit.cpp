@@ -1,0 +1,120 @@
+// The JIT backend's entry points: compile() (lower, then generate), the
+// per-work-item driver run_items(), and executable-memory accounting.
+#include "backends/jit/jit.h"
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "backends/jit/asmjit_adapter.h"
+#include "backends/jit/lower.h"
+#include "vm/interpreter.h"
+
+namespace dvm::backends::jit {
+namespace {
+
+std::atomic<size_t> g_code_bytes{0};
+
+class JitCodeImpl final : public JitCode {
+ public:
+  std::vector<uint8_t> patterns;  // kArg* per argument
+  vm::Form form = vm::Form::Elementwise;
+
+  ~JitCodeImpl() override {
+    if (entry) {
+      asmx::release(reinterpret_cast<void*>(entry));
+      g_code_bytes.fetch_sub(code_bytes, std::memory_order_relaxed);
+    }
+  }
+};
+
+// Offset of element (p, r, c0) of an argument as the interpreter addresses it
+// for this argument's access pattern.
+inline int64_t item_offset(const vm::ArgBinding& a, uint8_t pattern, int64_t p, int64_t r,
+                           int64_t c0) {
+  int64_t off = p * a.ps + r * a.rs;
+  if (pattern == kArgContiguous) off += c0;
+  else if (pattern == kArgStrided) off += c0 * a.cs;
+  return off;
+}
+
+inline const float* arg_base(const vm::ArgBinding& a) { return a.in ? a.in : a.out; }
+
+}  // namespace
+
+std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::string* reason) {
+  std::string local;
+  if (!reason) reason = &local;
+  auto code = std::make_unique<JitCodeImpl>();
+  if (!arg_patterns(vp.program, &code->patterns, reason)) return nullptr;
+  thread_local IrBuilder ir;
+  if (!lower(vp, &ir, reason)) return nullptr;
+  size_t bytes = 0;
+  void* fn = generate(ir, isa, &bytes, reason);
+  if (!fn) return nullptr;
+  code->entry = reinterpret_cast<EntryFn>(fn);
+  code->isa = isa;
+  code->code_bytes = bytes;
+  code->form = vp.program.form;
+  code->scratch_rows = ir.scratch_rows;
+  g_code_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return code;
+}
+
+void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launch& l,
+               int64_t begin, int64_t end) {
+  const auto& code = static_cast<const JitCodeImpl&>(jc);
+  const size_t nargs = std::min(l.args.size(), code.patterns.size());
+  JitArgs args;
+  for (size_t a = 0; a < nargs; ++a) {
+    args.cs[a] = l.args[a].cs;
+    args.rs[a] = l.args[a].rs;
+  }
+  args.rows = 1;
+  args.scratch = nullptr;
+  thread_local std::vector<float> scratch;
+  if (code.scratch_rows > 0) {
+    const size_t need = static_cast<size_t>(code.scratch_rows) * static_cast<size_t>(std::max<int64_t>(l.C, 1));
+    if (scratch.size() < need) scratch.resize(need);
+    args.scratch = scratch.data();
+  }
+  auto fill = [&](int64_t p, int64_t r, int64_t c0) {
+    for (size_t a = 0; a < nargs; ++a)
+      args.base[a] = arg_base(l.args[a]) + item_offset(l.args[a], code.patterns[a], p, r, c0);
+  };
+  switch (vp.program.form) {
+    case vm::Form::Elementwise: {
+      const int64_t chunks = (l.C + vm::kChunk - 1) / vm::kChunk;
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t chunk = item % chunks, row = item / chunks;
+        const int64_t c0 = chunk * vm::kChunk;
+        fill(row / l.R, row % l.R, c0);
+        args.n = std::min(vm::kChunk, l.C - c0);
+        code.entry(&args);
+      }
+      break;
+    }
+    case vm::Form::RowReduce:
+      for (int64_t item = begin; item < end; ++item) {
+        fill(item / l.R, item % l.R, 0);
+        args.n = l.C;
+        code.entry(&args);
+      }
+      break;
+    case vm::Form::ColReduce: {
+      const int64_t ctiles = (l.C + vm::kTile - 1) / vm::kTile;
+      args.rows = l.R;
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t c0 = (item % ctiles) * vm::kTile;
+        fill(item / ctiles, 0, c0);
+        args.n = std::min(vm::kTile, l.C - c0);
+        code.entry(&args);
+      }
+      break;
+    }
+  }
+}
+
+size_t code_bytes_in_use() { return g_code_bytes.load(std::memory_order_relaxed); }
+
+}  // namespace dvm::backends::jit

@@ -1,0 +1,337 @@
+// Lowering: verified bytecode -> vector IR, one loop body per pass. Every op
+// body comes from the templates the interpreter's micro-kernels instantiate
+// (backends/microkernels_impl.h over backends/math/vmath.h), instantiated here
+// with JitVec.
+#include <array>
+#include <cstring>
+
+#include "backends/jit/lower.h"
+#include "backends/microkernels_impl.h"
+
+namespace dvm::backends::jit {
+namespace {
+
+using vm::Kind;
+using vm::Op;
+using vm::OpClass;
+
+// ---------------------------------------------------------------------------
+// One table from opcode to its JitVec body (sources in operand order; for
+// reductions s[0] is the accumulator and s[1] the new value).
+// ---------------------------------------------------------------------------
+using ApplyFn = JitVec (*)(const JitVec* s);
+
+template <Op kOp, OpClass kCls>
+JitVec apply_op(const JitVec* s) {
+  if constexpr (kCls == OpClass::Unary) return detail::unary_op<JitVec, kOp>(s[0]);
+  else if constexpr (kCls == OpClass::Binary) return detail::binary_op<JitVec, kOp>(s[0], s[1]);
+  else if constexpr (kCls == OpClass::Ternary)
+    return detail::ternary_op<JitVec, kOp>(s[0], s[1], s[2]);
+  else if constexpr (kCls == OpClass::Reduce) return detail::reduce_op<JitVec, kOp>(s[0], s[1]);
+  else return s[0];
+}
+
+constexpr ApplyFn kApply[vm::kNumOps] = {
+#define DVM_X(name, mn, cls, sig) &apply_op<Op::name, OpClass::cls>,
+    DVM_OPCODES(DVM_X)
+#undef DVM_X
+};
+
+template <Op kOp>
+constexpr uint32_t identity_bits() {
+  return std::bit_cast<uint32_t>(detail::reduce_identity<JitVec, kOp>());
+}
+uint32_t reduce_identity_bits(Op op) {
+  switch (op) {
+    case Op::RSUM: return identity_bits<Op::RSUM>();
+    case Op::RMAX: return identity_bits<Op::RMAX>();
+    default: return identity_bits<Op::RMIN>();
+  }
+}
+uint8_t hreduce_kind(Op op) { return op == Op::RSUM ? 0 : op == Op::RMAX ? 1 : 2; }
+Op combine_op(Op reduce) {
+  return reduce == Op::RSUM ? Op::ADD : reduce == Op::RMAX ? Op::MAX : Op::MIN;
+}
+
+struct Lowering {
+  const vm::VerifiedProgram& vp;
+  const vm::Program& p;
+  IrBuilder& ir;
+  size_t ni;
+  std::vector<std::array<int32_t, 3>> src;  // defining instruction of each source
+  std::vector<uint8_t> live;
+  std::vector<int32_t> row_val;  // IR value of row values and reduction results
+  std::vector<int32_t> vec_val;  // IR value of vec values in the current body
+  std::vector<int32_t> acc;      // accumulator per reduction
+
+  Lowering(const vm::VerifiedProgram& v, IrBuilder& b)
+      : vp(v), p(v.program), ir(b), ni(v.program.code.size()) {}
+
+  OpClass cls(size_t i) const { return vm::op_class(p.code[i].op); }
+  Kind kind(size_t i) const { return vp.info[i].dst_kind; }
+  int level(size_t i) const { return vp.info[i].level; }
+  bool is_store(size_t i) const { return cls(i) == OpClass::Store; }
+
+  void analyse() {
+    src.assign(ni, {-1, -1, -1});
+    std::vector<int32_t> reg_def(static_cast<size_t>(p.nregs), -1);
+    for (size_t i = 0; i < ni; ++i) {
+      const vm::Instr& ins = p.code[i];
+      const char* sig = vm::op_info(ins.op).signature;
+      int k = 0;
+      for (int j = 0; sig[j]; ++j)
+        if (sig[j] == 'R') src[i][static_cast<size_t>(k++)] = reg_def[ins.r[j]];
+      for (int j = 0; sig[j]; ++j)
+        if (sig[j] == 'D') reg_def[ins.r[j]] = static_cast<int32_t>(i);
+    }
+    live.assign(ni, 0);
+    for (size_t i = ni; i-- > 0;) {
+      if (is_store(i)) live[i] = 1;
+      if (!live[i]) continue;
+      for (int32_t d : src[i])
+        if (d >= 0) live[static_cast<size_t>(d)] = 1;
+    }
+    row_val.assign(ni, -1);
+    vec_val.assign(ni, -1);
+    acc.assign(ni, -1);
+  }
+
+  int32_t val(int32_t def) const {
+    const size_t d = static_cast<size_t>(def);
+    return kind(d) == Kind::Row ? row_val[d] : vec_val[d];
+  }
+
+  // Records instruction i (not a reduction); returns its value or -1.
+  int32_t compute(size_t i, uint8_t phase) {
+    const vm::Instr& ins = p.code[i];
+    switch (cls(i)) {
+      case OpClass::Load: {
+        Node n{ins.op == Op::LD ? IrOp::Load : ins.op == Op::LDB ? IrOp::LoadB : IrOp::LoadS};
+        n.arg = ins.r[1];
+        n.phase = phase;
+        return ir.add(n);
+      }
+      case OpClass::Store: {
+        Node n{ins.op == Op::ST ? IrOp::Store : IrOp::StoreB};
+        n.arg = ins.r[0];
+        n.phase = phase;
+        n.a = val(src[i][0]);
+        ir.add(n);
+        return -1;
+      }
+      case OpClass::Const: return ir.konst(std::bit_cast<uint32_t>(ins.imm));
+      case OpClass::Unary:
+      case OpClass::Binary:
+      case OpClass::Ternary: {
+        JitVec s[3] = {{-1}, {-1}, {-1}};
+        for (size_t k = 0; k < 3; ++k)
+          if (src[i][k] >= 0) s[k].id = val(src[i][k]);
+        return kApply[static_cast<int>(ins.op)](s).id;
+      }
+      case OpClass::Reduce: break;
+    }
+    return -1;
+  }
+
+  void set(size_t i, int32_t v) { (kind(i) == Kind::Row ? row_val : vec_val)[i] = v; }
+
+  int32_t loop_begin(uint8_t kind_) {
+    Node n{IrOp::LoopBegin};
+    n.imm = kind_;
+    return ir.add(n);
+  }
+  void loop_end(int32_t begin) {
+    Node n{IrOp::LoopEnd};
+    n.a = begin;
+    int32_t e = ir.add(n);
+    ir.nodes[static_cast<size_t>(begin)].a = e;
+  }
+
+  void fold(size_t i, Op combine, bool tail_identity) {
+    const Op op = p.code[i].op;
+    JitVec s[2] = {{acc[i]}, {val(src[i][0])}};
+    if (tail_identity) {
+      Node t{IrOp::TailSel};
+      t.a = s[1].id;
+      t.u = reduce_identity_bits(op);
+      s[1].id = ir.add(t);
+    }
+    int32_t r = kApply[static_cast<int>(combine)](s).id;
+    ir.op(IrOp::Copy, acc[i], r);
+  }
+
+  void elementwise() {
+    for (size_t i = 0; i < ni; ++i)
+      if (live[i] && !is_store(i) && kind(i) == Kind::Row) set(i, compute(i, kPhaseBase));
+    int32_t lb = loop_begin(0);
+    for (size_t i = 0; i < ni; ++i) {
+      if (!live[i]) continue;
+      if (is_store(i)) compute(i, kPhaseBase);
+      else if (kind(i) == Kind::Vec) set(i, compute(i, kPhaseBase));
+    }
+    loop_end(lb);
+  }
+
+  void row_reduce() {
+    // An STB that follows an ST to the same argument runs after the last loop.
+    std::vector<uint8_t> stb_after(ni, 0);
+    for (size_t i = 0; i < ni; ++i)
+      if (p.code[i].op == Op::STB)
+        for (size_t j = 0; j < i; ++j)
+          if (p.code[j].op == Op::ST && p.code[j].r[0] == p.code[i].r[0]) stb_after[i] = 1;
+    // Vec values pass P computes: sources of the level P+1 reductions and, in
+    // the last pass, of the stores. A value (not a plain load) that several
+    // passes need is computed once, kept in a scratch row, and reloaded.
+    std::vector<int> cached(ni, -1), slot(ni, -1);
+    auto needs = [&](int pass, std::vector<uint8_t>& need) {
+      const bool last = pass == vp.max_level;
+      need.assign(ni, 0);
+      for (size_t i = ni; i-- > 0;) {
+        bool roots = (cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1) ||
+                     (last && p.code[i].op == Op::ST);
+        if (!roots && !need[i]) continue;
+        if (need[i] && cached[i] >= 0 && cached[i] < pass) continue;  // reloaded
+        for (int32_t d : src[i])
+          if (d >= 0 && kind(static_cast<size_t>(d)) == Kind::Vec) need[static_cast<size_t>(d)] = 1;
+      }
+    };
+    std::vector<std::vector<uint8_t>> need_at(static_cast<size_t>(vp.max_level) + 1);
+    for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
+    for (size_t i = 0; i < ni && ir.scratch_rows < kMaxScratchRows; ++i) {
+      if (p.code[i].op == Op::LD) continue;
+      int first = -1, count = 0;
+      for (int pass = 0; pass <= vp.max_level; ++pass)
+        if (need_at[static_cast<size_t>(pass)][i]) {
+          if (first < 0) first = pass;
+          ++count;
+        }
+      if (count >= 2) {
+        cached[i] = first;
+        slot[i] = ir.scratch_rows++;
+      }
+    }
+    std::vector<uint8_t> need;
+    for (int pass = 0; pass <= vp.max_level; ++pass) {
+      const bool last = pass == vp.max_level;
+      for (size_t i = 0; i < ni; ++i)
+        if (live[i] && !is_store(i) && cls(i) != OpClass::Reduce && kind(i) == Kind::Row &&
+            level(i) == pass)
+          set(i, compute(i, kPhaseBase));
+      if (last)
+        for (size_t i = 0; i < ni; ++i)
+          if (p.code[i].op == Op::STB && !stb_after[i]) compute(i, kPhaseBase);
+      needs(pass, need);
+      for (size_t i = 0; i < ni; ++i)
+        if (cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1) {
+          Node n{IrOp::Init};
+          n.u = reduce_identity_bits(p.code[i].op);
+          acc[i] = ir.add(n);
+        }
+      int32_t lb = loop_begin(0);
+      for (size_t i = 0; i < ni; ++i) {
+        if (need[i] && cached[i] >= 0 && cached[i] < pass) {
+          Node n{IrOp::Load};
+          n.arg = static_cast<uint8_t>(slot[i]);
+          n.phase = kPhaseScratch;
+          set(i, ir.add(n));
+        } else if (need[i]) {
+          set(i, compute(i, kPhaseBase));
+          if (cached[i] == pass) {
+            Node n{IrOp::Store};
+            n.arg = static_cast<uint8_t>(slot[i]);
+            n.phase = kPhaseScratch;
+            n.a = vec_val[i];
+            ir.add(n);
+          }
+        } else if (cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1)
+          fold(i, p.code[i].op, true);
+        else if (last && p.code[i].op == Op::ST) compute(i, kPhaseBase);
+      }
+      loop_end(lb);
+      for (size_t i = 0; i < ni; ++i)
+        if (cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1)
+          row_val[i] = ir.op(IrOp::HReduce, acc[i], -1, -1, hreduce_kind(p.code[i].op));
+      if (last)
+        for (size_t i = 0; i < ni; ++i)
+          if (p.code[i].op == Op::STB && stb_after[i]) compute(i, kPhaseBase);
+    }
+  }
+
+  void col_reduce() {
+    const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
+    int32_t cols = loop_begin(0);
+    for (size_t i = r0; i <= r1; ++i)
+      if (live[i]) {
+        Node n{IrOp::Init};
+        n.u = reduce_identity_bits(p.code[i].op);
+        acc[i] = ir.add(n);
+      }
+    int32_t rows = loop_begin(1);
+    for (size_t i = 0; i < r0; ++i) {
+      if (!live[i]) continue;
+      if (is_store(i)) compute(i, kPhaseRow);
+      else set(i, compute(i, kPhaseRow));
+    }
+    for (size_t i = r0; i <= r1; ++i)
+      if (live[i]) fold(i, combine_op(p.code[i].op), false);
+    loop_end(rows);
+    for (size_t i = r0; i <= r1; ++i)
+      if (live[i]) set(i, acc[i]);
+    for (size_t i = r1 + 1; i < ni; ++i) {
+      if (!live[i]) continue;
+      if (is_store(i)) compute(i, kPhaseBase);
+      else set(i, compute(i, kPhaseBase));
+    }
+    loop_end(cols);
+  }
+};
+
+}  // namespace
+
+bool arg_patterns(const vm::Program& p, std::vector<uint8_t>* out, std::string* reason) {
+  out->assign(p.roles.size(), kArgUnused);
+  for (const vm::Instr& ins : p.code) {
+    uint8_t pat;
+    int arg;
+    switch (ins.op) {
+      case Op::LD: pat = kArgContiguous; arg = ins.r[1]; break;
+      case Op::LDS: pat = kArgStrided; arg = ins.r[1]; break;
+      case Op::LDB: pat = kArgPerRow; arg = ins.r[1]; break;
+      case Op::ST: pat = kArgContiguous; arg = ins.r[0]; break;
+      case Op::STB: pat = kArgPerRow; arg = ins.r[0]; break;
+      case Op::LDG:
+        *reason = "ldg: general gather is interpreter-only";
+        return false;
+      default: continue;
+    }
+    uint8_t& cur = (*out)[static_cast<size_t>(arg)];
+    if (cur != kArgUnused && cur != pat) {
+      *reason = "argument " + std::to_string(arg) + " is accessed with two patterns";
+      return false;
+    }
+    cur = pat;
+  }
+  return true;
+}
+
+bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason) {
+  for (const vm::Instr& ins : vp.program.code)
+    if (ins.op == Op::LDG) {
+      *reason = "ldg: general gather is interpreter-only";
+      return false;
+    }
+  ir->clear();
+  IrBuilder* saved = t_ir;
+  t_ir = ir;
+  Lowering lw(vp, *ir);
+  lw.analyse();
+  switch (vp.program.form) {
+    case vm::Form::Elementwise: lw.elementwise(); break;
+    case vm::Form::RowReduce: lw.row_reduce(); break;
+    case vm::Form::ColReduce: lw.col_reduce(); break;
+  }
+  t_ir = saved;
+  return true;
+}
+
+}  // namespace dvm::backends::jit

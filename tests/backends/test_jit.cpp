@@ -1,0 +1,687 @@
+// The JIT against the interpreter: every op, operand kind, load/store
+// pattern and kernel form, on every ISA the CPU has (AVX2, AVX-512), must give
+// BIT-IDENTICAL results (memcmp) with guard elements intact after every output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/isa.h"
+#include "backends/jit/jit.h"
+#include "backends/microkernels.h"
+#include "vm/encoder.h"
+#include "vm/interpreter.h"
+#include "vm/kernel.h"
+#include "vm/verifier.h"
+
+namespace dvm::backends::jit {
+namespace {
+
+using vm::ArgRole;
+using vm::Encoder;
+using vm::Form;
+using vm::Op;
+
+constexpr float kGuard = -12345.678f;
+int64_t g_nan_sign_differences = 0;
+constexpr int64_t kGuards = 16;
+
+std::vector<Isa> jit_isas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::Avx2, Isa::Avx512})
+    if (microkernels_for(i)) out.push_back(i);
+  return out;
+}
+
+std::shared_ptr<vm::Kernel> make_kernel(const Encoder& e) {
+  vm::Bytecode bc = e.finish();
+  vm::VerifiedProgram vp;
+  std::string err;
+  if (!vm::verify(bc, &vp, &err)) {
+    ADD_FAILURE() << err;
+    return nullptr;
+  }
+  return std::make_shared<vm::Kernel>(std::move(bc), std::move(vp));
+}
+
+// How one argument is laid out over [P, R, C].
+struct Layout {
+  int64_t ps = 0, rs = 0, cs = 0;
+};
+Layout dense(int64_t R, int64_t C) { return {R * C, C, 1}; }
+Layout per_row(int64_t R) { return {R, 1, 0}; }
+Layout strided(int64_t R, int64_t C, int64_t k) {
+  int64_t a = std::max<int64_t>(1, std::abs(k));
+  return {R * C * a, C * a, k};
+}
+Layout row_bcast(int64_t) { return {0, 0, 1}; }  // one row shared by all (p, r)
+Layout epilogue(int64_t C) { return {C, 0, 1}; }            // ColReduce [P, C]
+
+// Values the tests feed: mostly moderate, some large, and a few specials.
+std::vector<float> input_data(size_t n, uint32_t seed, bool specials) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = d(rng);
+    if (i % 7 == 3) v[i] *= 30.0f;
+  }
+  if (specials) {
+    const float sp[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity(), std::nanf(""), 1.0f, -1.0f,
+                        0.5f, 1e-40f, 100.0f, -100.0f};
+    for (size_t i = 0; i < n; i += 5) v[i] = sp[(i / 5) % (sizeof(sp) / sizeof(sp[0]))];
+  }
+  return v;
+}
+
+struct Buf {
+  std::vector<float> data;
+  int64_t origin = 0;  // index of element (0, 0, 0)
+  int64_t extent = 0;  // elements that belong to the tensor
+};
+
+Buf layout_buffer(const Layout& l, int64_t P, int64_t R, int64_t C) {
+  int64_t lo = 0, hi = 0;
+  auto span = [&](int64_t n, int64_t s) {
+    if (n <= 0) return;
+    int64_t o = (n - 1) * s;
+    if (o < 0) lo += o;
+    else hi += o;
+  };
+  span(P, l.ps);
+  span(R, l.rs);
+  span(C, l.cs);
+  Buf b;
+  b.origin = -lo;
+  b.extent = hi - lo + 1;
+  return b;
+}
+
+// Runs k through the interpreter and the JIT on the same inputs; expects
+// identical output bytes, including untouched guard elements.
+void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64_t P, int64_t R,
+                  int64_t C, uint32_t seed, const std::string& what, bool specials = false) {
+  const auto& roles = k.program().roles;
+  ASSERT_EQ(roles.size(), layouts.size());
+  for (Isa isa : jit_isas()) {
+    std::string reason;
+    auto code = compile(k.verified(), isa, &reason);
+    ASSERT_TRUE(code) << what << ": " << reason;
+    std::vector<Buf> in(roles.size()), out_i(roles.size()), out_j(roles.size());
+    vm::Launch li, lj;
+    li.P = lj.P = P;
+    li.R = lj.R = R;
+    li.C = lj.C = C;
+    li.args.resize(roles.size());
+    lj.args.resize(roles.size());
+    for (size_t a = 0; a < roles.size(); ++a) {
+      const Layout& ly = layouts[a];
+      Buf b = layout_buffer(ly, P, R, C);
+      vm::ArgBinding bind;
+      bind.ps = ly.ps;
+      bind.rs = ly.rs;
+      bind.cs = ly.cs;
+      li.args[a] = lj.args[a] = bind;
+      if (roles[a] == ArgRole::Input) {
+        b.data = input_data(static_cast<size_t>(b.extent), seed * 31 + static_cast<uint32_t>(a), specials);
+        in[a] = b;
+        li.args[a].in = lj.args[a].in = in[a].data.data() + in[a].origin;
+      } else {
+        b.data.assign(static_cast<size_t>(b.extent + kGuards), kGuard);
+        out_i[a] = b;
+        out_j[a] = b;
+        li.args[a].out = out_i[a].data.data() + b.origin;
+        lj.args[a].out = out_j[a].data.data() + b.origin;
+      }
+    }
+    const int64_t items = vm::work_items(k, li);
+    vm::interpret(k, li, 0, items, *microkernels_for(isa));
+    run_items(*code, k.verified(), lj, 0, items);
+    for (size_t a = 0; a < roles.size(); ++a) {
+      if (roles[a] != ArgRole::Output) continue;
+      const auto& x = out_i[a].data;
+      const auto& y = out_j[a].data;
+      for (int64_t g = 0; g < kGuards; ++g)
+        ASSERT_EQ(y[static_cast<size_t>(out_j[a].extent + g)], kGuard)
+            << what << " " << isa_name(isa) << ": JIT wrote past the end of output " << a;
+      if (std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) != 0) {
+        for (size_t i = 0; i < x.size(); ++i) {
+          uint32_t bx, by;
+          std::memcpy(&bx, &x[i], 4);
+          std::memcpy(&by, &y[i], 4);
+          // The one tolerated difference: which NaN comes out when two NaNs
+          // of different sign meet in a commutative op (x86 returns the first
+          // source's, and the C++ compiler orders the interpreter's operands
+          // of add/mul freely). Every non-NaN result must match bit for bit.
+          if (bx != by && std::isnan(x[i]) && std::isnan(y[i])) {
+            ++g_nan_sign_differences;
+            continue;
+          }
+          if (bx != by) {
+            ADD_FAILURE() << what << " " << isa_name(isa) << " P=" << P << " R=" << R << " C=" << C
+                          << ": output " << a << " element " << static_cast<int64_t>(i) - out_j[a].origin
+                          << " interpreter " << x[i] << " (0x" << std::hex << bx << ") jit " << y[i]
+                          << " (0x" << by << std::dec << ")";
+            return;
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<int64_t> short_and_long() {
+  std::vector<int64_t> n;
+  for (int64_t i = 0; i <= 33; ++i) n.push_back(i);
+  n.push_back(4099);
+  return n;
+}
+
+constexpr Op kUnary[] = {Op::NEG, Op::ABS, Op::EXP, Op::LOG, Op::SQRT, Op::RSQRT, Op::RECIP,
+                         Op::TANH, Op::SIGMOID, Op::RELU, Op::GELU_TANH, Op::GELU_ERF, Op::ERF,
+                         Op::SIN, Op::COS, Op::FLOOR, Op::CEIL, Op::ROUND};
+constexpr Op kBinary[] = {Op::ADD, Op::SUB, Op::MUL, Op::DIV, Op::MAX, Op::MIN, Op::POW,
+                          Op::EQ, Op::NE, Op::LT, Op::LE, Op::GT, Op::GE};
+constexpr Op kReduce[] = {Op::RSUM, Op::RMAX, Op::RMIN};
+
+// ---------------------------------------------------------------------------
+// Single ops.
+// ---------------------------------------------------------------------------
+TEST(JitOps, UnaryVecAndRow) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  for (Op op : kUnary) {
+    Encoder e(Form::Elementwise);
+    int ax = e.add_arg(ArgRole::Input), as = e.add_arg(ArgRole::Input);
+    int ay = e.add_arg(ArgRole::Output), az = e.add_arg(ArgRole::Output);
+    e.store(Op::ST, ay, e.unary(op, e.load(Op::LD, ax)));
+    // a row operand: op on one value per row, then stored over the row
+    e.store(Op::ST, az, e.unary(op, e.load(Op::LDB, as)));
+    auto k = make_kernel(e);
+    for (int64_t C : short_and_long()) {
+      const int64_t P = 2, R = 3;
+      differential(*k, {dense(R, C), per_row(R), dense(R, C), dense(R, C)}, P, R, C,
+                   static_cast<uint32_t>(C), vm::op_name(op), C == 33);
+    }
+  }
+}
+
+TEST(JitOps, BinaryAllOperandKinds) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  for (Op op : kBinary) {
+    Encoder e(Form::Elementwise);
+    int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Input);
+    int as = e.add_arg(ArgRole::Input), at = e.add_arg(ArgRole::Input);
+    int o[4];
+    for (int& oi : o) oi = e.add_arg(ArgRole::Output);
+    auto x = e.load(Op::LD, ax), y = e.load(Op::LD, ay);
+    auto s = e.load(Op::LDB, as), t = e.load(Op::LDB, at);
+    e.store(Op::ST, o[0], e.binary(op, x, y));  // vec, vec
+    e.store(Op::ST, o[1], e.binary(op, x, s));  // vec, row
+    e.store(Op::ST, o[2], e.binary(op, s, y));  // row, vec
+    e.store(Op::ST, o[3], e.binary(op, s, t));  // row, row
+    auto k = make_kernel(e);
+    for (int64_t C : short_and_long()) {
+      const int64_t P = 1, R = 3;
+      differential(*k,
+                   {dense(R, C), dense(R, C), per_row(R), per_row(R), dense(R, C), dense(R, C),
+                    dense(R, C), dense(R, C)},
+                   P, R, C, static_cast<uint32_t>(C) + 100, vm::op_name(op), C == 17);
+    }
+  }
+}
+
+TEST(JitOps, TernaryAllOperandKinds) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  for (Op op : {Op::SELECT, Op::FMA}) {
+    Encoder e(Form::Elementwise);
+    int av[3], ar[3], outs[8];
+    for (int k = 0; k < 3; ++k) av[k] = e.add_arg(ArgRole::Input);
+    for (int k = 0; k < 3; ++k) ar[k] = e.add_arg(ArgRole::Input);
+    for (int& oi : outs) oi = e.add_arg(ArgRole::Output);
+    Encoder::Value v[3], r[3];
+    for (int k = 0; k < 3; ++k) {
+      v[k] = e.load(Op::LD, av[k]);
+      r[k] = e.load(Op::LDB, ar[k]);
+    }
+    // SELECT's mask: mostly nonzero floats; make some zeros via a compare.
+    if (op == Op::SELECT) {
+      v[0] = e.binary(Op::GT, v[0], e.constant(0.0f));
+    }
+    for (int combo = 0; combo < 8; ++combo) {
+      Encoder::Value s[3];
+      for (int k = 0; k < 3; ++k) s[k] = (combo >> k & 1) ? r[k] : v[k];
+      e.store(Op::ST, outs[combo], e.ternary(op, s[0], s[1], s[2]));
+    }
+    auto k = make_kernel(e);
+    for (int64_t C : short_and_long()) {
+      const int64_t P = 1, R = 2;
+      std::vector<Layout> ls;
+      for (int j = 0; j < 3; ++j) ls.push_back(dense(R, C));
+      for (int j = 0; j < 3; ++j) ls.push_back(per_row(R));
+      for (int j = 0; j < 8; ++j) ls.push_back(dense(R, C));
+      differential(*k, ls, P, R, C, static_cast<uint32_t>(C) + 7, vm::op_name(op), C == 9);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reductions.
+// ---------------------------------------------------------------------------
+TEST(JitReduce, RowReductions) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  for (Op op : kReduce) {
+    Encoder e(Form::RowReduce);
+    int ax = e.add_arg(ArgRole::Input), as = e.add_arg(ArgRole::Input);
+    int o1 = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output),
+        o3 = e.add_arg(ArgRole::Output);
+    auto x = e.load(Op::LD, ax);
+    auto r = e.reduce(op, x);
+    e.store(Op::STB, o1, r);
+    e.store(Op::STB, o2, e.reduce(op, e.load(Op::LDB, as)));  // reduce of a row value
+    e.store(Op::ST, o3, e.binary(Op::SUB, x, r));             // broadcast back
+    auto k = make_kernel(e);
+    std::vector<int64_t> lens = short_and_long();
+    lens.push_back(5003);
+    for (int64_t C : lens) {
+      const int64_t P = 2, R = 3;
+      differential(*k, {dense(R, C), per_row(R), per_row(R), per_row(R), dense(R, C)}, P, R, C,
+                   static_cast<uint32_t>(C) + 11, vm::op_name(op), C == 21 || C == 5003);
+    }
+  }
+}
+
+TEST(JitReduce, ColReductions) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  for (Op op : kReduce) {
+    Encoder e(Form::ColReduce);
+    int ax = e.add_arg(ArgRole::Input), as = e.add_arg(ArgRole::Input),
+        ab = e.add_arg(ArgRole::Input);
+    int o1 = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output);
+    auto x = e.load(Op::LD, ax);
+    auto s = e.load(Op::LDB, as);
+    auto xs = e.binary(Op::MUL, x, s);
+    auto es = e.unary(Op::EXP, s);
+    auto rx = e.reduce(op, xs);
+    auto rs = e.reduce(op, es);  // a row-kind reduction
+    auto b = e.load(Op::LD, ab);
+    e.store(Op::ST, o1, e.binary(Op::ADD, e.binary(Op::MUL, rx, e.constant(0.25f)), b));
+    e.store(Op::ST, o2, rs);
+    auto k = make_kernel(e);
+    std::vector<int64_t> lens = short_and_long();
+    lens.push_back(511);
+    lens.push_back(1025);
+    for (int64_t C : lens)
+      for (int64_t R : {0, 1, 7}) {
+        const int64_t P = 2;
+        differential(*k, {dense(R, C), per_row(R), epilogue(C), epilogue(C), epilogue(C)}, P, R, C,
+                     static_cast<uint32_t>(C * 10 + R), vm::op_name(op), C == 19);
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Load and store patterns.
+// ---------------------------------------------------------------------------
+TEST(JitPatterns, LoadsAndStores) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  for (int64_t cs : {3, -2, 0, 1}) {
+    Encoder e(Form::Elementwise);
+    int ax = e.add_arg(ArgRole::Input), aa = e.add_arg(ArgRole::Input),
+        ab = e.add_arg(ArgRole::Input), as = e.add_arg(ArgRole::Input);
+    int ay = e.add_arg(ArgRole::Output), az = e.add_arg(ArgRole::Output);
+    auto x = e.load(Op::LD, ax);
+    auto a = e.load(Op::LDS, aa);
+    auto b = e.load(Op::LD, ab);  // one row shared by every (p, r)
+    auto s = e.load(Op::LDB, as);
+    auto t = e.binary(Op::ADD, e.binary(Op::MUL, x, a), b);
+    auto y = e.binary(Op::ADD, e.binary(Op::MUL, e.unary(Op::RELU, t), e.constant(0.5f)), x);
+    e.store(Op::ST, ay, e.binary(Op::MUL, y, s));
+    e.store(Op::ST, az, e.binary(Op::ADD, s, e.constant(2.0f)));  // a row value over the row
+    auto k = make_kernel(e);
+    std::vector<int64_t> lens = short_and_long();
+    lens.push_back(20001);  // more than one work item per row
+    for (int64_t C : lens) {
+      const int64_t P = 2, R = 3;
+      differential(*k,
+                   {dense(R, C), strided(R, C, cs), row_bcast(C), per_row(R), dense(R, C), dense(R, C)},
+                   P, R, C, static_cast<uint32_t>(C), "patterns cs=" + std::to_string(cs));
+    }
+  }
+}
+
+TEST(JitPatterns, StridedLoadsInEveryForm) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  // RowReduce: sum of a strided row.
+  {
+    Encoder e(Form::RowReduce);
+    int aa = e.add_arg(ArgRole::Input), o = e.add_arg(ArgRole::Output);
+    e.store(Op::STB, o, e.reduce(Op::RSUM, e.load(Op::LDS, aa)));
+    auto k = make_kernel(e);
+    for (int64_t C : short_and_long())
+      differential(*k, {strided(2, C, -3), per_row(2)}, 1, 2, C, 5, "row lds");
+  }
+  // ColReduce: strided prologue load and epilogue load.
+  {
+    Encoder e(Form::ColReduce);
+    int aa = e.add_arg(ArgRole::Input), ab = e.add_arg(ArgRole::Input), o = e.add_arg(ArgRole::Output);
+    auto r = e.reduce(Op::RMAX, e.load(Op::LDS, aa));
+    e.store(Op::ST, o, e.binary(Op::SUB, r, e.load(Op::LDS, ab)));
+    auto k = make_kernel(e);
+    for (int64_t C : short_and_long()) {
+      Layout pro = {5 * C * 3, C * 3, 3};
+      Layout epi = {2 * C, 0, 2};
+      differential(*k, {pro, epi, epilogue(C)}, 2, 5, C, 6, "col lds");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Multi-phase row kernels.
+// ---------------------------------------------------------------------------
+TEST(JitMultiPhase, SoftmaxAndLayerNorm) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder sm(Form::RowReduce);
+  {
+    int ax = sm.add_arg(ArgRole::Input), ay = sm.add_arg(ArgRole::Output);
+    auto x = sm.load(Op::LD, ax);
+    auto m = sm.reduce(Op::RMAX, x);
+    auto ex = sm.unary(Op::EXP, sm.binary(Op::SUB, x, m));
+    auto s = sm.reduce(Op::RSUM, ex);
+    sm.store(Op::ST, ay, sm.binary(Op::DIV, ex, s));
+  }
+  Encoder ln(Form::RowReduce);
+  {
+    int ax = ln.add_arg(ArgRole::Input), aw = ln.add_arg(ArgRole::Input),
+        ab = ln.add_arg(ArgRole::Input), ay = ln.add_arg(ArgRole::Output),
+        am = ln.add_arg(ArgRole::Output);
+    auto x = ln.load(Op::LD, ax);
+    auto inv_n = ln.constant(1.0f / 777.0f);
+    auto mean = ln.binary(Op::MUL, ln.reduce(Op::RSUM, x), inv_n);
+    auto d = ln.binary(Op::SUB, x, mean);
+    auto var = ln.binary(Op::MUL, ln.reduce(Op::RSUM, ln.binary(Op::MUL, d, d)), inv_n);
+    auto rstd = ln.unary(Op::RSQRT, ln.binary(Op::ADD, var, ln.constant(1e-5f)));
+    auto y = ln.ternary(Op::FMA, ln.binary(Op::MUL, d, rstd), ln.load(Op::LD, aw), ln.load(Op::LD, ab));
+    ln.store(Op::ST, ay, y);
+    ln.store(Op::STB, am, mean);
+  }
+  auto ksm = make_kernel(sm), kln = make_kernel(ln);
+  std::vector<int64_t> lens = short_and_long();
+  lens.push_back(5003);
+  for (int64_t C : lens) {
+    differential(*ksm, {dense(4, C), dense(4, C)}, 1, 4, C, static_cast<uint32_t>(C), "softmax");
+    differential(*kln, {dense(3, C), row_bcast(C), row_bcast(C), dense(3, C), per_row(3)}, 1, 3, C,
+                 static_cast<uint32_t>(C) + 1, "layernorm");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Register pressure: 40 values live at once force spills.
+// ---------------------------------------------------------------------------
+TEST(JitSpill, FortyLiveValues) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  for (Form form : {Form::Elementwise, Form::RowReduce, Form::ColReduce}) {
+    Encoder e(form);
+    int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Input),
+        ao = e.add_arg(ArgRole::Output);
+    auto x = e.load(Op::LD, ax), y = e.load(Op::LD, ay);
+    std::vector<Encoder::Value> v;
+    for (int k = 0; k < 40; ++k)
+      v.push_back(e.ternary(Op::FMA, x, e.constant(0.5f + static_cast<float>(k)), k % 2 ? y : x));
+    // Use them in an order that keeps all 40 live until the end.
+    Encoder::Value acc = v[39];
+    for (int k = 38; k >= 0; --k) acc = e.binary(k % 3 ? Op::ADD : Op::MAX, acc, e.binary(Op::MUL, v[k], v[38 - k]));
+    if (form == Form::Elementwise) {
+      e.store(Op::ST, ao, acc);
+    } else if (form == Form::RowReduce) {
+      auto r = e.reduce(Op::RSUM, acc);
+      e.store(Op::STB, ao, e.binary(Op::ADD, r, e.reduce(Op::RMAX, v[5])));
+    } else {
+      e.store(Op::ST, ao, e.binary(Op::SUB, e.reduce(Op::RSUM, acc), e.reduce(Op::RMIN, v[7])));
+    }
+    auto k = make_kernel(e);
+    for (int64_t C : {0, 1, 15, 16, 17, 33, 600}) {
+      const int64_t R = 3;
+      if (form == Form::ColReduce)
+        differential(*k, {dense(R, C), dense(R, C), epilogue(C)}, 2, R, C, 3, "spill col");
+      else if (form == Form::RowReduce)
+        differential(*k, {dense(R, C), dense(R, C), per_row(R)}, 1, R, C, 3, "spill row");
+      else
+        differential(*k, {dense(R, C), dense(R, C), dense(R, C)}, 1, R, C, 3, "spill elementwise");
+    }
+  }
+}
+
+// Forty transcendental results live at once (masks and int temporaries under
+// pressure too).
+TEST(JitSpill, ManyLiveTranscendentals) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder e(Form::Elementwise);
+  int ax = e.add_arg(ArgRole::Input), ao = e.add_arg(ArgRole::Output);
+  auto x = e.load(Op::LD, ax);
+  std::vector<Encoder::Value> v;
+  const Op ops[] = {Op::EXP, Op::TANH, Op::GELU_ERF, Op::SIN, Op::LOG};
+  for (int k = 0; k < 40; ++k) {
+    auto xi = e.binary(Op::ADD, x, e.constant(0.1f * static_cast<float>(k)));
+    v.push_back(k % 8 == 7 ? e.binary(Op::POW, e.unary(Op::ABS, xi), x) : e.unary(ops[k % 5], xi));
+  }
+  Encoder::Value acc = v[0];
+  for (int k = 1; k < 40; ++k) acc = e.binary(Op::ADD, acc, v[k]);
+  e.store(Op::ST, ao, acc);
+  auto k = make_kernel(e);
+  for (int64_t C : {0, 5, 16, 31, 1000})
+    differential(*k, {dense(1, C), dense(1, C)}, 1, 1, C, 9, "transcendentals", true);
+}
+
+// ---------------------------------------------------------------------------
+// Random kernels from a seeded generator.
+// ---------------------------------------------------------------------------
+struct RandomKernel {
+  std::shared_ptr<vm::Kernel> kernel;
+  std::vector<char> arg_kind;  // 'v' dense, 's' strided, 'b' per row, 'e' ColReduce epilogue, 'o' out (dense), 'p' out per row
+};
+
+RandomKernel random_kernel(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  const Form form = static_cast<Form>(pick(3));
+  Encoder e(form);
+  RandomKernel out;
+  struct Val {
+    Encoder::Value v;
+    bool row;
+    int level;
+    int phase;  // ColReduce: 0 const, 1 prologue, 2 reduction / epilogue
+  };
+  std::vector<Val> vals;
+  auto input = [&](char kind) {
+    int a = e.add_arg(ArgRole::Input);
+    out.arg_kind.push_back(kind);
+    return a;
+  };
+  auto any_val = [&](auto pred) -> int {
+    std::vector<int> ok;
+    for (size_t i = 0; i < vals.size(); ++i)
+      if (pred(vals[i])) ok.push_back(static_cast<int>(i));
+    if (ok.empty()) return -1;
+    // prefer recent values
+    int k = pick(static_cast<int>(ok.size()));
+    int k2 = pick(static_cast<int>(ok.size()));
+    return ok[static_cast<size_t>(std::max(k, k2))];
+  };
+  auto add_ops = [&](int count, int phase, auto usable) {
+    for (int n = 0; n < count; ++n) {
+      const int c = pick(10);
+      if (c < 3) {
+        int a = any_val(usable);
+        if (a < 0) continue;
+        Val s = vals[static_cast<size_t>(a)];
+        vals.push_back({e.unary(kUnary[pick(std::size(kUnary))], s.v), s.row, s.level, phase});
+      } else if (c < 8) {
+        int a = any_val(usable), b = any_val(usable);
+        if (a < 0 || b < 0) continue;
+        Val s = vals[static_cast<size_t>(a)], t = vals[static_cast<size_t>(b)];
+        Op op = pick(4) == 0 ? kBinary[pick(std::size(kBinary))] : kBinary[pick(5)];
+        vals.push_back({e.binary(op, s.v, t.v), s.row && t.row, std::max(s.level, t.level), phase});
+      } else {
+        int a = any_val(usable), b = any_val(usable), d = any_val(usable);
+        if (a < 0 || b < 0 || d < 0) continue;
+        Val s = vals[static_cast<size_t>(a)], t = vals[static_cast<size_t>(b)], u = vals[static_cast<size_t>(d)];
+        vals.push_back({e.ternary(pick(2) ? Op::FMA : Op::SELECT, s.v, t.v, u.v), s.row && t.row && u.row,
+                        std::max({s.level, t.level, u.level}), phase});
+      }
+    }
+  };
+  auto loads = [&](int phase, bool col_epilogue) {
+    const int nl = 1 + pick(3);
+    for (int k = 0; k < nl; ++k) {
+      const int kind = pick(5);
+      if (kind <= 1) vals.push_back({e.load(Op::LD, input(col_epilogue ? 'e' : 'v')), false, 0, phase});
+      else if (kind == 2) vals.push_back({e.load(Op::LDS, input(col_epilogue ? 'f' : 's')), false, 0, phase});
+      else if (kind == 3 && !col_epilogue) vals.push_back({e.load(Op::LDB, input('b')), true, 0, phase});
+      else vals.push_back({e.constant(static_cast<float>(pick(9)) * 0.375f - 1.0f), true, 0, 0});
+    }
+  };
+  auto all = [](const Val&) { return true; };
+  if (form == Form::Elementwise) {
+    loads(1, false);
+    add_ops(3 + pick(12), 1, all);
+    int o = e.add_arg(ArgRole::Output);
+    out.arg_kind.push_back('o');
+    e.store(Op::ST, o, vals.back().v);
+    if (pick(2)) {
+      int o2 = e.add_arg(ArgRole::Output);
+      out.arg_kind.push_back('o');
+      e.store(Op::ST, o2, vals[static_cast<size_t>(any_val(all))].v);
+    }
+  } else if (form == Form::RowReduce) {
+    loads(1, false);
+    const int phases = 1 + pick(3);
+    for (int ph = 0; ph < phases; ++ph) {
+      add_ops(2 + pick(6), 1, all);
+      const int nr = 1 + pick(2);
+      for (int k = 0; k < nr; ++k) {
+        int a = any_val(all);
+        Val s = vals[static_cast<size_t>(a)];
+        vals.push_back({e.reduce(kReduce[pick(3)], s.v), true, s.level + 1, 1});
+      }
+    }
+    add_ops(1 + pick(4), 1, all);
+    int o = e.add_arg(ArgRole::Output);
+    Val last = vals.back();
+    if (last.row) {
+      out.arg_kind.push_back('p');
+      e.store(Op::STB, o, last.v);
+    } else {
+      out.arg_kind.push_back('o');
+      e.store(Op::ST, o, last.v);
+    }
+    int o2 = e.add_arg(ArgRole::Output);
+    out.arg_kind.push_back('o');
+    e.store(Op::ST, o2, vals[static_cast<size_t>(any_val(all))].v);
+  } else {
+    loads(1, false);
+    add_ops(2 + pick(8), 1, [](const Val& v) { return v.phase <= 1; });
+    const int nr = 1 + pick(3);
+    std::vector<Val> reds;
+    for (int k = 0; k < nr; ++k) {
+      int a = any_val([](const Val& v) { return v.phase == 1; });
+      if (a < 0) a = 0;
+      Val s = vals[static_cast<size_t>(a)];
+      reds.push_back({e.reduce(kReduce[pick(3)], s.v), s.row, 1, 2});
+    }
+    for (auto& r : reds) vals.push_back(r);
+    auto epi = [](const Val& v) { return v.phase != 1; };
+    if (pick(2)) {
+      int a = e.add_arg(ArgRole::Input);
+      out.arg_kind.push_back('e');
+      vals.push_back({e.load(Op::LD, a), false, 1, 2});
+    }
+    add_ops(1 + pick(6), 2, epi);
+    int o = e.add_arg(ArgRole::Output);
+    out.arg_kind.push_back('q');
+    int a = any_val([](const Val& v) { return v.phase == 2; });
+    e.store(Op::ST, o, vals[static_cast<size_t>(a)].v);
+  }
+  out.kernel = make_kernel(e);
+  return out;
+}
+
+TEST(JitRandom, TwoHundredKernels) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  int ran = 0;
+  for (uint32_t seed = 1; ran < 240 && seed < 2000; ++seed) {
+    RandomKernel rk = random_kernel(seed);
+    ASSERT_TRUE(rk.kernel) << "seed " << seed;
+    ++ran;
+    const Form form = rk.kernel->form();
+    for (int64_t C : {0, 1, 7, 16, 23, 40, 1001}) {
+      const int64_t P = 2, R = form == Form::ColReduce ? 5 : 3;
+      std::vector<Layout> ls;
+      for (char c : rk.arg_kind) {
+        switch (c) {
+          case 'v': case 'o': ls.push_back(dense(R, C)); break;
+          case 's': ls.push_back(strided(R, C, (seed % 2) ? 3 : -2)); break;
+          case 'f': ls.push_back({C * 2, 0, 2}); break;
+          case 'b': case 'p': ls.push_back(per_row(R)); break;
+          case 'e': case 'q': ls.push_back(epilogue(C)); break;
+        }
+      }
+      differential(*rk.kernel, ls, P, R, C, seed + static_cast<uint32_t>(C),
+                   "random kernel seed " + std::to_string(seed) + " (" + vm::form_name(form) + ")",
+                   seed % 3 == 0);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_GE(ran, 200);
+}
+
+// ---------------------------------------------------------------------------
+// What the JIT refuses, and bookkeeping.
+// ---------------------------------------------------------------------------
+TEST(JitRefusal, GeneralGatherStaysOnTheInterpreter) {
+  Encoder e(Form::Elementwise);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, ay, e.unary(Op::NEG, e.load(Op::LDG, ax)));
+  auto k = make_kernel(e);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    std::string reason;
+    EXPECT_EQ(compile(k->verified(), isa, &reason), nullptr);
+    EXPECT_EQ(reason, "ldg: general gather is interpreter-only");
+  }
+}
+
+TEST(JitRefusal, PortableIsNotATarget) {
+  Encoder e(Form::Elementwise);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, ay, e.load(Op::LD, ax));
+  auto k = make_kernel(e);
+  std::string reason;
+  EXPECT_EQ(compile(k->verified(), Isa::Portable, &reason), nullptr);
+  EXPECT_FALSE(reason.empty());
+}
+
+TEST(JitMemory, CodeBytesAreAccounted) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder e(Form::Elementwise);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, ay, e.unary(Op::TANH, e.load(Op::LD, ax)));
+  auto k = make_kernel(e);
+  const size_t before = code_bytes_in_use();
+  std::string reason;
+  auto code = compile(k->verified(), jit_isas().back(), &reason);
+  ASSERT_TRUE(code) << reason;
+  EXPECT_GT(code->code_bytes, 0u);
+  EXPECT_EQ(code_bytes_in_use(), before + code->code_bytes);
+  code.reset();
+  EXPECT_EQ(code_bytes_in_use(), before);
+}
+
+}  // namespace
+}  // namespace dvm::backends::jit
