@@ -90,10 +90,13 @@ Shape infer_reshape(const char* op, const Shape& from, const Shape& to) {
   int64_t known = 1;
   for (int i = 0; i < to.rank(); ++i) {
     if (to[i] == -1) {
-      if (infer >= 0) throw Error(std::string(op) + ": more than one -1 in " + to.to_string());
+      if (infer >= 0)
+        throw Error(std::string(op) + ": more than one -1 in " + to.to_string() + " reshaping " +
+                    from.to_string() + " (expected at most one inferred extent)");
       infer = i;
     } else if (to[i] < 0) {
-      throw Error(std::string(op) + ": negative extent in " + to.to_string());
+      throw Error(std::string(op) + ": negative extent in " + to.to_string() + " reshaping " +
+                  from.to_string() + " (expected extents >= 0, or one -1)");
     } else {
       known *= to[i];
     }

@@ -216,6 +216,16 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// A scalar that depends on sizes (an element count), passed to kernels as a
+// one-element input rather than an immediate: the bytecode, and so the
+// kernel, stays the same whatever the sizes.
+Tensor size_scalar(double v) {
+  Node* n = detail::new_node(NodeKind::Leaf, Op::LD, Dtype::F32, Shape{});
+  n->storage = detail::Storage::allocate(1);
+  n->storage->data[0] = static_cast<float>(v);
+  return Tensor(n);
+}
+
 Tensor leaf_from(const Shape& shape, const char* op) {
   check_shape(op, shape);
   Node* n = detail::new_node(NodeKind::Leaf, Op::LD, Dtype::F32, shape);
@@ -402,7 +412,9 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
   Node* x = need(*this, "slice");
   const int rank = x->shape.rank();
   axis = detail::normalize_axis("slice", axis, rank, x->shape);
-  if (step <= 0) throw Error("slice: step must be positive, got " + std::to_string(step));
+  if (step <= 0)
+    throw Error("slice: step must be positive, got " + std::to_string(step) + " slicing axis " +
+                std::to_string(axis) + " of shape " + x->shape.to_string());
   const int64_t n = x->shape[axis];
   if (start < 0) start += n;
   if (end < 0) end += n;
@@ -469,11 +481,11 @@ Tensor Tensor::min(std::initializer_list<int> axes, bool keepdim) const {
 Tensor Tensor::min() const { return reduce(Op::RMIN, "min", *this, {}, false); }
 Tensor Tensor::mean(std::initializer_list<int> axes, bool keepdim) const {
   Tensor s = reduce(Op::RSUM, "mean", *this, axes, keepdim);
-  return s / static_cast<float>(reduced_count(shape(), axes));
+  return s / size_scalar(static_cast<double>(reduced_count(shape(), axes)));
 }
 Tensor Tensor::mean() const {
   Tensor s = reduce(Op::RSUM, "mean", *this, {}, false);
-  return s / static_cast<float>(numel());
+  return s / size_scalar(static_cast<double>(numel()));
 }
 
 // ---------------------------------------------------------------------------
@@ -541,6 +553,7 @@ Tensor operator/(float a, const Tensor& b) { return binary_scalar(Op::DIV, "div"
 Tensor softmax(const Tensor& x, int axis) {
   Node* n = need(x, "softmax");
   axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape);
+  if (n->shape[axis] == 0) return x * 1.0f;  // nothing to normalize: an empty result
   Tensor e = exp(x - x.max({axis}, true));
   return e / e.sum({axis}, true);
 }
@@ -548,6 +561,7 @@ Tensor softmax(const Tensor& x, int axis) {
 Tensor log_softmax(const Tensor& x, int axis) {
   Node* n = need(x, "log_softmax");
   axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape);
+  if (n->shape[axis] == 0) return x * 1.0f;
   Tensor shifted = x - x.max({axis}, true);
   return shifted - log(exp(shifted).sum({axis}, true));
 }
@@ -567,7 +581,7 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
                   ", got " + t->shape().to_string());
   std::vector<int> axes;
   for (int i = rank - k; i < rank; ++i) axes.push_back(i);
-  const float inv = 1.0f / static_cast<float>(normalized_shape.numel());
+  const Tensor inv = size_scalar(1.0 / static_cast<double>(normalized_shape.numel()));
   // One run of trailing axes: a single reduction node each.
   auto rowsum = [&](const Tensor& t) { return reduce(Op::RSUM, "layer_norm", t, axes, true); };
   Tensor xc = x - rowsum(x) * inv;

@@ -67,7 +67,7 @@ void check_launch(const Kernel& k, const Launch& l) {
                    " needs a unit stride along C, launch gives " +
                    std::to_string(l.args[static_cast<size_t>(a)].cs));
     }
-    if (ins.op == Op::LDG) {
+    if (ins.op == Op::LDG && touched[ins.r[1]]) {
       const ArgBinding& b = l.args[ins.r[1]];
       for (int part = 0; part < 3; ++part) {
         if (b.ndims[part] > kMaxRank) bad(k, "ldg argument has too many dims");
