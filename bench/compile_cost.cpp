@@ -1,0 +1,182 @@
+// Compile-cost figures per kernel of W1..W6 (shared/bench/WORKLOADS.md):
+//   fuser/miss/<W>      partition() of the workload's recorded nodes (ns_per_op)
+//   fuser/hit/<W>       what a plan-cache hit costs instead: the structural
+//                       signature of the nodes and the lookup (ns_per_op)
+//   compile/encode/<W>  lower() of its kernel's group: a fresh Lowered and
+//                       fresh bytecode every iteration
+//   compile/verify/<W>  vm::verify() of that bytecode
+// The nodes come from recording the workload with the public API and taking
+// the trace's pending nodes, marked as Trace::flush marks them; the timed
+// loop runs the pass directly and the trace is flushed (computed) at the end,
+// and that result is checked against the fused loop.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/common.h"
+#include "fuser/lower.h"
+#include "fuser/partition.h"
+#include "fuser/plan_cache.h"
+#include "tracer/trace.h"
+#include "vm/verifier.h"
+
+namespace bench {
+namespace {
+
+using dvm::detail::Node;
+
+// Sizes never enter the fuser's decisions or the bytecode; 64 rows of 1024.
+constexpr int64_t kCompileElems = 64 * kRowWidth;
+
+struct Recorded {
+  dvm::Tensor y;              // keeps the result observable, as a user's handle does
+  std::vector<Node*> needed;  // what Trace::flush would hand to the fuser
+};
+
+Recorded record_nodes(W w) {
+  dvm::flush();
+  Recorded r;
+  r.y = w_record(w, kCompileElems);
+  std::vector<Node*> nodes = dvm::detail::Trace::current().pending_nodes();
+  // Trace::flush's marking: record order is topological, so one backward
+  // sweep from what a live Tensor holds marks everything reachable.
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    if (n->user_refs > 0) n->needed = true;
+    if (!n->needed) continue;
+    for (int i = 0; i < n->nin; ++i)
+      if (n->in[i]->pending) n->in[i]->needed = true;
+  }
+  for (Node* n : nodes)
+    if (n->needed) r.needed.push_back(n);
+  return r;
+}
+
+// Computes the recorded workload (the flush) and checks it once per name.
+void finish(Recorded& r, W w, const std::string& name) {
+  const float* got = r.y.data();
+  if (!first_time(name)) return;
+  const int64_t out = w_out_elems(w, kCompileElems);
+  std::vector<float> ref(static_cast<size_t>(out));
+  w_fused(w, kCompileElems, ref.data());
+  check_close(name, got, ref.data(), out);
+}
+
+// The group a workload's kernel is: the first in execution order (the only
+// one when the workload fuses into one kernel, which the `groups` counter
+// shows; later groups read earlier groups' outputs, which are not computed
+// here).
+const dvm::fuser::Group& kernel_group(const dvm::fuser::Plan& plan) {
+  if (plan.order.empty()) {
+    std::fprintf(stderr, "bench_dvm: the fuser made no group\n");
+    std::abort();
+  }
+  return plan.groups[static_cast<size_t>(plan.order.front())];
+}
+
+void BM_fuser_miss(benchmark::State& state, W w, const std::string& name) {
+  apply_system(kDvm, 1);
+  Recorded r = record_nodes(w);
+  size_t groups = 0;
+  for (auto _ : state) {
+    dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
+    groups = plan.order.size();
+    benchmark::DoNotOptimize(plan.groups.data());
+  }
+  finish(r, w, name);
+  set_ns_per_item_counter(state, "ns_per_op", static_cast<double>(r.needed.size()));
+  state.counters["ops"] = static_cast<double>(r.needed.size());
+  state.counters["groups"] = static_cast<double>(groups);
+}
+
+void BM_fuser_hit(benchmark::State& state, W w, const std::string& name) {
+  apply_system(kDvm, 1);
+  {
+    // One flush of this structure puts its plan in the cache.
+    Recorded first = record_nodes(w);
+    finish(first, w, name);
+  }
+  Recorded r = record_nodes(w);
+  dvm::fuser::Signature sig;
+  dvm::fuser::make_signature(r.needed, &sig);
+  if (!dvm::fuser::PlanCache::current().find(sig)) {
+    std::fprintf(stderr, "bench_dvm: %s: the plan cache missed a structure it has seen\n", name.c_str());
+    std::abort();
+  }
+  for (auto _ : state) {
+    // A fresh signature each time, as a flush builds one (the executor keeps
+    // its buffer's capacity, so does this).
+    dvm::fuser::make_signature(r.needed, &sig);
+    const dvm::fuser::CachedPlan* plan = dvm::fuser::PlanCache::current().find(sig);
+    benchmark::DoNotOptimize(plan);
+  }
+  finish(r, w, name);
+  set_ns_per_item_counter(state, "ns_per_op", static_cast<double>(r.needed.size()));
+  state.counters["ops"] = static_cast<double>(r.needed.size());
+}
+
+void BM_encode(benchmark::State& state, W w, const std::string& name) {
+  apply_system(kDvm, 1);
+  Recorded r = record_nodes(w);
+  const dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
+  const dvm::fuser::Group& g = kernel_group(plan);
+  size_t bytes = 0;
+  for (auto _ : state) {
+    dvm::fuser::Lowered low = dvm::fuser::lower(g);
+    bytes = low.bytecode.bytes.size();
+    benchmark::DoNotOptimize(low.bytecode.bytes.data());
+  }
+  finish(r, w, name);
+  state.counters["ops"] = static_cast<double>(g.members.size());
+  state.counters["groups"] = static_cast<double>(plan.order.size());
+  state.counters["bytecode_bytes"] = static_cast<double>(bytes);
+}
+
+void BM_verify(benchmark::State& state, W w, const std::string& name) {
+  apply_system(kDvm, 1);
+  Recorded r = record_nodes(w);
+  const dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
+  const dvm::fuser::Group& g = kernel_group(plan);
+  const dvm::fuser::Lowered low = dvm::fuser::lower(g);
+  {
+    dvm::vm::VerifiedProgram vp;
+    std::string err;
+    if (!dvm::vm::verify(low.bytecode, &vp, &err)) {
+      std::fprintf(stderr, "bench_dvm: %s: the encoder's bytecode does not verify: %s\n", name.c_str(),
+                   err.c_str());
+      std::abort();
+    }
+  }
+  for (auto _ : state) {
+    dvm::vm::VerifiedProgram vp;
+    std::string err;
+    const bool ok = dvm::vm::verify(low.bytecode, &vp, &err);
+    benchmark::DoNotOptimize(ok);
+    benchmark::DoNotOptimize(vp.info.data());
+  }
+  finish(r, w, name);
+  state.counters["instructions"] = static_cast<double>(dvm::vm::decode(low.bytecode).code.size());
+  state.counters["bytecode_bytes"] = static_cast<double>(low.bytecode.bytes.size());
+}
+
+int register_compile_cost() {
+  for (W w : kAllW) {
+    const std::string id = w_id(w);
+    const std::string miss = "fuser/miss/" + id, hit = "fuser/hit/" + id,
+                      enc = "compile/encode/" + id, ver = "compile/verify/" + id;
+    benchmark::RegisterBenchmark(miss.c_str(), [=](benchmark::State& st) { BM_fuser_miss(st, w, miss); })
+        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark(hit.c_str(), [=](benchmark::State& st) { BM_fuser_hit(st, w, hit); })
+        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark(enc.c_str(), [=](benchmark::State& st) { BM_encode(st, w, enc); })
+        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark(ver.c_str(), [=](benchmark::State& st) { BM_verify(st, w, ver); })
+        ->Unit(benchmark::kNanosecond);
+  }
+  return 0;
+}
+const int registered = register_compile_cost();
+
+}  // namespace
+}  // namespace bench
