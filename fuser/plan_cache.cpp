@@ -44,7 +44,11 @@ struct SigBuilder {
     }
     size_t id = 0;
     while (id < leaves.size() && leaves[id] != x) ++id;
-    if (id == leaves.size()) leaves.push_back(x);
+    if (id < leaves.size()) {  // seen before: its id says everything
+      w.push_back(5 | id << 16);
+      return;
+    }
+    leaves.push_back(x);
     const bool contiguous = x->is_contiguous();
     w.push_back((contiguous ? 3 : 4) | static_cast<uint64_t>(x->dtype) << 8 | id << 16);
     shape(x->shape);
@@ -70,10 +74,14 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
                   static_cast<uint64_t>(n->keepdim) << 40 |
                   static_cast<uint64_t>(static_cast<uint8_t>(n->red_begin)) << 48 |
                   static_cast<uint64_t>(static_cast<uint8_t>(n->red_end)) << 56);
-    b.w.push_back(SigBuilder::bits(n->value) | static_cast<uint64_t>(n->user_refs > 0) << 32);
-    b.shape(n->shape);
-    if (n->kind == NodeKind::View)
+    b.w.push_back(static_cast<uint64_t>(n->user_refs > 0) |
+                  (n->scalar_pos >= 0 ? SigBuilder::bits(n->value) << 1 : 0));
+    // An op's shape follows from its inputs' shapes and its attributes; only
+    // a view's shape and strides are parameters of their own.
+    if (n->kind == NodeKind::View) {
+      b.shape(n->shape);
       for (int k = 0; k < n->shape.rank(); ++k) b.w.push_back(static_cast<uint64_t>(n->strides[k]));
+    }
     for (int k = 0; k < n->nin; ++k) b.input(n->in[k], static_cast<int32_t>(i));
   }
   // Four independent lanes so the multiplies overlap.

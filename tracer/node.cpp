@@ -65,8 +65,11 @@ namespace {
 // joins that thread's list; each list returns its blocks at thread exit.
 struct NodeFreeList {
   std::vector<void*> blocks;
+  bool alive = true;
   ~NodeFreeList() {
     for (void* b : blocks) ::operator delete(b);
+    blocks.clear();
+    alive = false;  // nodes freed later in thread exit go straight to the heap
   }
 };
 thread_local NodeFreeList t_free_nodes;
@@ -75,7 +78,7 @@ constexpr size_t kMaxFreeNodes = 1 << 16;
 
 void* Node::operator new(size_t bytes) {
   auto& list = t_free_nodes.blocks;
-  if (bytes == sizeof(Node) && !list.empty()) {
+  if (bytes == sizeof(Node) && t_free_nodes.alive && !list.empty()) {
     void* b = list.back();
     list.pop_back();
     return b;
@@ -83,9 +86,11 @@ void* Node::operator new(size_t bytes) {
   return ::operator new(bytes);
 }
 
+void node_pool_init() { t_free_nodes.blocks.reserve(64); }
+
 void Node::operator delete(void* p) noexcept {
   auto& list = t_free_nodes.blocks;
-  if (list.size() < kMaxFreeNodes) {
+  if (t_free_nodes.alive && list.size() < kMaxFreeNodes) {
     try {
       list.push_back(p);
       return;

@@ -38,12 +38,15 @@ enum class NodeKind : uint8_t {
 // counts are plain integers: recording an op costs no atomic operation.
 struct Node {
   int32_t refs = 0;       // Tensor handles + consumers + the trace
-  int32_t user_refs = 0;  // Tensor handles only
   NodeKind kind = NodeKind::Leaf;
   vm::Op op = vm::Op::LD;
   Dtype dtype = Dtype::F32;
   bool keepdim = false;
   bool pending = false;  // recorded, not yet computed, still in the trace
+  // Tensor handles only. Kept away from refs: both change together when a
+  // handle dies, and the compiler would otherwise merge the two updates into
+  // one 8-byte operation that stalls on the separate 4-byte writes before it.
+  int32_t user_refs = 0;
   int8_t red_begin = 0, red_end = 0;
   uint8_t nin = 0;
   Shape shape;
@@ -87,6 +90,11 @@ struct Node {
 
 // Row-major contiguous strides for shape.
 void contiguous_strides(const Shape& shape, int64_t* strides);
+
+// Creates this thread's node free list. The trace calls it first thing, so
+// the list outlives the trace at thread exit (thread_locals die in reverse
+// order of construction) and the trace's last releases still find it.
+void node_pool_init();
 
 Node* new_node(NodeKind kind, vm::Op op, Dtype dtype, const Shape& shape);
 void set_input(Node* n, int i, Node* input);  // retains input

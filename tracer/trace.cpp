@@ -31,7 +31,7 @@ int64_t default_limit() {
 }
 }  // namespace
 
-Trace::Trace() : limit(default_limit()) {}
+Trace::Trace() : limit(default_limit()) { node_pool_init(); }
 
 Trace::~Trace() {
   // Thread exit: nothing can observe the pending nodes any more.

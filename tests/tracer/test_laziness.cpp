@@ -1,0 +1,404 @@
+// Laziness: recording computes nothing; a flush computes exactly what a live
+// Tensor can reach; the trace flushes by itself at its node limit and the
+// results of one flush stay usable in later ones; common fused programs run
+// as one kernel, and new sizes of a program compile nothing new.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dvm/dvm.h"
+#include "tests/tracer/tracer_testing.h"
+#include "tracer/trace.h"
+
+namespace dvm::testing {
+namespace {
+
+size_t pending() { return detail::Trace::current().pending(); }
+
+// Each test starts from an empty trace and zeroed counters.
+class Laziness : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dvm::flush();
+    dvm::reset_stats();
+    ASSERT_EQ(pending(), 0u);
+  }
+  // Nothing is left pending for thread exit (ThreadExitDropsPendingWork
+  // covers that case on its own).
+  void TearDown() override { dvm::flush(); }
+};
+
+TEST_F(Laziness, RecordingComputesNothing) {
+  Tensor x = Tensor::uniform({16, 33}, 1, -1.0f, 1.0f);
+  Tensor w = Tensor::from_vector(std::vector<float>(33, 0.5f));
+  Tensor y = dvm::exp(x * w + 1.0f);
+  Tensor s = dvm::softmax(y, -1).sum(0);
+  Tensor t = dvm::layer_norm(y.transpose(0, 1).contiguous(), {16}, Tensor(), Tensor());
+  // Properties never compute.
+  EXPECT_EQ(y.shape(), Shape({16, 33}));
+  EXPECT_EQ(s.numel(), 33);
+  EXPECT_EQ(t.size(-1), 16);
+  EXPECT_EQ(dvm::lt(y, 1.0f).dtype(), Dtype::Bool);
+  const Stats st = dvm::stats();
+  EXPECT_EQ(st.nodes_computed, 0);
+  EXPECT_EQ(st.kernels_launched, 0);
+  EXPECT_EQ(st.flushes, 0);
+  EXPECT_GT(pending(), 0u);
+  EXPECT_EQ(st.nodes_recorded, static_cast<int64_t>(pending()));
+  // Observing one value computes.
+  (void)s.to_vector();
+  EXPECT_GT(dvm::stats().nodes_computed, 0);
+  EXPECT_EQ(dvm::stats().flushes, 1);
+  EXPECT_EQ(pending(), 0u);
+}
+
+// Dropped intermediates that a live result needs are computed; a dropped
+// branch is not; views are not computed nodes.
+TEST_F(Laziness, UnreachableValuesAreNeverComputed) {
+  const std::vector<float> xv = {1, 2, 3, 4, 5, 6};
+  Tensor x = Tensor::from_vector(xv, {2, 3});
+  Tensor out;
+  {
+    Tensor a = x * 2.0f;                 // needed by out
+    Tensor b = a + 1.0f;                 // needed by out
+    Tensor c = dvm::exp(b);              // dropped branch
+    Tensor d = c.sum(0) * 3.0f;          // dropped branch
+    Tensor e = dvm::softmax(b, 1) - 1.0f;  // dropped branch (several nodes)
+    Tensor f = b.transpose(0, 1);        // a view: no computed node
+    out = f * 3.0f;                      // needed
+  }
+  const int64_t recorded = static_cast<int64_t>(pending());
+  EXPECT_GT(recorded, 8);
+  EXPECT_EQ(dvm::stats().nodes_computed, 0);
+  const std::vector<float> got = out.to_vector();
+  EXPECT_EQ(dvm::stats().nodes_computed, 3) << "computed nodes beyond a, b and out";
+  EXPECT_EQ(dvm::stats().flushes, 1);
+  EXPECT_EQ(dvm::stats().nodes_recorded, recorded);
+  const std::vector<float> want = {9, 27, 15, 33, 21, 39};  // (2x+1)*3, transposed
+  EXPECT_EQ(got, want);
+}
+
+// A live handle keeps its value reachable: the flush computes it too, once.
+TEST_F(Laziness, LiveUnobservedValuesAreComputedOnce) {
+  Tensor x = Tensor::from_vector({1, 2, 3, 4});
+  Tensor a = x + 1.0f;
+  Tensor g = a * a;   // live, not observed yet
+  Tensor h = a - 1.0f;
+  (void)h.to_vector();
+  EXPECT_EQ(dvm::stats().nodes_computed, 3);  // a, g, h
+  const int64_t flushes = dvm::stats().flushes;
+  EXPECT_EQ(g.to_vector(), (std::vector<float>{4, 9, 16, 25}));
+  EXPECT_EQ(dvm::stats().flushes, flushes) << "observing a computed value flushed again";
+  EXPECT_EQ(dvm::stats().nodes_computed, 3);
+}
+
+// A flush the node limit triggers also skips what nothing can reach.
+TEST_F(Laziness, LimitFlushSkipsUnreachableValues) {
+  TraceLimitGuard guard;
+  dvm::set_trace_limit(4);
+  Tensor x = Tensor::from_vector({1, 2, 3});
+  Tensor a = x + 1.0f;               // 1
+  (void)dvm::exp(a);                 // 2, dropped at once
+  { Tensor b = dvm::sqrt(a); }       // 3, dropped
+  Tensor c = a * 2.0f;               // 4: flush
+  EXPECT_EQ(dvm::stats().flushes, 1);
+  EXPECT_EQ(pending(), 0u);
+  EXPECT_EQ(dvm::stats().nodes_computed, 2);  // a and c
+  EXPECT_EQ(c.to_vector(), (std::vector<float>{4, 6, 8}));
+}
+
+// The trace flushes when it holds `limit` nodes: after k recorded ops,
+// k / limit flushes and k % limit pending nodes.
+TEST_F(Laziness, FlushesAtTheNodeLimit) {
+  TraceLimitGuard guard;
+  dvm::set_trace_limit(8);
+  EXPECT_EQ(dvm::trace_limit(), 8);
+  Tensor y = Tensor::from_vector({0.5f, -1.0f, 2.0f});
+  for (int k = 1; k <= 30; ++k) {
+    y = y * 1.5f + 0.25f;  // two nodes per step
+    const int nodes = 2 * k;
+    ASSERT_EQ(dvm::stats().flushes, nodes / 8) << "after " << nodes << " nodes";
+    ASSERT_EQ(pending(), static_cast<size_t>(nodes % 8)) << "after " << nodes << " nodes";
+  }
+  EXPECT_EQ(dvm::stats().nodes_computed, 56);  // 7 flushes of 8 nodes, all needed
+}
+
+// Values from early flushes (kept handles) feed ops recorded many flushes
+// later; everything matches a sequential float computation bit for bit.
+TEST_F(Laziness, ResultsOfOneFlushServeLaterFlushes) {
+  TraceLimitGuard guard;
+  dvm::set_trace_limit(5);
+  const std::vector<float> x0 = {0.5f, -1.0f, 2.0f, 3.25f, -0.125f, 7.0f, 1e-3f};
+  std::vector<float> ref = x0;
+  std::vector<std::vector<float>> kept_ref;
+  std::vector<Tensor> kept;
+  Tensor y = Tensor::from_vector(x0);
+  for (int k = 0; k < 40; ++k) {
+    y = (y * 0.75f + 0.5f) - y * 0.125f;
+    for (float& v : ref) v = (v * 0.75f + 0.5f) - v * 0.125f;
+    if (k % 7 == 0) {
+      kept.push_back(y);
+      kept_ref.push_back(ref);
+    }
+  }
+  EXPECT_GE(dvm::stats().flushes, 20);
+  // Mix early results into new work.
+  Tensor z = kept.front() * kept.back() + kept[2].reshape({7, 1}).expand({7, 3}).max(1);
+  std::vector<float> zref(x0.size());
+  for (size_t i = 0; i < zref.size(); ++i) zref[i] = kept_ref.front()[i] * kept_ref.back()[i] + kept_ref[2][i];
+  for (size_t j = 0; j < kept.size(); ++j)
+    EXPECT_EQ(kept[j].to_vector(), kept_ref[j]) << "result kept at step " << 7 * j;
+  EXPECT_EQ(y.to_vector(), ref);
+  EXPECT_EQ(z.to_vector(), zref);
+}
+
+// Compositions cut into pieces by small node limits (down to a flush per
+// node, every op its own kernel) give the values the fused kernel gives:
+// every op rounds to float either way, and reductions fold in the same order.
+TEST_F(Laziness, CompositionsSplitAcrossFlushes) {
+  TraceLimitGuard guard;
+  Tensor x = Tensor::normal({7, 1029}, 21), w = Tensor::uniform({1029}, 22, 0.5f, 1.5f);
+  Tensor b = Tensor::uniform({1029}, 23, -1, 1);
+  auto program = [&] {
+    std::vector<Tensor> outs = {
+        dvm::softmax(x, -1),
+        dvm::log_softmax(x * 3.0f, 0),
+        dvm::layer_norm(x, {1029}, w, b),
+        (dvm::gelu(x) * w + b).sum({0, 1}),
+        dvm::relu(x * w + b).mean(-1, true) - x.max(-1, true),
+    };
+    std::vector<std::vector<float>> v;
+    for (const Tensor& t : outs) v.push_back(t.to_vector());
+    return v;
+  };
+  const auto fused = program();
+  for (int64_t limit : {1, 2, 3, 5, 8, 13}) {
+    dvm::set_trace_limit(limit);
+    dvm::reset_stats();
+    const auto split = program();
+    // Every `limit` recorded nodes flushed at least once.
+    EXPECT_GE(dvm::stats().flushes, dvm::stats().nodes_recorded / limit) << "limit " << limit;
+    EXPECT_GT(dvm::stats().nodes_recorded, 30);
+    ASSERT_EQ(split.size(), fused.size());
+    for (size_t k = 0; k < fused.size(); ++k) {
+      ASSERT_EQ(split[k].size(), fused[k].size());
+      int bad = 0;
+      for (size_t i = 0; i < fused[k].size(); ++i)
+        if (!same_float(split[k][i], fused[k][i]) && bad++ < 3)
+          ADD_FAILURE() << "program " << k << " limit " << limit << " [" << i << "]: " << fstr(split[k][i])
+                        << " vs fused " << fstr(fused[k][i]);
+    }
+  }
+}
+
+// Each thread has its own trace: another thread's flush neither computes nor
+// drops this thread's pending work.
+TEST_F(Laziness, ThreadsHaveTheirOwnTraces) {
+  Tensor x = Tensor::from_vector({1, 2, 3});
+  Tensor y = x * 2.0f + 1.0f;
+  const size_t mine = pending();
+  ASSERT_EQ(mine, 2u);
+  std::vector<float> other;
+  size_t other_pending_before = 99, other_pending_after = 99;
+  std::thread t([&] {
+    other_pending_before = pending();
+    Tensor a = Tensor::from_vector({4, 5});
+    other = dvm::exp(a - a).to_vector();
+    dvm::flush();
+    other_pending_after = pending();
+  });
+  t.join();
+  EXPECT_EQ(other_pending_before, 0u);
+  EXPECT_EQ(other_pending_after, 0u);
+  EXPECT_EQ(other, (std::vector<float>{1, 1}));
+  EXPECT_EQ(pending(), mine) << "another thread's flush touched this thread's trace";
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{3, 5, 7}));
+}
+
+// Buffers of dropped values are recycled; buffers of live results never
+// are: many results of many sizes held across many flushes keep their
+// values, and data() pointers stay valid while their tensors live.
+TEST_F(Laziness, LiveResultsSurviveBufferReuse) {
+  std::vector<Tensor> kept;
+  std::vector<std::vector<float>> want;
+  std::vector<const float*> ptrs;
+  for (int k = 0; k < 60; ++k) {
+    const int64_t n = 1 + (k * 37) % 300;
+    Tensor x = Tensor::full({n}, static_cast<float>(k));
+    Tensor y = x * 2.0f + 1.0f;  // 2k + 1
+    Tensor junk = dvm::exp(y) - y;  // dropped after observation
+    (void)junk.to_vector();
+    if (k % 3 == 0) {
+      kept.push_back(y);
+      want.emplace_back(static_cast<size_t>(n), 2.0f * static_cast<float>(k) + 1.0f);
+      ptrs.push_back(y.data());
+    }
+  }
+  for (size_t i = 0; i < kept.size(); ++i) {
+    EXPECT_EQ(kept[i].data(), ptrs[i]) << "result " << i << " moved";
+    const std::vector<float> got(ptrs[i], ptrs[i] + want[i].size());
+    EXPECT_EQ(got, want[i]) << "result " << i << " was overwritten";
+  }
+}
+
+// A thread that ends with work pending drops it (nothing can observe it).
+// Its trace may have been created before its first node (set_trace_limit,
+// flush or stats() create it), so thread-exit destruction order must not
+// matter. Run in a child process: a failure corrupts the heap.
+TEST(LazinessDeathTest, ThreadExitDropsPendingWork) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        for (int order = 0; order < 2; ++order) {
+          std::thread t([order] {
+            if (order == 0) dvm::set_trace_limit(1000);  // the trace first, then nodes
+            Tensor x = Tensor::from_vector({1, 2, 3});
+            if (order == 1) dvm::set_trace_limit(1000);  // nodes first, then the trace
+            // Computed and dropped nodes: their blocks are recycled per thread.
+            for (int i = 0; i < 50; ++i) (void)(x * static_cast<float>(i)).to_vector();
+            std::vector<Tensor> keep;
+            for (int i = 0; i < 200; ++i) keep.push_back(x * static_cast<float>(i) + 1.0f);
+          });  // ends with 400 nodes pending
+          t.join();
+        }
+        // Allocate and free a little so a corrupted heap shows.
+        for (int i = 0; i < 1000; ++i) std::vector<char>(static_cast<size_t>(1 + i % 97)).swap(*std::make_unique<std::vector<char>>());
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// ---------------------------------------------------------------------------
+// Kernel counts
+// ---------------------------------------------------------------------------
+struct Workload {
+  const char* name;
+  const char* form;
+  std::function<Tensor(int64_t rows, int64_t cols)> build;
+};
+
+std::vector<Workload> workloads() {
+  return {
+      {"W1 relu(x*a + b)*0.5 + x", "elementwise",
+       [](int64_t r, int64_t c) {
+         Tensor x = Tensor::uniform({r, c}, 1, -1, 1), a = Tensor::uniform({r, c}, 2, -1, 1);
+         Tensor b = Tensor::uniform({c}, 3, -1, 1);
+         return dvm::relu(x * a + b) * 0.5f + x;
+       }},
+      {"W2 gelu(tanh) written with ops", "elementwise",
+       [](int64_t r, int64_t c) {
+         Tensor x = Tensor::normal({r, c}, 4);
+         return 0.5f * x * (1.0f + dvm::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+       }},
+      {"W3 softmax over the last axis", "row_reduce",
+       [](int64_t r, int64_t c) { return dvm::softmax(Tensor::normal({r, c}, 5), -1); }},
+      {"W4 layer_norm with weight and bias", "row_reduce",
+       [](int64_t r, int64_t c) {
+         Tensor x = Tensor::normal({r, c}, 6), w = Tensor::uniform({c}, 7, 0.5f, 1.5f);
+         Tensor b = Tensor::uniform({c}, 8, -1, 1);
+         return dvm::layer_norm(x, {c}, w, b);
+       }},
+      {"W5 tanh(x + bias)", "elementwise",
+       [](int64_t r, int64_t c) { return dvm::tanh(Tensor::normal({r, c}, 9) + Tensor::uniform({c}, 10, -1, 1)); }},
+      {"W6 sum over the last axis", "row_reduce",
+       [](int64_t r, int64_t c) { return Tensor::normal({r, c}, 11).sum(-1); }},
+  };
+}
+
+// Observes y with the kernel log on; returns the launches.
+std::vector<KernelRun> run_logged(const Tensor& y) {
+  dvm::set_kernel_log(true);
+  (void)dvm::take_kernel_log();
+  y.sync();
+  std::vector<KernelRun> log = dvm::take_kernel_log();
+  dvm::set_kernel_log(false);
+  return log;
+}
+
+TEST_F(Laziness, EachWorkloadIsOneKernel) {
+  for (const Workload& w : workloads()) {
+    Tensor y = w.build(64, 1024);
+    const int64_t recorded = static_cast<int64_t>(pending());
+    dvm::reset_stats();
+    const std::vector<KernelRun> log = run_logged(y);
+    const Stats st = dvm::stats();
+    EXPECT_EQ(st.kernels_launched, 1) << w.name;
+    ASSERT_EQ(log.size(), 1u) << w.name;
+    EXPECT_EQ(log[0].form, w.form) << w.name;
+    EXPECT_EQ(log[0].ops, recorded) << w.name << ": every recorded op fused into the kernel";
+    EXPECT_EQ(st.nodes_computed, recorded) << w.name;
+  }
+}
+
+// The kernel cache is keyed by bytecode, never by sizes: the same program at
+// new sizes (rows, columns, a row longer than 4096) compiles nothing and is
+// still one kernel.
+TEST_F(Laziness, NewSizesCompileNothing) {
+  const int64_t sizes[][2] = {{64, 1024}, {37, 1000}, {3, 5003}, {129, 17}};
+  for (const Workload& w : workloads()) {
+    for (size_t s = 0; s < std::size(sizes); ++s) {
+      Tensor y = w.build(sizes[s][0], sizes[s][1]);
+      dvm::reset_stats();
+      const std::vector<KernelRun> log = run_logged(y);
+      const Stats st = dvm::stats();
+      EXPECT_EQ(st.kernels_launched, 1) << w.name << " at [" << sizes[s][0] << ", " << sizes[s][1] << "]";
+      EXPECT_EQ(log.size(), 1u) << w.name << " at [" << sizes[s][0] << ", " << sizes[s][1] << "]";
+      if (s > 0) {
+        EXPECT_EQ(st.kernels_compiled, 0) << w.name << " compiled a new kernel for size [" << sizes[s][0] << ", "
+                                          << sizes[s][1] << "]";
+      }
+    }
+  }
+}
+
+// mean divides by the reduced count, a size: it must not become part of the
+// kernel's identity either.
+TEST_F(Laziness, MeanAtNewSizesCompilesNothing) {
+  const int64_t cols[] = {1024, 1000, 17};
+  for (size_t s = 0; s < std::size(cols); ++s) {
+    Tensor y = Tensor::normal({8, cols[s]}, 12).mean(-1);
+    dvm::reset_stats();
+    y.sync();
+    EXPECT_EQ(dvm::stats().kernels_launched, 1) << "mean over " << cols[s];
+    if (s > 0) {
+      EXPECT_EQ(dvm::stats().kernels_compiled, 0) << "mean over a row of " << cols[s] << " compiled a new kernel";
+    }
+  }
+}
+
+// The one-kernel programs compute the right values (W1 exactly: mul, add,
+// relu, mul by 0.5 and add are each correctly rounded, and are not
+// contracted into fma; W6 exactly on data whose partial sums are exact).
+TEST_F(Laziness, FusedWorkloadValues) {
+  const int64_t r = 5, c = 1027;
+  Tensor x = Tensor::uniform({r, c}, 1, -1, 1), a = Tensor::uniform({r, c}, 2, -1, 1);
+  Tensor b = Tensor::uniform({c}, 3, -1, 1);
+  const std::vector<float> xv = x.to_vector(), av = a.to_vector(), bv = b.to_vector();
+  const std::vector<float> y = (dvm::relu(x * a + b) * 0.5f + x).to_vector();
+  for (int64_t i = 0; i < r * c; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    float t = xv[k] * av[k];
+    t = t + bv[static_cast<size_t>(i % c)];
+    t = t < 0 ? 0.0f : t;
+    t = t * 0.5f;
+    t = t + xv[k];
+    ASSERT_TRUE(same_float(y[k], t)) << "W1 [" << i << "] got " << y[k] << ", expected " << t;
+  }
+  std::vector<float> iv(static_cast<size_t>(r * 5003));
+  for (size_t i = 0; i < iv.size(); ++i) iv[i] = static_cast<float>(static_cast<int>(i * 7919 % 129) - 64) / 8.0f;
+  const std::vector<float> s = Tensor::from_vector(iv, {r, 5003}).sum(-1).to_vector();
+  for (int64_t row = 0; row < r; ++row) {
+    double want = 0;
+    for (int64_t j = 0; j < 5003; ++j) want += iv[static_cast<size_t>(row * 5003 + j)];
+    EXPECT_EQ(s[static_cast<size_t>(row)], static_cast<float>(want)) << "W6 row " << row;
+  }
+}
+
+}  // namespace
+}  // namespace dvm::testing
