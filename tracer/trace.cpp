@@ -53,14 +53,9 @@ void Trace::record(Node* n) {
   if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_) flush();
 }
 
-void Trace::flush() {
-  if (flushing_ || nodes_.empty()) return;
-  flushing_ = true;
-  std::vector<Node*> nodes;
-  nodes.swap(nodes_);
-  counters().nodes_recorded.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
-  // Needed: what a live Tensor can reach. Record order is topological, so one
-  // backward sweep marks everything.
+std::vector<Node*> mark_needed(const std::vector<Node*>& nodes) {
+  // Record order is topological, so one backward sweep from what live
+  // Tensors hold marks everything they can reach.
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
     if (n->user_refs > 0) n->needed = true;
@@ -72,6 +67,16 @@ void Trace::flush() {
   needed.reserve(nodes.size());
   for (Node* n : nodes)
     if (n->needed) needed.push_back(n);
+  return needed;
+}
+
+void Trace::flush() {
+  if (flushing_ || nodes_.empty()) return;
+  flushing_ = true;
+  std::vector<Node*> nodes;
+  nodes.swap(nodes_);
+  counters().nodes_recorded.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
+  std::vector<Node*> needed = mark_needed(nodes);
   try {
     int64_t computed = needed.empty() ? 0 : fuser::execute(needed);
     counters().nodes_computed.fetch_add(computed, std::memory_order_relaxed);

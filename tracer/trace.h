@@ -34,6 +34,11 @@ class Trace {
   bool flushing_ = false;
 };
 
+// Marks (Node::needed) and returns, in record order, the pending nodes a
+// live Tensor can reach: what a flush computes. Callers other than the flush
+// (tests, benchmarks driving the fuser) clear the marks when done.
+std::vector<Node*> mark_needed(const std::vector<Node*>& nodes);
+
 // Counters behind dvm::stats().
 struct Counters {
   std::atomic<int64_t> flushes{0}, nodes_recorded{0}, nodes_computed{0},

@@ -18,17 +18,8 @@ using detail::Node;
 
 // Partitions what is pending now (as a flush would) and returns the plan.
 fuser::Plan plan_pending() {
-  std::vector<Node*> nodes = detail::Trace::current().pending_nodes();
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-    Node* n = *it;
-    n->needed = n->needed || n->user_refs > 0;
-    if (n->needed)
-      for (int i = 0; i < n->nin; ++i)
-        if (n->in[i]->pending) n->in[i]->needed = true;
-  }
-  std::vector<Node*> needed;
-  for (Node* n : nodes)
-    if (n->needed) needed.push_back(n);
+  const std::vector<Node*>& nodes = detail::Trace::current().pending_nodes();
+  std::vector<Node*> needed = detail::mark_needed(nodes);
   for (Node* n : nodes) n->needed = false;
   return fuser::partition(needed);
 }
