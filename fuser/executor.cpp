@@ -157,7 +157,7 @@ int64_t execute(const std::vector<Node*>& nodes) {
         if (!(full.bytecode == cg.kernel->bytecode()))
           throw Error("internal: plan cache replay would run a different kernel");
       }
-      runner.add(g, analyze(g), cg.kernel);
+      runner.add(g, replay_args(g, cg.args, nodes), cg.kernel);
       computed += static_cast<int64_t>(g.members.size());
     }
   } else {
@@ -192,6 +192,7 @@ int64_t execute(const std::vector<Node*>& nodes) {
         }
       }
       cg.kernel = k;
+      cg.args = arg_origins(low);
       record.groups.push_back(std::move(cg));
       runner.add(g, low, k);
       computed += static_cast<int64_t>(g.members.size());

@@ -102,13 +102,46 @@ struct Builder {
           if (full) std::copy(bs, bs + g.full.rank(), fs);
           else to_full_space(g, s, bs, fs);
           arg = find_or_add_leaf(x, fs, full ? Domain::Full : Domain::Reduced);
+          ArgSpec& a = out.args[static_cast<size_t>(arg)];
+          if (a.origin_node < 0) {
+            a.origin_node = n->seq;
+            a.origin_slot = static_cast<int8_t>(i);
+          }
         }
         leaf_arg.push_back(arg);
       }
-      if (n->output) {
+      if (n->output) add_output(n);
+    }
+  }
+
+  // A leaf argument read by member n through its input slot.
+  void add_leaf(Node* n, int slot) {
+    Node* x = n->in[slot];
+    if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
+    if (!x->storage) throw Error("internal: group reads an input that was not computed");
+    const bool full = reads_full(n);
+    const Shape& s = full ? g.full : n->shape;
+    int64_t bs[kMaxRank], fs[kMaxRank];
+    broadcast_strides(x, s, bs);
+    if (full) std::copy(bs, bs + g.full.rank(), fs);
+    else to_full_space(g, s, bs, fs);
+    ArgSpec a;
+    a.node = x;
+    a.offset = x->offset;
+    a.origin_node = n->seq;
+    a.origin_slot = static_cast<int8_t>(slot);
+    out.args.push_back(a);
+    std::array<int64_t, kMaxRank> f{};
+    std::copy(fs, fs + g.full.rank(), f.begin());
+    full_strides.push_back(f);
+    arg_domain.push_back(static_cast<uint8_t>(full ? Domain::Full : Domain::Reduced));
+  }
+
+  void add_output(Node* n) {
         ArgSpec s;
         s.node = n;
         s.output = true;
+        s.origin_node = n->seq;
         out.args.push_back(s);
         int64_t cs[kMaxRank], fs[kMaxRank];
         detail::contiguous_strides(n->shape, cs);
@@ -120,8 +153,6 @@ struct Builder {
         std::copy(fs, fs + g.full.rank(), f.begin());
         full_strides.push_back(f);
         arg_domain.push_back(n->domain);
-      }
-    }
   }
 
   // Pass 2: the iteration space. Reductions split the full shape at their
@@ -302,6 +333,26 @@ Lowered lower(const Group& g) {
 Lowered analyze(const Group& g) {
   Builder b(g);
   b.collect();
+  b.make_space();
+  return std::move(b.out);
+}
+
+std::vector<ArgOrigin> arg_origins(const Lowered& low) {
+  std::vector<ArgOrigin> o;
+  o.reserve(low.args.size());
+  for (const ArgSpec& a : low.args) o.push_back({a.origin_node, a.origin_slot});
+  return o;
+}
+
+Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
+                    const std::vector<Node*>& nodes) {
+  Builder b(g);
+  b.out.args.reserve(origins.size());
+  for (const ArgOrigin& o : origins) {
+    Node* n = nodes[static_cast<size_t>(o.node)];
+    if (o.slot >= 0) b.add_leaf(n, o.slot);
+    else b.add_output(n);
+  }
   b.make_space();
   return std::move(b.out);
 }

@@ -24,6 +24,10 @@ struct Space {
 
 struct ArgSpec {
   detail::Node* node = nullptr;  // the leaf read, or the member stored
+  // Where it came from: the member (its seq) and which of its inputs (-1: the
+  // member itself, an output). A plan-cache replay rebuilds arguments from it.
+  int32_t origin_node = -1;
+  int8_t origin_slot = -1;
   bool output = false;
   vm::Op access = vm::Op::LD;     // LD, LDB, LDS, LDG, ST or STB
   int64_t strides[kMaxRank] = {};  // per Space dim, in elements
@@ -40,9 +44,18 @@ struct Lowered {
 // materialized (pending views whose input ran earlier are resolved here).
 Lowered lower(const Group& g);
 
-// lower() without the encoding: arguments and iteration space only, for a
-// group whose kernel is already known (a plan-cache hit).
-Lowered analyze(const Group& g);
+// Where each argument of a lowered group came from, to rebuild them later.
+struct ArgOrigin {
+  int32_t node;  // index in the flushed node list
+  int8_t slot;   // input of that node, or -1 for the node itself (an output)
+};
+std::vector<ArgOrigin> arg_origins(const Lowered& low);
+
+// A plan-cache replay: the arguments of a group whose kernel is known,
+// rebuilt from their origins over this flush's nodes (no walk over the
+// members), and the iteration space for this flush's sizes.
+Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
+                    const std::vector<detail::Node*>& nodes);
 
 // The launch for a lowered group once every output node has its buffer.
 vm::Launch bind(const Lowered& low);

@@ -15,6 +15,7 @@
 
 #include "tracer/node.h"
 #include "vm/bytecode.h"
+#include "fuser/lower.h"
 #include "vm/kernel.h"
 
 namespace dvm::fuser {
@@ -35,6 +36,7 @@ struct CachedGroup {
   int32_t full_from = 0;         // member whose shape is the group's full shape...
   bool full_from_input = false;  // ...or whose input's shape is (a reduction)
   std::shared_ptr<vm::Kernel> kernel;
+  std::vector<ArgOrigin> args;  // the kernel's arguments, by origin
 };
 
 struct CachedPlan {

@@ -276,7 +276,8 @@ struct Gen {
     else as.mov(scratch, asmx::mem(asmx::rdi, kOffBase + 8 * n.arg));
     return scratch;
   }
-  Opnd elem(Gp p) const { return asmx::mem(p, asmx::rsi, 2, 0, vbytes); }
+  // Element i + copy * lanes of the argument at p.
+  Opnd elem(Gp p, int copy = 0) const { return asmx::mem(p, asmx::rsi, 2, copy * vbytes, vbytes); }
   Opnd avx2_tail_mask(int s) {
     as.v(VI::vmovups, vr(s), asmx::mem(asmx::rsp, kMaskSlot, 32));
     return vr(s);
@@ -380,19 +381,40 @@ struct Gen {
     }
   }
 
+  // True when nodes (b, e) emit nothing (a pass with no vector work).
+  bool empty_body(int32_t b, int32_t e) const {
+    for (int32_t i = b + 1; i < e; ++i)
+      if (nodes[static_cast<size_t>(i)].op != IrOp::Const) return false;
+    return true;
+  }
+
   void col_loop(int32_t b, int32_t e) {
+    const Node& lb = nodes[static_cast<size_t>(b)];
+    const int copies = std::max<int>(1, static_cast<int>(lb.u));
+    const bool cont = lb.b == 1;
+    if (empty_body(b, e)) {
+      if (!cont) as.sub(asmx::rsi, asmx::rsi);
+      return;
+    }
+    const int32_t step = copies * lanes;
     asmx::Label body = as.new_label(), tail = as.new_label(), done = as.new_label();
     hoist_constants(b, e);
-    as.sub(asmx::rsi, asmx::rsi);
-    as.mov_imm(asmx::rax, lanes);
+    if (!cont) as.sub(asmx::rsi, asmx::rsi);
+    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
     as.cmp(asmx::rax, asmx::rdx);
-    as.j(Cond::G, tail);
+    as.j(Cond::G, copies > 1 ? done : tail);
     as.bind(body);
     range(b + 1, e, false);
-    as.add(asmx::rsi, lanes);
-    as.lea(asmx::rax, asmx::mem(asmx::rsi, lanes));
+    as.add(asmx::rsi, step);
+    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
     as.cmp(asmx::rax, asmx::rdx);
     as.j(Cond::LE, body);
+    if (copies > 1) {
+      as.bind(tail);
+      as.bind(done);
+      std::fill(hoisted.begin(), hoisted.end(), -1);
+      return;
+    }
     as.bind(tail);
     as.cmp(asmx::rsi, asmx::rdx);
     as.j(Cond::GE, done);
@@ -459,7 +481,12 @@ struct Gen {
   // Strided gather: element j of the vector from base + (i + j) * cs.
   void gather(int32_t i, const Node& n, bool masked) {
     as.mov(asmx::r11, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
-    as.imul(asmx::r11, asmx::rsi);
+    if (n.imm) {  // copy k: element i + k * lanes
+      as.lea(asmx::rcx, asmx::mem(asmx::rsi, n.imm * lanes));
+      as.imul(asmx::r11, asmx::rcx);
+    } else {
+      as.imul(asmx::r11, asmx::rsi);
+    }
     Gp p = arg_ptr(n, asmx::rax);
     as.lea(asmx::r11, asmx::mem(p, asmx::r11, 2, 0));
     as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
@@ -576,8 +603,8 @@ struct Gen {
         return;
       case IrOp::Load: {
         Gp p = arg_ptr(n, asmx::rax);
-        if (masked) masked_load(dst(i), elem(p));
-        else as.v(VI::vmovups, dst(i), elem(p));
+        if (masked) masked_load(dst(i), elem(p, n.imm));
+        else as.v(VI::vmovups, dst(i), elem(p, n.imm));
         commit(i);
         return;
       }
@@ -592,13 +619,13 @@ struct Gen {
         Opnd s = src_reg(n.a, 0);
         Gp p = arg_ptr(n, asmx::rax);
         if (!masked) {
-          as.v(VI::vmovups, elem(p), s);
+          as.v(VI::vmovups, elem(p, n.imm), s);
         } else if (avx512) {
           as.masked(1, false);
-          as.v(VI::vmovups, elem(p), s);
+          as.v(VI::vmovups, elem(p, n.imm), s);
         } else {
           Opnd k = avx2_tail_mask(1);
-          as.v(VI::vmaskmovps, elem(p), k, s);
+          as.v(VI::vmaskmovps, elem(p, n.imm), k, s);
         }
         return;
       }
@@ -731,7 +758,8 @@ struct Gen {
 
 }  // namespace
 
-void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* reason) {
+void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* reason,
+               bool no_spills, bool* spilled) {
   if (isa != Isa::Avx2 && isa != Isa::Avx512) {
     *reason = "the JIT emits AVX2 or AVX-512 only";
     return nullptr;
@@ -740,6 +768,11 @@ void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* re
   g.scratch_rows = ir.scratch_rows;
   g.intervals();
   g.allocate();
+  if (no_spills && g.nslots > 0) {
+    if (spilled) *spilled = true;
+    *reason = "spills";
+    return nullptr;
+  }
   g.plan_pointers();
   g.function();
   return g.as.finish(code_bytes, reason);

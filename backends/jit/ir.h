@@ -17,10 +17,11 @@ namespace dvm::backends::jit {
 enum class IrOp : uint8_t {
   Const,     // u = 32-bit pattern splatted; lives in the constant pool
   Init,      // u = pattern, materialised in a register (accumulators)
-  Load,      // arg, phase: element i of the argument (masked in the tail)
+  Load,      // arg, phase: element i of the argument (masked in the tail);
+             // imm = copy k of an unrolled body: elements i + k * lanes
   LoadB,     // arg, phase: one value broadcast
-  LoadS,     // arg, phase: element i at i * cs (strided)
-  Store,     // arg, phase, a = value
+  LoadS,     // arg, phase, imm = copy: element i at i * cs (strided)
+  Store,     // arg, phase, a = value, imm = copy
   StoreB,    // arg, phase, a = row value: lane 0 to the argument
   Add, Sub, Mul, Div, Min, Max, Sqrt,
   And, Or, Xor, AndN,
@@ -35,7 +36,12 @@ enum class IrOp : uint8_t {
   TailSel,   // a = value, u = identity: in the masked tail, lanes >= rem take u
   HReduce,   // a = value, imm = 0 sum, 1 max, 2 min: the fixed tree, broadcast
   Copy,      // a = accumulator (written in place), b = new value
-  LoopBegin, // imm = 0 column loop (vectors of i, masked tail), 1 row loop (r)
+  LoopBegin, // imm = 0 column loop (vectors of i), 1 row loop (r); a = its LoopEnd.
+             // Column loops: u = copies U of the body per iteration. U <= 1:
+             // one vector per iteration, then the masked tail; U > 1: U
+             // vectors per iteration while U fit, no tail (a U = 1 loop with
+             // b = 1 follows and finishes). b = 1: i continues from the
+             // previous column loop instead of starting at 0.
   LoopEnd,
 };
 

@@ -15,6 +15,16 @@ namespace {
 
 std::atomic<size_t> g_code_bytes{0};
 
+// Unroll thresholds on the Elementwise loop body (IR nodes of one copy): W1
+// is 9 nodes; transcendental bodies (tanh, gelu: 40 and more) gain nothing
+// measurable from unrolling and would double their compile time.
+constexpr int kUnroll4MaxNodes = 24;
+constexpr int kUnroll2MaxNodes = 40;
+// ColReduce: column vectors per pass over the rows (an accumulator each):
+// 16 zmm (1 KiB of every row per pass) or 8 ymm.
+constexpr int kColBlock512 = 16;
+constexpr int kColBlockAvx2 = 8;
+
 class JitCodeImpl final : public JitCode {
  public:
   std::vector<uint8_t> patterns;  // kArg* per argument
@@ -48,9 +58,37 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   auto code = std::make_unique<JitCodeImpl>();
   if (!arg_patterns(vp.program, &code->patterns, reason)) return nullptr;
   thread_local IrBuilder ir;
-  if (!lower(vp, &ir, reason)) return nullptr;
+  const Tuning& tune = tuning();
+  const vm::Form form = vp.program.form;
+  // Elementwise: 4 copies of a small body per main-loop iteration, 2 of a
+  // medium one, 1 of a large one. ColReduce: 16 (AVX2: 8) column vectors per
+  // row pass. A chosen shape that would spill falls back to 4 copies, then 1.
+  int copies = 1;
+  const bool interleave = tune.interleave != 0;
+  if (form == vm::Form::Elementwise) {
+    if (tune.unroll > 0) {
+      copies = tune.unroll;
+    } else {
+      if (!lower(vp, &ir, reason)) return nullptr;
+      const int body = loop_body_size(ir);
+      copies = body <= kUnroll4MaxNodes ? 4 : body <= kUnroll2MaxNodes ? 2 : 1;
+    }
+  } else if (form == vm::Form::ColReduce) {
+    copies = tune.col_block > 0 ? tune.col_block : isa == Isa::Avx512 ? kColBlock512 : kColBlockAvx2;
+  }
+  const bool forced = form == vm::Form::Elementwise ? tune.unroll > 0 : tune.col_block > 0;
   size_t bytes = 0;
-  void* fn = generate(ir, isa, &bytes, reason);
+  void* fn = nullptr;
+  for (;;) {
+    if (!lower(vp, &ir, reason, form == vm::Form::Elementwise ? copies : 1, interleave,
+               form == vm::Form::ColReduce ? copies : 1))
+      return nullptr;
+    bool spilled = false;
+    fn = generate(ir, isa, &bytes, reason, copies > 1 && !forced, &spilled);
+    if (fn || !spilled) break;
+    copies = copies > 4 ? 4 : 1;
+    reason->clear();
+  }
   if (!fn) return nullptr;
   code->entry = reinterpret_cast<EntryFn>(fn);
   code->isa = isa;

@@ -2,6 +2,7 @@
 // body comes from the templates the interpreter's micro-kernels instantiate
 // (backends/microkernels_impl.h over backends/math/vmath.h), instantiated here
 // with JitVec.
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -63,6 +64,7 @@ struct Lowering {
   std::vector<int32_t> row_val;  // IR value of row values and reduction results
   std::vector<int32_t> vec_val;  // IR value of vec values in the current body
   std::vector<int32_t> acc;      // accumulator per reduction
+  uint8_t copy = 0;              // which copy of an unrolled body is being recorded
 
   Lowering(const vm::VerifiedProgram& v, IrBuilder& b)
       : vp(v), p(v.program), ir(b), ni(v.program.code.size()) {}
@@ -109,12 +111,14 @@ struct Lowering {
         Node n{ins.op == Op::LD ? IrOp::Load : ins.op == Op::LDB ? IrOp::LoadB : IrOp::LoadS};
         n.arg = ins.r[1];
         n.phase = phase;
+        if (n.op != IrOp::LoadB) n.imm = copy;
         return ir.add(n);
       }
       case OpClass::Store: {
         Node n{ins.op == Op::ST ? IrOp::Store : IrOp::StoreB};
         n.arg = ins.r[0];
         n.phase = phase;
+        if (n.op == IrOp::Store) n.imm = copy;
         n.a = val(src[i][0]);
         ir.add(n);
         return -1;
@@ -160,15 +164,48 @@ struct Lowering {
     ir.op(IrOp::Copy, acc[i], r);
   }
 
-  void elementwise() {
+  // The Elementwise loop body (vec values and stores) `copies` times: copy k
+  // reads and writes elements i + k * lanes. Interleaved: instruction by
+  // instruction across the copies (independent registers where they fit);
+  // otherwise one whole copy after another.
+  void ew_body(int copies, bool interleave) {
+    std::vector<std::vector<int32_t>> vals(static_cast<size_t>(copies), std::vector<int32_t>(ni, -1));
+    auto one = [&](size_t i, int k) {
+      if (!live[i] || (!is_store(i) && kind(i) != Kind::Vec)) return;
+      copy = static_cast<uint8_t>(k);
+      vec_val.swap(vals[static_cast<size_t>(k)]);
+      if (is_store(i)) compute(i, kPhaseBase);
+      else set(i, compute(i, kPhaseBase));
+      vec_val.swap(vals[static_cast<size_t>(k)]);
+    };
+    if (interleave) {
+      for (size_t i = 0; i < ni; ++i)
+        for (int k = 0; k < copies; ++k) one(i, k);
+    } else {
+      for (int k = 0; k < copies; ++k)
+        for (size_t i = 0; i < ni; ++i) one(i, k);
+    }
+    copy = 0;
+  }
+
+  // A column loop of `copies` vectors per iteration (see IrOp::LoopBegin).
+  int32_t col_loop_begin(int copies, bool cont) {
+    int32_t lb = loop_begin(0);
+    ir.nodes[static_cast<size_t>(lb)].u = static_cast<uint32_t>(copies);
+    ir.nodes[static_cast<size_t>(lb)].b = cont ? 1 : -1;
+    return lb;
+  }
+
+  void elementwise(int unroll, bool interleave) {
     for (size_t i = 0; i < ni; ++i)
       if (live[i] && !is_store(i) && kind(i) == Kind::Row) set(i, compute(i, kPhaseBase));
-    int32_t lb = loop_begin(0);
-    for (size_t i = 0; i < ni; ++i) {
-      if (!live[i]) continue;
-      if (is_store(i)) compute(i, kPhaseBase);
-      else if (kind(i) == Kind::Vec) set(i, compute(i, kPhaseBase));
+    if (unroll > 1) {
+      int32_t lb = col_loop_begin(unroll, false);
+      ew_body(unroll, interleave);
+      loop_end(lb);
     }
+    int32_t lb = col_loop_begin(1, unroll > 1);
+    ew_body(1, false);
     loop_end(lb);
   }
 
@@ -195,10 +232,12 @@ struct Lowering {
           if (d >= 0 && kind(static_cast<size_t>(d)) == Kind::Vec) need[static_cast<size_t>(d)] = 1;
       }
     };
+    // Latest values first: once softmax's exp(x - m) is kept, x - m is no
+    // longer needed by the last pass and is not kept too.
     std::vector<std::vector<uint8_t>> need_at(static_cast<size_t>(vp.max_level) + 1);
     for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
-    for (size_t i = 0; i < ni && ir.scratch_rows < kMaxScratchRows; ++i) {
-      if (p.code[i].op == Op::LD) continue;
+    for (size_t i = ni; i-- > 0 && ir.scratch_rows < kMaxScratchRows;) {
+      if (p.code[i].op == Op::LD || kind(i) != Kind::Vec) continue;
       int first = -1, count = 0;
       for (int pass = 0; pass <= vp.max_level; ++pass)
         if (need_at[static_cast<size_t>(pass)][i]) {
@@ -208,6 +247,7 @@ struct Lowering {
       if (count >= 2) {
         cached[i] = first;
         slot[i] = ir.scratch_rows++;
+        for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
       }
     }
     std::vector<uint8_t> need;
@@ -257,31 +297,70 @@ struct Lowering {
     }
   }
 
-  void col_reduce() {
+  // One ColReduce column loop body for `copies` column vectors (copy k at
+  // columns i + k * lanes): accumulators, the row loop (prologue and combines),
+  // the epilogue and stores (instruction by instruction across the copies).
+  // Row values (one per row or per call) are computed by copy 0 and shared.
+  void col_body(int copies) {
     const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
-    int32_t cols = loop_begin(0);
-    for (size_t i = r0; i <= r1; ++i)
-      if (live[i]) {
-        Node n{IrOp::Init};
-        n.u = reduce_identity_bits(p.code[i].op);
-        acc[i] = ir.add(n);
-      }
+    const size_t nc = static_cast<size_t>(copies);
+    std::vector<std::vector<int32_t>> vals(nc, std::vector<int32_t>(ni, -1));
+    std::vector<std::vector<int32_t>> accs(nc, std::vector<int32_t>(ni, -1));
+    auto shared_row = [&](size_t i, int k) { return k > 0 && !is_store(i) && kind(i) == Kind::Row; };
+    auto with = [&](int k, auto&& f) {
+      copy = static_cast<uint8_t>(k);
+      vec_val.swap(vals[static_cast<size_t>(k)]);
+      acc.swap(accs[static_cast<size_t>(k)]);
+      f();
+      acc.swap(accs[static_cast<size_t>(k)]);
+      vec_val.swap(vals[static_cast<size_t>(k)]);
+      copy = 0;
+    };
+    for (int k = 0; k < copies; ++k)
+      with(k, [&] {
+        for (size_t i = r0; i <= r1; ++i)
+          if (live[i] && !shared_row(i, k)) {
+            Node n{IrOp::Init};
+            n.u = reduce_identity_bits(p.code[i].op);
+            acc[i] = ir.add(n);
+          }
+      });
+    // In the row loop one copy after another: a copy's loads die at its
+    // combines, so 16 copies need little more than their 16 accumulators.
     int32_t rows = loop_begin(1);
-    for (size_t i = 0; i < r0; ++i) {
-      if (!live[i]) continue;
-      if (is_store(i)) compute(i, kPhaseRow);
-      else set(i, compute(i, kPhaseRow));
-    }
-    for (size_t i = r0; i <= r1; ++i)
-      if (live[i]) fold(i, combine_op(p.code[i].op), false);
+    for (int k = 0; k < copies; ++k)
+      with(k, [&] {
+        for (size_t i = 0; i < r0; ++i)
+          if (live[i] && !shared_row(i, k)) {
+            if (is_store(i)) compute(i, kPhaseRow);
+            else set(i, compute(i, kPhaseRow));
+          }
+        for (size_t i = r0; i <= r1; ++i)
+          if (live[i] && !shared_row(i, k)) fold(i, combine_op(p.code[i].op), false);
+      });
     loop_end(rows);
-    for (size_t i = r0; i <= r1; ++i)
-      if (live[i]) set(i, acc[i]);
-    for (size_t i = r1 + 1; i < ni; ++i) {
-      if (!live[i]) continue;
-      if (is_store(i)) compute(i, kPhaseBase);
-      else set(i, compute(i, kPhaseBase));
+    for (int k = 0; k < copies; ++k)
+      with(k, [&] {
+        for (size_t i = r0; i <= r1; ++i)
+          if (live[i] && !shared_row(i, k)) set(i, acc[i]);
+      });
+    for (size_t i = r1 + 1; i < ni; ++i)
+      for (int k = 0; k < copies; ++k)
+        if (live[i] && !shared_row(i, k))
+          with(k, [&] {
+            if (is_store(i)) compute(i, kPhaseBase);
+            else set(i, compute(i, kPhaseBase));
+          });
+  }
+
+  void col_reduce(int block) {
+    if (block > 1) {
+      int32_t cols = col_loop_begin(block, false);
+      col_body(block);
+      loop_end(cols);
     }
+    int32_t cols = col_loop_begin(1, block > 1);
+    col_body(1);
     loop_end(cols);
   }
 };
@@ -314,7 +393,19 @@ bool arg_patterns(const vm::Program& p, std::vector<uint8_t>* out, std::string* 
   return true;
 }
 
-bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason) {
+Tuning& tuning() {
+  static Tuning t;
+  return t;
+}
+
+int loop_body_size(const IrBuilder& ir) {
+  for (size_t i = 0; i < ir.nodes.size(); ++i)
+    if (ir.nodes[i].op == IrOp::LoopBegin) return ir.nodes[i].a - static_cast<int32_t>(i) - 1;
+  return 0;
+}
+
+bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, int unroll,
+           bool interleave, int col_block) {
   for (const vm::Instr& ins : vp.program.code)
     if (ins.op == Op::LDG) {
       *reason = "ldg: general gather is interpreter-only";
@@ -326,9 +417,9 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason) {
   Lowering lw(vp, *ir);
   lw.analyse();
   switch (vp.program.form) {
-    case vm::Form::Elementwise: lw.elementwise(); break;
+    case vm::Form::Elementwise: lw.elementwise(std::max(unroll, 1), interleave); break;
     case vm::Form::RowReduce: lw.row_reduce(); break;
-    case vm::Form::ColReduce: lw.col_reduce(); break;
+    case vm::Form::ColReduce: lw.col_reduce(std::max(col_block, 1)); break;
   }
   t_ir = saved;
   return true;

@@ -21,12 +21,32 @@ enum : uint8_t { kArgUnused = 0, kArgContiguous = 1, kArgStrided = 2, kArgPerRow
 // argument read with two patterns.
 bool arg_patterns(const vm::Program& p, std::vector<uint8_t>* out, std::string* reason);
 
+// Code-shape choices compile() makes. Zero fields mean "decide per kernel";
+// tests and benchmarks set them to force one shape (every shape computes the
+// same bits).
+struct Tuning {
+  int unroll = 0;        // Elementwise: vectors per main-loop iteration (1, 2 or 4)
+  int interleave = -1;   // Elementwise unroll: 1 interleave the copies, 0 one after another
+  int col_block = 0;     // ColReduce: column vectors per pass over the rows (1..4)
+};
+// The process-wide tuning (not synchronised: set it before compiling).
+Tuning& tuning();
+
 // Lowers vp into *ir. Returns false with *reason for what the JIT leaves to
-// the interpreter.
-bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason);
+// the interpreter. `unroll` (Elementwise) is the number of body copies in the
+// main loop; `interleave` interleaves them per bytecode instruction.
+// `col_block` (ColReduce) is the number of column vectors per row pass.
+bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, int unroll = 1,
+           bool interleave = true, int col_block = 1);
+
+// Nodes in the first loop body of ir (the unit the unroll heuristic weighs).
+int loop_body_size(const IrBuilder& ir);
 
 // Emits the function `void entry(const JitArgs*)` for ir. Returns the entry
 // point (release it with asmx::release) or null with *reason.
-void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* reason);
+// With `no_spills`, returns null and sets *spilled instead of emitting code
+// that would spill a value to the stack.
+void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* reason,
+               bool no_spills = false, bool* spilled = nullptr);
 
 }  // namespace dvm::backends::jit

@@ -14,6 +14,7 @@
 
 #include "backends/isa.h"
 #include "backends/jit/jit.h"
+#include "backends/jit/lower.h"
 #include "backends/microkernels.h"
 #include "vm/encoder.h"
 #include "vm/interpreter.h"
@@ -379,6 +380,92 @@ TEST(JitPatterns, StridedLoadsInEveryForm) {
       Layout epi = {2 * C, 0, 2};
       differential(*k, {pro, epi, epilogue(C)}, 2, 5, C, 6, "col lds");
     }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Code shapes: every unroll factor, interleaved or not, and every ColReduce
+// column block computes the interpreter's bits, at lengths around each
+// boundary of the main loop (U * lanes), the one-vector loop and the tail.
+// ---------------------------------------------------------------------------
+struct TuningScope {
+  Tuning saved = tuning();
+  ~TuningScope() { tuning() = saved; }
+};
+
+std::vector<int64_t> around_blocks() {
+  std::vector<int64_t> n;
+  for (int64_t i = 0; i <= 70; ++i) n.push_back(i);
+  for (int64_t b : {127, 128, 129, 191, 255, 256, 257, 511, 512, 513, 1000, 1031})
+    n.push_back(b);
+  return n;
+}
+
+TEST(JitShapes, ElementwiseUnrollFactors) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  TuningScope scope;
+  // W1's chain with a row value, a strided operand and two outputs; a
+  // transcendental body (more registers per copy).
+  Encoder chain(Form::Elementwise);
+  {
+    int ax = chain.add_arg(ArgRole::Input), aa = chain.add_arg(ArgRole::Input),
+        as = chain.add_arg(ArgRole::Input), ab = chain.add_arg(ArgRole::Input),
+        ay = chain.add_arg(ArgRole::Output), az = chain.add_arg(ArgRole::Output);
+    auto x = chain.load(Op::LD, ax);
+    auto t = chain.ternary(Op::FMA, x, chain.load(Op::LD, aa), chain.load(Op::LDB, ab));
+    auto y = chain.binary(Op::ADD, chain.binary(Op::MUL, chain.unary(Op::RELU, t), chain.constant(0.5f)), x);
+    chain.store(Op::ST, ay, y);
+    chain.store(Op::ST, az, chain.binary(Op::SUB, chain.load(Op::LDS, as), y));
+  }
+  Encoder heavy(Form::Elementwise);
+  {
+    int ax = heavy.add_arg(ArgRole::Input), ay = heavy.add_arg(ArgRole::Output);
+    heavy.store(Op::ST, ay, heavy.unary(Op::GELU_TANH, heavy.unary(Op::EXP, heavy.load(Op::LD, ax))));
+  }
+  auto kc = make_kernel(chain), kh = make_kernel(heavy);
+  for (int unroll : {1, 2, 4})
+    for (int interleave : {0, 1}) {
+      tuning().unroll = unroll;
+      tuning().interleave = interleave;
+      const std::string what = "unroll " + std::to_string(unroll) + (interleave ? " interleaved" : "");
+      for (int64_t C : around_blocks()) {
+        const int64_t R = 2;
+        differential(*kc, {dense(R, C), dense(R, C), strided(R, C, 3), per_row(R), dense(R, C), dense(R, C)},
+                     1, R, C, static_cast<uint32_t>(C) + 5, "chain " + what, C % 9 == 0);
+        differential(*kh, {dense(R, C), dense(R, C)}, 1, R, C, static_cast<uint32_t>(C) + 6,
+                     "heavy " + what, C % 5 == 0);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+}
+
+TEST(JitShapes, ColReduceBlocks) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  TuningScope scope;
+  Encoder e(Form::ColReduce);
+  int ax = e.add_arg(ArgRole::Input), as = e.add_arg(ArgRole::Input), ab = e.add_arg(ArgRole::Input);
+  int o1 = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output), o3 = e.add_arg(ArgRole::Output);
+  auto x = e.load(Op::LD, ax);
+  auto s = e.load(Op::LDB, as);
+  auto xs = e.binary(Op::MUL, x, s);
+  auto es = e.unary(Op::EXP, s);
+  auto rsum = e.reduce(Op::RSUM, xs);
+  auto rmax = e.reduce(Op::RMAX, x);
+  auto rrow = e.reduce(Op::RMIN, es);  // a row-kind reduction
+  e.store(Op::ST, o1, e.binary(Op::ADD, rsum, e.load(Op::LD, ab)));
+  e.store(Op::ST, o2, e.binary(Op::SUB, rmax, rrow));
+  e.store(Op::ST, o3, rrow);
+  auto k = make_kernel(e);
+  for (int block : {1, 2, 3, 4, 8, 16}) {
+    tuning().col_block = block;
+    for (int64_t C : around_blocks())
+      for (int64_t R : {0, 1, 5}) {
+        if (R == 0 && C % 7 != 0) continue;
+        differential(*k, {dense(R, C), per_row(R), epilogue(C), epilogue(C), epilogue(C), epilogue(C)}, 2,
+                     R, C, static_cast<uint32_t>(C * 10 + R), "col block " + std::to_string(block),
+                     C % 11 == 0);
+        if (::testing::Test::HasFailure()) return;
+      }
   }
 }
 
