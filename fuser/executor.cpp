@@ -69,12 +69,20 @@ class Runner {
 
   void flush() {
     if (entries_.empty()) return;
+    struct Reset {  // even when a launch throws
+      Runner& r;
+      ~Reset() { r.reset(); }
+    } reset_after{*this};
     vm::launch_stack(entries_);
     ++exec_stats().kernels_launched;
     exec_stats().kernels_run += static_cast<int64_t>(entries_.size());
+  }
+
+  // Forgets stacked work (after it ran, or when a flush failed midway).
+  void reset() {
     entries_.clear();
     launches_.clear();
-    kernels_.clear();
+    kernels_.clear();  // releases this flush's references to the kernels
     stage_outputs_.clear();
     stage_ = 0;
   }
@@ -140,7 +148,8 @@ int64_t execute(const std::vector<Node*>& nodes) {
   thread_local Signature sig;  // reused: its buffer keeps its capacity
   make_signature(nodes, &sig);
   PlanCache& cache = PlanCache::current();
-  Runner runner;
+  thread_local Runner runner;  // reused: its buffers keep their capacity
+  runner.reset();
   int64_t computed = 0;
   if (const CachedPlan* cached = cache.find(sig)) {
     ++cache.hits;

@@ -73,7 +73,8 @@ std::vector<Node*> mark_needed(const std::vector<Node*>& nodes) {
 void Trace::flush() {
   if (flushing_ || nodes_.empty()) return;
   flushing_ = true;
-  std::vector<Node*> nodes;
+  // Swap in the spare list so both keep their capacity from flush to flush.
+  std::vector<Node*>& nodes = spare_;
   nodes.swap(nodes_);
   counters().nodes_recorded.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
   std::vector<Node*> needed = mark_needed(nodes);
@@ -86,6 +87,7 @@ void Trace::flush() {
       n->needed = false;
       n->release();
     }
+    nodes.clear();
     flushing_ = false;
     throw;
   }
@@ -96,6 +98,7 @@ void Trace::flush() {
     if (n->storage && n->kind != NodeKind::Leaf) n->drop_inputs();
   }
   for (Node* n : nodes) n->release();
+  nodes.clear();
   flushing_ = false;
 }
 

@@ -31,6 +31,7 @@ class Trace {
   Trace();
   ~Trace();
   std::vector<Node*> nodes_;  // in record order, which is a topological order
+  std::vector<Node*> spare_;  // the list being flushed
   bool flushing_ = false;
 };
 
