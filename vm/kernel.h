@@ -39,6 +39,15 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
 
   JitSlot& jit(backends::Isa isa) const { return jit_[static_cast<int>(isa)]; }
 
+  // How each argument is accessed, derived once from the program so a launch
+  // check does not walk the code.
+  struct ArgUse {
+    uint8_t arg;
+    Op op;          // the load or store
+    bool prologue;  // ColReduce: before the reductions (runs only when R > 0)
+  };
+  const std::vector<ArgUse>& arg_uses() const { return arg_uses_; }
+
   // Running statistics (relaxed atomics: launches may run concurrently).
   mutable std::atomic<int64_t> calls{0};
   mutable std::atomic<int64_t> total_ns{0};
@@ -56,6 +65,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   uint64_t hash_;
   VerifiedProgram vp_;
   mutable JitSlot jit_[3];
+  std::vector<ArgUse> arg_uses_;
   mutable std::mutex shapes_mu_;
   mutable std::vector<std::array<int64_t, 3>> shapes_;  // bounded, see note_shape
 };

@@ -8,7 +8,16 @@
 namespace dvm::vm {
 
 Kernel::Kernel(Bytecode bc, VerifiedProgram vp)
-    : bytecode_(std::move(bc)), hash_(bytecode_.hash()), vp_(std::move(vp)) {}
+    : bytecode_(std::move(bc)), hash_(bytecode_.hash()), vp_(std::move(vp)) {
+  const Program& p = vp_.program;
+  for (size_t i = 0; i < p.code.size(); ++i) {
+    const Instr& ins = p.code[i];
+    const OpClass cls = op_class(ins.op);
+    if (cls != OpClass::Load && cls != OpClass::Store) continue;
+    const bool prologue = p.form == Form::ColReduce && static_cast<int>(i) < vp_.first_reduce;
+    arg_uses_.push_back({cls == OpClass::Load ? ins.r[1] : ins.r[0], ins.op, prologue});
+  }
+}
 
 std::atomic<int64_t>& new_shape_count() {
   static std::atomic<int64_t> n{0};

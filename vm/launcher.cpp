@@ -34,19 +34,12 @@ void check_launch(const Kernel& k, const Launch& l) {
   // An argument needs a pointer when some instruction will touch it: a
   // load or store of C elements needs C > 0; a ColReduce prologue runs only
   // when R > 0.
-  std::vector<char> touched(l.args.size(), 0);
-  if (work_items(k, l) > 0) {
-    const int first_reduce = k.verified().first_reduce;
-    for (size_t i = 0; i < p.code.size(); ++i) {
-      const Instr& ins = p.code[i];
-      const OpClass cls = op_class(ins.op);
-      if (cls != OpClass::Load && cls != OpClass::Store) continue;
-      const bool per_row = ins.op == Op::LDB || ins.op == Op::STB;
-      const bool prologue = p.form == Form::ColReduce && static_cast<int>(i) < first_reduce;
-      if ((per_row || l.C > 0) && (!prologue || l.R > 0))
-        touched[cls == OpClass::Load ? ins.r[1] : ins.r[0]] = 1;
+  char touched[kMaxArgs] = {};
+  if (work_items(k, l) > 0)
+    for (const Kernel::ArgUse& u : k.arg_uses()) {
+      const bool per_row = u.op == Op::LDB || u.op == Op::STB;
+      if ((per_row || l.C > 0) && (!u.prologue || l.R > 0)) touched[u.arg] = 1;
     }
-  }
   for (size_t a = 0; a < l.args.size(); ++a) {
     const ArgBinding& b = l.args[a];
     const bool is_out = p.roles[a] == ArgRole::Output;
@@ -59,16 +52,12 @@ void check_launch(const Kernel& k, const Launch& l) {
           bad(k, "output argument " + std::to_string(a) + " is also input argument " +
                      std::to_string(o) + "; outputs must be separate buffers");
   }
-  for (const Instr& ins : p.code) {
-    if (ins.op == Op::LD || ins.op == Op::ST) {
-      int a = ins.op == Op::LD ? ins.r[1] : ins.r[0];
-      if (l.C > 1 && l.args[static_cast<size_t>(a)].cs != 1)
-        bad(k, std::string(op_name(ins.op)) + " of argument " + std::to_string(a) +
-                   " needs a unit stride along C, launch gives " +
-                   std::to_string(l.args[static_cast<size_t>(a)].cs));
-    }
-    if (ins.op == Op::LDG && touched[ins.r[1]]) {
-      const ArgBinding& b = l.args[ins.r[1]];
+  for (const Kernel::ArgUse& u : k.arg_uses()) {
+    const ArgBinding& b = l.args[u.arg];
+    if ((u.op == Op::LD || u.op == Op::ST) && l.C > 1 && b.cs != 1)
+      bad(k, std::string(op_name(u.op)) + " of argument " + std::to_string(u.arg) +
+                 " needs a unit stride along C, launch gives " + std::to_string(b.cs));
+    if (u.op == Op::LDG && touched[u.arg]) {
       for (int part = 0; part < 3; ++part) {
         if (b.ndims[part] > kMaxRank) bad(k, "ldg argument has too many dims");
         for (int d = 0; d < b.ndims[part]; ++d)
