@@ -15,15 +15,26 @@ using BinaryFn = void (*)(float* d, const float* a, const float* b, int64_t n);
 using BinaryVsFn = void (*)(float* d, const float* a, float b, int64_t n);
 using BinarySvFn = void (*)(float* d, float a, const float* b, int64_t n);
 using TernaryFn = void (*)(float* d, const float* a, const float* b, const float* c, int64_t n);
-// Row reduction: acc holds `lanes` partial results; element i of the run goes
-// to lane (i mod lanes) so long runs may be fed in pieces whose lengths are
-// multiples of `lanes`. finish folds the lanes in a fixed tree order.
+// Row reduction (the canonical order, shared bit for bit by the JIT): acc
+// holds `reduce_lanes` = kReduceAccs * lanes partial results, kReduceAccs
+// SIMD accumulators a0..a3 of W = lanes floats each. Element i of the run goes
+// to accumulator (i / W) mod 4, lane i mod W, folded in order of i; a partial
+// last vector is filled with the identity beyond the run and folds into the
+// accumulator its position implies. A run may be fed in pieces whose lengths
+// are multiples of reduce_lanes (the interpreter's 512-float tiles are).
+// finish combines t = op(op(a0, a1), op(a2, a3)) lane-wise, in that order,
+// then folds t's W lanes in the fixed horizontal tree of vec_*.h (hsum / hmax
+// / hmin). The portable table follows the same order with W = 1.
+inline constexpr int kReduceAccs = 4;
 using ReduceAccFn = void (*)(float* acc, const float* a, int64_t n);
 using ReduceFinishFn = float (*)(const float* acc);
 
 struct MicroKernels {
   Isa isa;
   int lanes;  // floats per SIMD register (1 for the portable table)
+  // Floats of accumulator state per row reduction: kReduceAccs * lanes. Size
+  // and identity-fill reduce_acc's acc with this many floats.
+  int reduce_lanes;
   UnaryFn unary[vm::kNumOps];        // set for OpClass::Unary
   BinaryFn binary[vm::kNumOps];      // set for OpClass::Binary
   BinaryVsFn binary_vs[vm::kNumOps]; // b is one value for all i

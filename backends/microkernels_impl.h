@@ -202,29 +202,69 @@ void ternary_kernel(float* d, const float* a, const float* b, const float* c, in
   elementwise_loop<V>(d, n, Body{a, b, c});
 }
 
-// acc[lane] = op(acc[lane], a[i]) for i = lane (mod kLanes), in order. The tail
-// lanes beyond n are filled with the identity (not 0: matters for max/min).
+// The canonical row-reduction order (microkernels.h): four accumulators
+// s0..s3 (acc + k * L), vector v of the run (elements v*L .. v*L + L - 1)
+// folds into s(v mod 4). The main loop takes four vectors per step; up to
+// three more full vectors then go to s0, s1, s2 in turn, and the partial last
+// vector (lanes beyond n = identity, not 0: matters for max/min) to the next
+// one. Runs fed in pieces of multiples of 4 * L keep every element's place.
 template <class V, Op kOp>
-void reduce_acc_kernel(float* acc, const float* a, int64_t n) {
-  constexpr int L = V::kLanes;
-  constexpr float kIdentity = reduce_identity<V, kOp>();
-  V s = V::load(acc);
-  int64_t i = 0;
-  for (; i + L <= n; i += L) s = reduce_op<V, kOp>(s, V::load(a + i));
-  if constexpr (L > 1) {
+DVM_SIMD_INLINE void reduce_fold_tail(V& s, const float* a, int64_t i, int64_t n) {
+  if constexpr (V::kLanes > 1) {
     if (i < n) {
-      int rem = static_cast<int>(n - i);
+      const int rem = static_cast<int>(n - i);
       V x = V::select(V::tail_mask(rem), V::load_partial(a + i, rem),
-                      V::splat(kIdentity));
+                      V::splat(reduce_identity<V, kOp>()));
       s = reduce_op<V, kOp>(s, x);
     }
+  } else {
+    (void)s, (void)a, (void)i, (void)n;  // one lane: no partial vector
   }
-  V::store(acc, s);
 }
 
 template <class V, Op kOp>
+void reduce_acc_kernel(float* acc, const float* a, int64_t n) {
+  static_assert(kReduceAccs == 4, "the loop below is written for four accumulators");
+  constexpr int L = V::kLanes;
+  V s0 = V::load(acc), s1 = V::load(acc + L), s2 = V::load(acc + 2 * L), s3 = V::load(acc + 3 * L);
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    s0 = reduce_op<V, kOp>(s0, V::load(a + i));
+    s1 = reduce_op<V, kOp>(s1, V::load(a + i + L));
+    s2 = reduce_op<V, kOp>(s2, V::load(a + i + 2 * L));
+    s3 = reduce_op<V, kOp>(s3, V::load(a + i + 3 * L));
+  }
+  if (i + L > n) {
+    reduce_fold_tail<V, kOp>(s0, a, i, n);
+  } else {
+    s0 = reduce_op<V, kOp>(s0, V::load(a + i));
+    i += L;
+    if (i + L > n) {
+      reduce_fold_tail<V, kOp>(s1, a, i, n);
+    } else {
+      s1 = reduce_op<V, kOp>(s1, V::load(a + i));
+      i += L;
+      if (i + L > n) {
+        reduce_fold_tail<V, kOp>(s2, a, i, n);
+      } else {
+        s2 = reduce_op<V, kOp>(s2, V::load(a + i));
+        reduce_fold_tail<V, kOp>(s3, a, i + L, n);
+      }
+    }
+  }
+  V::store(acc, s0);
+  V::store(acc + L, s1);
+  V::store(acc + 2 * L, s2);
+  V::store(acc + 3 * L, s3);
+}
+
+// t = op(op(s0, s1), op(s2, s3)), then the horizontal tree over t's lanes.
+template <class V, Op kOp>
 float reduce_finish_kernel(const float* acc) {
-  V s = V::load(acc);
+  constexpr int L = V::kLanes;
+  const V t0 = reduce_op<V, kOp>(V::load(acc), V::load(acc + L));
+  const V t1 = reduce_op<V, kOp>(V::load(acc + 2 * L), V::load(acc + 3 * L));
+  const V s = reduce_op<V, kOp>(t0, t1);
   if constexpr (kOp == Op::RSUM) return V::hsum(s);
   else if constexpr (kOp == Op::RMAX) return V::hmax(s);
   else return V::hmin(s);
@@ -286,6 +326,7 @@ constexpr MicroKernels make_microkernels(Isa isa) {
   MicroKernels t{};
   t.isa = isa;
   t.lanes = V::kLanes;
+  t.reduce_lanes = kReduceAccs * V::kLanes;
 #define DVM_X(name, mn, cls, sig) set_entry<V, Op::name, vm::OpClass::cls>(t);
   DVM_OPCODES(DVM_X)
 #undef DVM_X

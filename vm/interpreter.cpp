@@ -19,7 +19,7 @@ struct Frame {
   size_t capacity = 0;
   std::vector<const float*> ptr;  // current data of each vec register
   std::vector<float> sval;        // value of each row register
-  std::vector<float> acc;         // row reductions: lanes floats per instruction
+  std::vector<float> acc;         // row reductions: mk.reduce_lanes floats per instruction
   std::vector<float> result;      // row reductions finished in an earlier pass
   // Per instruction: the output argument it may write straight into (its
   // value is stored by the next instruction), or -1.
@@ -240,7 +240,10 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
   const VerifiedProgram& vp = k.verified();
   const auto& info = vp.info;
   const size_t ni = p.code.size();
-  const int lanes = mk.lanes;
+  // Accumulator floats per row reduction. The multi-pass path feeds kTile
+  // floats at a time, which must be a multiple of reduce_lanes (16-lane ISAs).
+  static_assert(kTile % (backends::kReduceAccs * 16) == 0, "tiles must keep the reduction order");
+  const int lanes = mk.reduce_lanes;
   const bool whole_row = l.C <= kRowTileMax;
   Frame& f = t_frame;
   f.prepare(p, whole_row ? std::max<int64_t>(l.C, 1) : kTile, lanes);

@@ -53,7 +53,8 @@ bool produces_value(IrOp op) {
     case IrOp::StoreB:
     case IrOp::Copy:
     case IrOp::LoopBegin:
-    case IrOp::LoopEnd: return false;
+    case IrOp::LoopEnd:
+    case IrOp::CopyBegin: return false;
     default: return true;
   }
 }
@@ -73,7 +74,8 @@ void uses_of(const Node& n, int32_t out[3]) {
     case IrOp::LoadB:
     case IrOp::LoadS:
     case IrOp::LoopBegin:
-    case IrOp::LoopEnd: return;
+    case IrOp::LoopEnd:
+    case IrOp::CopyBegin: return;
     default: out[0] = n.a; out[1] = n.b; out[2] = n.c; return;
   }
 }
@@ -384,12 +386,18 @@ struct Gen {
   // True when nodes (b, e) emit nothing (a pass with no vector work).
   bool empty_body(int32_t b, int32_t e) const {
     for (int32_t i = b + 1; i < e; ++i)
-      if (nodes[static_cast<size_t>(i)].op != IrOp::Const) return false;
+      if (nodes[static_cast<size_t>(i)].op != IrOp::Const &&
+          nodes[static_cast<size_t>(i)].op != IrOp::CopyBegin)
+        return false;
     return true;
   }
 
   void col_loop(int32_t b, int32_t e) {
     const Node& lb = nodes[static_cast<size_t>(b)];
+    if (lb.b == 2) {
+      copies_loop(b, e);
+      return;
+    }
     const int copies = std::max<int>(1, static_cast<int>(lb.u));
     const bool cont = lb.b == 1;
     if (empty_body(b, e)) {
@@ -420,6 +428,15 @@ struct Gen {
     as.j(Cond::GE, done);
     as.mov(asmx::rcx, asmx::rdx);
     as.sub(asmx::rcx, asmx::rsi);
+    tail_mask();
+    range(b + 1, e, true);
+    as.bind(done);
+    std::fill(hoisted.begin(), hoisted.end(), -1);
+  }
+
+  // The tail mask of rcx = rem (1..lanes) elements: k1 / the AVX2 mask slot,
+  // and rem in its slot (masked gathers count to it).
+  void tail_mask() {
     as.mov(asmx::mem(asmx::rsp, kRemSlot), asmx::rcx);
     if (avx512) {
       as.mov_imm(asmx::rax, 1);
@@ -438,7 +455,47 @@ struct Gen {
       as.v(VI::vmovups, vr(0), asmx::mem(asmx::r11, 0, 32));
       as.v(VI::vmovups, asmx::mem(asmx::rsp, kMaskSlot, 32), vr(0));
     }
-    range(b + 1, e, true);
+  }
+
+  // A RowReduce pass loop (LoopBegin.b = 2): U copies of the body per
+  // iteration (copy k at elements i + k * lanes, folding into its own
+  // accumulators), then the fewer than U vectors left: copy k once more,
+  // masked to [i + k * lanes, n) clipped to one vector, while that is not
+  // empty. Vector v of the row thus always runs copy v mod U.
+  void copies_loop(int32_t b, int32_t e) {
+    const int copies = static_cast<int>(nodes[static_cast<size_t>(b)].u);
+    const int32_t step = copies * lanes;
+    std::vector<int32_t> starts;  // CopyBegin of each copy, then e
+    for (int32_t i = b + 1; i < e; ++i)
+      if (nodes[static_cast<size_t>(i)].op == IrOp::CopyBegin) starts.push_back(i);
+    starts.push_back(e);
+    asmx::Label body = as.new_label(), rest = as.new_label(), done = as.new_label();
+    hoist_constants(b, e);
+    as.sub(asmx::rsi, asmx::rsi);
+    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
+    as.cmp(asmx::rax, asmx::rdx);
+    as.j(Cond::G, rest);
+    as.bind(body);
+    range(b + 1, e, false);
+    as.add(asmx::rsi, step);
+    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
+    as.cmp(asmx::rax, asmx::rdx);
+    as.j(Cond::LE, body);
+    as.bind(rest);
+    for (size_t k = 0; k + 1 < starts.size(); ++k) {
+      asmx::Label clipped = as.new_label();
+      as.mov(asmx::rcx, asmx::rdx);
+      as.sub(asmx::rcx, asmx::rsi);
+      if (k > 0) as.sub(asmx::rcx, static_cast<int32_t>(k) * lanes);
+      as.cmp(asmx::rcx, 0);
+      as.j(Cond::LE, done);
+      as.cmp(asmx::rcx, lanes);
+      as.j(Cond::LE, clipped);
+      as.mov_imm(asmx::rcx, lanes);
+      as.bind(clipped);
+      tail_mask();
+      range(starts[k] + 1, starts[k + 1], true);
+    }
     as.bind(done);
     std::fill(hoisted.begin(), hoisted.end(), -1);
   }
@@ -596,7 +653,8 @@ struct Gen {
     switch (n.op) {
       case IrOp::Const:
       case IrOp::LoopBegin:
-      case IrOp::LoopEnd: return;
+      case IrOp::LoopEnd:
+      case IrOp::CopyBegin: return;
       case IrOp::Init:
         as.v(VI::vbroadcastss, dst(i), as.constant(n.u, 4));
         commit(i);

@@ -41,8 +41,13 @@ enum class IrOp : uint8_t {
              // one vector per iteration, then the masked tail; U > 1: U
              // vectors per iteration while U fit, no tail (a U = 1 loop with
              // b = 1 follows and finishes). b = 1: i continues from the
-             // previous column loop instead of starting at 0.
+             // previous column loop instead of starting at 0. b = 2 (RowReduce
+             // passes that fold, U > 1): the body is U copies one after
+             // another, each opened by a CopyBegin; after the U-vector loop,
+             // copy k runs once more masked to elements [i + k * lanes, n)
+             // (at most one vector), for each k while that range is not empty.
   LoopEnd,
+  CopyBegin, // imm = k: the nodes up to the next CopyBegin / LoopEnd are copy k
 };
 
 // Where a load or store finds its argument's address.

@@ -132,13 +132,21 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
       }
       break;
     }
-    case vm::Form::RowReduce:
+    case vm::Form::RowReduce: {
+      // (p, r) of each item counted along (no divisions per row: W6's rows
+      // are 4 KiB, a few hundred cycles each).
+      int64_t p = begin / l.R, r = begin % l.R;
+      args.n = l.C;
       for (int64_t item = begin; item < end; ++item) {
-        fill(item / l.R, item % l.R, 0);
-        args.n = l.C;
+        fill(p, r, 0);
         code.entry(&args);
+        if (++r == l.R) {
+          r = 0;
+          ++p;
+        }
       }
       break;
+    }
     case vm::Form::ColReduce: {
       const int64_t ctiles = (l.C + vm::kTile - 1) / vm::kTile;
       args.rows = l.R;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backends/jit/lower.h"
+#include "backends/microkernels.h"
 #include "backends/microkernels_impl.h"
 
 namespace dvm::backends::jit {
@@ -54,6 +55,10 @@ Op combine_op(Op reduce) {
   return reduce == Op::RSUM ? Op::ADD : reduce == Op::RMAX ? Op::MAX : Op::MIN;
 }
 
+// RowReduce: a folding pass whose body (one copy) has more IR nodes than this
+// is split (Lowering::split_slots) instead of copied four times.
+constexpr int kSplitBodyNodes = 24;
+
 struct Lowering {
   const vm::VerifiedProgram& vp;
   const vm::Program& p;
@@ -65,6 +70,8 @@ struct Lowering {
   std::vector<int32_t> vec_val;  // IR value of vec values in the current body
   std::vector<int32_t> acc;      // accumulator per reduction
   uint8_t copy = 0;              // which copy of an unrolled body is being recorded
+  std::vector<int> cached_;      // RowReduce: pass that keeps the value in a scratch row, or -1
+  std::vector<int> slot_;        // ... and that row
 
   Lowering(const vm::VerifiedProgram& v, IrBuilder& b)
       : vp(v), p(v.program), ir(b), ni(v.program.code.size()) {}
@@ -209,6 +216,115 @@ struct Lowering {
     loop_end(lb);
   }
 
+  bool folds_here(size_t i, int pass) const {
+    return cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1;
+  }
+
+  // For a split pass: per instruction, the scratch row its value is kept in
+  // for the folding loop (-1: none; the folding loop reloads an LD from its
+  // argument and uses a row value as it is). False when the rows would
+  // exceed kMaxScratchRows. The rows come after those already taken.
+  bool split_slots(int pass, std::vector<int>* rows) {
+    rows->assign(ni, -1);
+    int next = ir.scratch_rows;
+    for (size_t i = 0; i < ni; ++i) {
+      if (!folds_here(i, pass)) continue;
+      const size_t s = static_cast<size_t>(src[i][0]);
+      if (kind(s) != Kind::Vec || p.code[s].op == Op::LD || (*rows)[s] >= 0) continue;
+      if (cached_[s] >= 0 && cached_[s] <= pass) {
+        (*rows)[s] = slot_[s];  // already kept (this pass or before)
+        continue;
+      }
+      if (next >= kMaxScratchRows) return false;
+      (*rows)[s] = next++;
+    }
+    ir.scratch_rows = next;
+    return true;
+  }
+
+  // One column loop of a RowReduce pass; returns the IR nodes of copy 0's
+  // body. copies > 1 (kReduceAccs): the body copy by copy (CopyBegin k),
+  // copy k folding into accumulator k, LoopBegin.b = 2 (the remaining
+  // vectors run copy by copy, each masked to its own part of the row), then
+  // the finish t = op(op(a0, a1), op(a2, a3)) and the horizontal tree.
+  // `need`: the vec values computed. `rows` (a split pass, see split_slots):
+  // with copies == 1 the loop computes the values and keeps the folded ones
+  // in their scratch rows instead of folding; with copies > 1 it only
+  // reloads them and folds.
+  int pass_loop(int pass, const std::vector<uint8_t>& need, int copies, const std::vector<int>& rows) {
+    const bool last = pass == vp.max_level;
+    const bool split = !rows.empty();
+    const bool folding = copies > 1;
+    std::vector<std::vector<int32_t>> accs(static_cast<size_t>(copies), std::vector<int32_t>(ni, -1));
+    if (folding)
+      for (int k = 0; k < copies; ++k)
+        for (size_t i = 0; i < ni; ++i)
+          if (folds_here(i, pass)) {
+            Node n{IrOp::Init};
+            n.u = reduce_identity_bits(p.code[i].op);
+            accs[static_cast<size_t>(k)][i] = ir.add(n);
+          }
+    const int32_t lb = loop_begin(0);
+    if (folding) {
+      ir.nodes[static_cast<size_t>(lb)].u = static_cast<uint32_t>(copies);
+      ir.nodes[static_cast<size_t>(lb)].b = 2;
+    }
+    int body = 0;
+    for (int k = 0; k < copies; ++k) {
+      const size_t first = ir.nodes.size();
+      if (folding) {
+        Node cb{IrOp::CopyBegin};
+        cb.imm = static_cast<uint8_t>(k);
+        ir.add(cb);
+        std::fill(vec_val.begin(), vec_val.end(), -1);  // copy k's own values
+      }
+      copy = static_cast<uint8_t>(k);
+      acc.swap(accs[static_cast<size_t>(k)]);
+      auto scratch = [&](IrOp o, size_t i, int row) {
+        Node n{o};
+        n.arg = static_cast<uint8_t>(row);
+        n.phase = kPhaseScratch;
+        n.imm = copy;
+        if (o == IrOp::Store) n.a = vec_val[i];
+        return ir.add(n);
+      };
+      for (size_t i = 0; i < ni; ++i) {
+        if (need[i] && cached_[i] >= 0 && cached_[i] < pass) {
+          set(i, scratch(IrOp::Load, i, slot_[i]));
+        } else if (need[i]) {
+          set(i, compute(i, kPhaseBase));
+          if (cached_[i] == pass) scratch(IrOp::Store, i, slot_[i]);
+          else if (split && rows[i] >= 0) scratch(IrOp::Store, i, rows[i]);
+        } else if (folds_here(i, pass) && folding) {
+          const size_t s = static_cast<size_t>(src[i][0]);
+          if (split && kind(s) == Kind::Vec && vec_val[s] < 0)
+            set(s, rows[s] >= 0 ? scratch(IrOp::Load, s, rows[s]) : compute(s, kPhaseBase));
+          fold(i, p.code[i].op, true);
+        } else if (last && p.code[i].op == Op::ST && !(split && folding)) {
+          compute(i, kPhaseBase);
+        }
+      }
+      acc.swap(accs[static_cast<size_t>(k)]);
+      if (k == 0) body = static_cast<int>(ir.nodes.size() - first);
+    }
+    copy = 0;
+    loop_end(lb);
+    if (folding)
+      for (size_t i = 0; i < ni; ++i)
+        if (folds_here(i, pass)) {
+          const ApplyFn f = kApply[static_cast<int>(p.code[i].op)];
+          std::vector<JitVec> a(static_cast<size_t>(copies));
+          for (int k = 0; k < copies; ++k) a[static_cast<size_t>(k)].id = accs[static_cast<size_t>(k)][i];
+          for (size_t w = a.size(); w > 1; w /= 2)  // (a0, a1), (a2, a3); then (t0, t1)
+            for (size_t j = 0; j < w / 2; ++j) {
+              JitVec s2[2] = {a[2 * j], a[2 * j + 1]};
+              a[j] = f(s2);
+            }
+          row_val[i] = ir.op(IrOp::HReduce, a[0].id, -1, -1, hreduce_kind(p.code[i].op));
+        }
+    return body;
+  }
+
   void row_reduce() {
     // An STB that follows an ST to the same argument runs after the last loop.
     std::vector<uint8_t> stb_after(ni, 0);
@@ -219,7 +335,10 @@ struct Lowering {
     // Vec values pass P computes: sources of the level P+1 reductions and, in
     // the last pass, of the stores. A value (not a plain load) that several
     // passes need is computed once, kept in a scratch row, and reloaded.
-    std::vector<int> cached(ni, -1), slot(ni, -1);
+    cached_.assign(ni, -1);
+    slot_.assign(ni, -1);
+    std::vector<int>& cached = cached_;
+    std::vector<int>& slot = slot_;
     auto needs = [&](int pass, std::vector<uint8_t>& need) {
       const bool last = pass == vp.max_level;
       need.assign(ni, 0);
@@ -261,36 +380,32 @@ struct Lowering {
         for (size_t i = 0; i < ni; ++i)
           if (p.code[i].op == Op::STB && !stb_after[i]) compute(i, kPhaseBase);
       needs(pass, need);
-      for (size_t i = 0; i < ni; ++i)
-        if (cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1) {
-          Node n{IrOp::Init};
-          n.u = reduce_identity_bits(p.code[i].op);
-          acc[i] = ir.add(n);
+      bool any_fold = false;
+      for (size_t i = 0; i < ni; ++i) any_fold = any_fold || folds_here(i, pass);
+      if (!any_fold) {
+        pass_loop(pass, need, 1, {});
+      } else {
+        // A pass that folds reductions runs kReduceAccs copies of its body per
+        // iteration (copy k folds into accumulator k: vector v of the row goes
+        // to accumulator v mod 4, the canonical order of microkernels.h). A
+        // large body (an exp) is not copied: a one-vector loop computes it and
+        // keeps each folded value in a scratch row, then a loop of four small
+        // copies reloads and folds (see split_slots).
+        const size_t mark_nodes = ir.nodes.size(), mark_consts = ir.consts.size();
+        const int mark_rows = ir.scratch_rows;
+        const int body = pass_loop(pass, need, kReduceAccs, {});
+        std::vector<int> rows;
+        if (body > kSplitBodyNodes && split_slots(pass, &rows)) {
+          ir.nodes.resize(mark_nodes);
+          ir.consts.resize(mark_consts);
+          ir.scratch_rows = mark_rows;
+          std::fill(vec_val.begin(), vec_val.end(), -1);
+          split_slots(pass, &rows);  // allocates the rows again, same numbers
+          pass_loop(pass, need, 1, rows);
+          std::vector<uint8_t> only_folds(ni, 0);
+          pass_loop(pass, only_folds, kReduceAccs, rows);
         }
-      int32_t lb = loop_begin(0);
-      for (size_t i = 0; i < ni; ++i) {
-        if (need[i] && cached[i] >= 0 && cached[i] < pass) {
-          Node n{IrOp::Load};
-          n.arg = static_cast<uint8_t>(slot[i]);
-          n.phase = kPhaseScratch;
-          set(i, ir.add(n));
-        } else if (need[i]) {
-          set(i, compute(i, kPhaseBase));
-          if (cached[i] == pass) {
-            Node n{IrOp::Store};
-            n.arg = static_cast<uint8_t>(slot[i]);
-            n.phase = kPhaseScratch;
-            n.a = vec_val[i];
-            ir.add(n);
-          }
-        } else if (cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1)
-          fold(i, p.code[i].op, true);
-        else if (last && p.code[i].op == Op::ST) compute(i, kPhaseBase);
       }
-      loop_end(lb);
-      for (size_t i = 0; i < ni; ++i)
-        if (cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1)
-          row_val[i] = ir.op(IrOp::HReduce, acc[i], -1, -1, hreduce_kind(p.code[i].op));
       if (last)
         for (size_t i = 0; i < ni; ++i)
           if (p.code[i].op == Op::STB && stb_after[i]) compute(i, kPhaseBase);

@@ -298,6 +298,125 @@ TEST(JitReduce, RowReductions) {
   }
 }
 
+// The canonical row-reduction order (backends/microkernels.h), one float at a
+// time: element i to accumulator (i / W) mod 4, lane i mod W; then
+// op(op(a0, a1), op(a2, a3)) lane-wise; then the tree (j, j + W/2), ..., (0, 1).
+float canonical_row_reduce(Op op, int W, const std::vector<float>& x) {
+  auto f = [op](float a, float b) {
+    if (op == Op::RSUM) return a + b;
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<float>::quiet_NaN();
+    return op == Op::RMAX ? std::max(a, b) : std::min(a, b);
+  };
+  const float id = op == Op::RSUM ? 0.0f
+                   : op == Op::RMAX ? -std::numeric_limits<float>::infinity()
+                                    : std::numeric_limits<float>::infinity();
+  const size_t w = static_cast<size_t>(W);
+  std::vector<std::vector<float>> a(4, std::vector<float>(w, id));
+  for (size_t i = 0; i < x.size(); ++i) a[(i / w) % 4][i % w] = f(a[(i / w) % 4][i % w], x[i]);
+  std::vector<float> t(w);
+  for (size_t j = 0; j < w; ++j) t[j] = f(f(a[0][j], a[1][j]), f(a[2][j], a[3][j]));
+  for (size_t h = w / 2; h >= 1; h /= 2)
+    for (size_t j = 0; j < h; ++j) t[j] = f(t[j], t[j + h]);
+  return t[0];
+}
+
+// Both tiers against the scalar re-implementation of the canonical order, on
+// rows whose float sum depends on the association (2^24-scale values of both
+// signs among small ones), at lengths around multiples of 4 * W, and past
+// kRowTileMax where the interpreter folds 512-float tiles in several passes.
+// A second reduction over x - r (a later pass, which also runs four copies)
+// is checked the same way.
+TEST(JitReduce, RowReductionOrderPinned) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  std::mt19937 rng(99);
+  for (Op op : kReduce) {
+    Encoder e(Form::RowReduce);
+    int ax = e.add_arg(ArgRole::Input), o1 = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output);
+    auto x = e.load(Op::LD, ax);
+    auto r = e.reduce(op, x);
+    e.store(Op::STB, o1, r);
+    e.store(Op::STB, o2, e.reduce(op, e.binary(Op::SUB, x, r)));
+    auto k = make_kernel(e);
+    for (Isa isa : jit_isas()) {
+      const int64_t W = microkernels_for(isa)->lanes, B = 4 * W;
+      std::vector<int64_t> ns;
+      for (int64_t m = 0; m <= 3; ++m)
+        for (int64_t d : {-W - 1, -W, -W + 1, int64_t{-1}, int64_t{0}, int64_t{1}, W - 1, W, W + 1, 2 * W + 3, 3 * W})
+          if (m * B + d >= 0) ns.push_back(m * B + d);
+      ns.push_back(vm::kRowTileMax + 512 + 3 * W + 5);
+      std::string reason;
+      auto code = compile(k->verified(), isa, &reason);
+      ASSERT_TRUE(code) << reason;
+      for (int64_t C : ns) {
+        std::vector<float> xs(static_cast<size_t>(C));
+        for (float& v : xs) {
+          const int c = static_cast<int>(rng() % 4);
+          v = c == 0 ? 16777216.0f : c == 1 ? -16777216.0f : static_cast<float>(static_cast<int>(rng() % 17) - 8) + 0.25f;
+        }
+        const float want1 = canonical_row_reduce(op, static_cast<int>(W), xs);
+        std::vector<float> d(xs.size());
+        for (size_t i = 0; i < xs.size(); ++i) d[i] = xs[i] - want1;
+        const float want2 = canonical_row_reduce(op, static_cast<int>(W), d);
+        for (int tier = 0; tier < 2; ++tier) {
+          float y1 = kGuard, y2 = kGuard;
+          vm::Launch l;
+          l.P = 1;
+          l.R = 1;
+          l.C = C;
+          l.args.resize(3);
+          l.args[0].in = xs.data();
+          l.args[0].cs = 1;
+          l.args[1].out = &y1;
+          l.args[2].out = &y2;
+          const int64_t items = vm::work_items(*k, l);
+          if (tier == 0) vm::interpret(*k, l, 0, items, *microkernels_for(isa));
+          else run_items(*code, k->verified(), l, 0, items);
+          const char* tn = tier == 0 ? "interpreter" : "jit";
+          auto same = [](float a, float b) {
+            return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0;
+          };
+          ASSERT_TRUE(same(y1, want1)) << tn << " " << isa_name(isa) << " " << vm::op_name(op) << " C=" << C
+                                       << ": " << y1 << " vs " << want1;
+          ASSERT_TRUE(same(y2, want2)) << tn << " " << isa_name(isa) << " " << vm::op_name(op) << " C=" << C
+                                       << " (second pass): " << y2 << " vs " << want2;
+        }
+      }
+    }
+  }
+}
+
+// A folding pass with a large body (an exp) is split: a one-vector loop keeps
+// the folded value in a scratch row, then four copies reload it and fold. In
+// the same pass: a fold of a plain load (reloaded from its argument) and of a
+// row value; the last pass stores over the row.
+TEST(JitReduce, SplitFoldingPass) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder e(Form::RowReduce);
+  int ax = e.add_arg(ArgRole::Input), as = e.add_arg(ArgRole::Input);
+  int o1 = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output), o3 = e.add_arg(ArgRole::Output),
+      o4 = e.add_arg(ArgRole::Output);
+  auto x = e.load(Op::LD, ax);
+  auto s1 = e.reduce(Op::RSUM, e.unary(Op::EXP, x));
+  auto s2 = e.reduce(Op::RMAX, x);
+  e.store(Op::STB, o1, s1);
+  e.store(Op::STB, o2, s2);
+  e.store(Op::STB, o3, e.reduce(Op::RSUM, e.load(Op::LDB, as)));
+  e.store(Op::ST, o4, e.binary(Op::MUL, x, e.binary(Op::SUB, s1, s2)));
+  auto k = make_kernel(e);
+  IrBuilder ir;
+  std::string reason;
+  ASSERT_TRUE(lower(k->verified(), &ir, &reason));
+  int loops = 0;
+  for (const Node& n : ir.nodes) loops += n.op == IrOp::LoopBegin;
+  EXPECT_EQ(loops, 3) << "pass 0 split in two loops, then the last pass";
+  EXPECT_EQ(ir.scratch_rows, 1);
+  std::vector<int64_t> lens = short_and_long();
+  lens.push_back(5003);
+  for (int64_t C : lens)
+    differential(*k, {dense(3, C), per_row(3), per_row(3), per_row(3), per_row(3), dense(3, C)}, 1, 3, C,
+                 static_cast<uint32_t>(C) + 5, "split pass", C == 17);
+}
+
 TEST(JitReduce, ColReductions) {
   if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (Op op : kReduce) {

@@ -404,13 +404,32 @@ float fold(Op op, float acc, float x) {
   return op == Op::RMAX ? std::max(acc, x) : std::min(acc, x);
 }
 
-// The documented order: lane i%L accumulates in sequence; then the tree
-// (j, j+L/2), ..., (0, 1).
+// The canonical order (microkernels.h), one float at a time: element i goes
+// to accumulator (i / W) mod 4, lane i mod W, in order of i; then
+// t = op(op(a0, a1), op(a2, a3)) lane-wise; then the tree (j, j+W/2), ...,
+// (0, 1) over t. (The identity in the lanes of a partial last vector changes
+// nothing: op(acc, identity) == acc.)
 float emulate_reduce(Op op, int lanes, float identity, const std::vector<float>& x) {
-  std::vector<float> acc(lanes, identity);
-  for (size_t i = 0; i < x.size(); ++i) acc[i % lanes] = fold(op, acc[i % lanes], x[i]);
-  for (int w = lanes / 2; w >= 1; w /= 2)
-    for (int j = 0; j < w; ++j) acc[j] = fold(op, acc[j], acc[j + w]);
+  const size_t W = static_cast<size_t>(lanes);
+  std::vector<std::vector<float>> a(kReduceAccs, std::vector<float>(W, identity));
+  for (size_t i = 0; i < x.size(); ++i) {
+    float& s = a[(i / W) % kReduceAccs][i % W];
+    s = fold(op, s, x[i]);
+  }
+  std::vector<float> t(W);
+  for (size_t j = 0; j < W; ++j)
+    t[j] = fold(op, fold(op, a[0][j], a[1][j]), fold(op, a[2][j], a[3][j]));
+  for (size_t w = W / 2; w >= 1; w /= 2)
+    for (size_t j = 0; j < w; ++j) t[j] = fold(op, t[j], t[j + w]);
+  return t[0];
+}
+
+// The order before the four accumulators: one SIMD accumulator, lane i mod W.
+float emulate_one_accumulator(Op op, int lanes, float identity, const std::vector<float>& x) {
+  std::vector<float> acc(static_cast<size_t>(lanes), identity);
+  for (size_t i = 0; i < x.size(); ++i) acc[i % acc.size()] = fold(op, acc[i % acc.size()], x[i]);
+  for (size_t w = acc.size() / 2; w >= 1; w /= 2)
+    for (size_t j = 0; j < w; ++j) acc[j] = fold(op, acc[j], acc[j + w]);
   return acc[0];
 }
 
@@ -430,7 +449,8 @@ TEST(MicroKernels, Reductions) {
           for (float& v : x) v = dist(rng);
           if (with_nan && n > 0) x[rng() % n] = kNaN;
           In a(x);
-          std::vector<float> acc(mk->lanes, identity);
+          ASSERT_EQ(mk->reduce_lanes, kReduceAccs * mk->lanes);
+          std::vector<float> acc(mk->reduce_lanes, identity);
           mk->reduce_acc[k](acc.data(), a.data(), n);
           float got = mk->reduce_finish[k](acc.data());
           // 1) exactly the documented lane/tree order
@@ -448,11 +468,11 @@ TEST(MicroKernels, Reductions) {
             for (float v : x) want = fold(op, want, v);
             ASSERT_TRUE(same_bits(got, want)) << vm::op_name(op) << " n=" << n;
           }
-          // 3) fed in pieces whose lengths are multiples of lanes: same bits
-          std::vector<float> acc2(mk->lanes, identity);
+          // 3) fed in pieces whose lengths are multiples of reduce_lanes: same bits
+          std::vector<float> acc2(mk->reduce_lanes, identity);
           int64_t i = 0;
           while (i < n) {
-            int64_t piece = std::min<int64_t>(n - i, mk->lanes * static_cast<int64_t>(1 + rng() % 9));
+            int64_t piece = std::min<int64_t>(n - i, mk->reduce_lanes * static_cast<int64_t>(1 + rng() % 9));
             mk->reduce_acc[k](acc2.data(), a.data() + i, piece);
             i += piece;
           }
@@ -460,6 +480,50 @@ TEST(MicroKernels, Reductions) {
         }
       }
     }
+  }
+}
+
+// Pins the canonical order with sums whose float result depends on the
+// association: big values of both signs that cancel in some groupings and
+// swallow small ones in others. Lengths around every multiple of 4 * W up to
+// 3 * 4 * W (+-1 element, +-1 vector) and a 512-float interpreter tile plus
+// a partial one; the kernel must match the scalar re-implementation exactly,
+// and the data must tell the canonical order from the one-accumulator order.
+TEST(MicroKernels, ReductionOrderPinned) {
+  std::mt19937 rng(777);
+  for (const MicroKernels* mk : tables()) {
+    const int64_t W = mk->lanes, B = kReduceAccs * W;
+    std::vector<int64_t> ns;
+    for (int64_t m = 0; m <= 3; ++m)
+      for (int64_t d : {-W - 1, -W, -W + 1, int64_t{-1}, int64_t{0}, int64_t{1}, W - 1, W, W + 1, 2 * W + 3, 3 * W})
+        if (m * B + d >= 0) ns.push_back(m * B + d);
+    ns.push_back(512 + 3 * W + 5);
+    int distinguishing = 0;
+    for (int64_t n : ns) {
+      std::vector<float> x(static_cast<size_t>(n));
+      std::uniform_int_distribution<int> small(-8, 8);
+      for (size_t i = 0; i < x.size(); ++i) {
+        // 2^24-scale values (their halves absorb the small ones) and small integers
+        const int r = static_cast<int>(rng() % 4);
+        x[i] = r == 0 ? 16777216.0f : r == 1 ? -16777216.0f : static_cast<float>(small(rng)) + 0.25f;
+      }
+      In a(x);
+      for (Op op : {Op::RSUM, Op::RMAX, Op::RMIN}) {
+        const int k = static_cast<int>(op);
+        std::vector<float> acc(mk->reduce_lanes, mk->reduce_identity[k]);
+        mk->reduce_acc[k](acc.data(), a.data(), n);
+        const float got = mk->reduce_finish[k](acc.data());
+        const float want = emulate_reduce(op, mk->lanes, mk->reduce_identity[k], x);
+        ASSERT_TRUE(same_bits(got, want))
+            << isa_name(mk->isa) << " " << vm::op_name(op) << " n=" << n << ": " << got << " vs " << want;
+        if (op == Op::RSUM &&
+            !same_bits(want, emulate_one_accumulator(op, mk->lanes, mk->reduce_identity[k], x)))
+          ++distinguishing;
+      }
+    }
+    // The data must be able to tell the orders apart (W = 1 too: four
+    // accumulators instead of one) for the check above to pin anything.
+    EXPECT_GE(distinguishing, static_cast<int>(ns.size()) / 4) << isa_name(mk->isa);
   }
 }
 
@@ -474,7 +538,7 @@ TEST(MicroKernels, ReductionIsasAgree) {
     const int k = static_cast<int>(op);
     std::vector<float> results;
     for (const MicroKernels* mk : tables()) {
-      std::vector<float> acc(mk->lanes, mk->reduce_identity[k]);
+      std::vector<float> acc(mk->reduce_lanes, mk->reduce_identity[k]);
       mk->reduce_acc[k](acc.data(), x.data(), static_cast<int64_t>(x.size()));
       results.push_back(mk->reduce_finish[k](acc.data()));
     }
