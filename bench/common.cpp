@@ -117,7 +117,9 @@ dvm::Tensor w_record(W w, int64_t n) {
   std::abort();
 }
 
-void w_fused(W w, int64_t n, float* y) {
+namespace {
+
+void fused_serial(W w, int64_t n, float* y) {
   const Pools& p = pools();
   const int64_t r = n / kRowWidth;
   switch (w) {
@@ -127,6 +129,54 @@ void w_fused(W w, int64_t n, float* y) {
     case W::W4: fused_w4_layernorm(p.x.data(), p.w.data(), p.bias.data(), 1e-5f, y, r, kRowWidth); return;
     case W::W5: fused_w5_bias_tanh(p.x.data(), p.bias.data(), y, r, kRowWidth); return;
     case W::W6: fused_w6_rowsum(p.x.data(), y, r, kRowWidth); return;
+  }
+}
+
+}  // namespace
+
+void w_fused(W w, int64_t n, float* y, int threads) {
+  if (threads <= 1) {
+    fused_serial(w, n, y);
+    return;
+  }
+  // The same loops over pieces: flat workloads cut at multiples of 16 floats
+  // (a cache line), row workloads at row boundaries.
+  const Pools& p = pools();
+  const float* x = p.x.data();
+  const float* a = p.a.data();
+  const float* b = p.b.data();
+  const float* wt = p.w.data();
+  const float* bias = p.bias.data();
+  const int64_t c = kRowWidth, rows = n / kRowWidth, row_grain = kGrainElems / kRowWidth;
+  switch (w) {
+    case W::W1:
+      parallel_pieces(threads, n, kGrainElems, 16, [=](int64_t lo, int64_t hi) {
+        fused_w1_chain(x + lo, a + lo, b + lo, y + lo, hi - lo);
+      });
+      return;
+    case W::W2:
+      parallel_pieces(threads, n, kGrainElems, 16,
+                      [=](int64_t lo, int64_t hi) { fused_w2_gelu(x + lo, y + lo, hi - lo); });
+      return;
+    case W::W3:
+      parallel_pieces(threads, rows, row_grain, 1, [=](int64_t lo, int64_t hi) {
+        fused_w3_softmax(x + lo * c, y + lo * c, hi - lo, c);
+      });
+      return;
+    case W::W4:
+      parallel_pieces(threads, rows, row_grain, 1, [=](int64_t lo, int64_t hi) {
+        fused_w4_layernorm(x + lo * c, wt, bias, 1e-5f, y + lo * c, hi - lo, c);
+      });
+      return;
+    case W::W5:
+      parallel_pieces(threads, rows, row_grain, 1, [=](int64_t lo, int64_t hi) {
+        fused_w5_bias_tanh(x + lo * c, bias, y + lo * c, hi - lo, c);
+      });
+      return;
+    case W::W6:
+      parallel_pieces(threads, rows, row_grain, 1,
+                      [=](int64_t lo, int64_t hi) { fused_w6_rowsum(x + lo * c, y + lo, hi - lo, c); });
+      return;
   }
 }
 
@@ -250,9 +300,13 @@ void apply_system(const System& s, int threads) {
     case Tier::Eager: dvm::set_tier_mode(dvm::TierMode::Eager); break;
     case Tier::Off: dvm::set_tier_mode(dvm::TierMode::Off); break;
     case Tier::NotDvm: break;
+    case Tier::Libtorch: break;
   }
   // Launches of 64K elements and more split over dvm's own threads.
   dvm::set_num_threads(threads);
+#ifdef DVM_BENCH_HAVE_LIBTORCH
+  if (s.tier == Tier::Libtorch) libtorch_set_num_threads(threads);
+#endif
 }
 
 }  // namespace bench

@@ -1,5 +1,6 @@
 // Shared pieces of bench_dvm: seeded input pools, the workloads W1..W6 as a
-// user records them, result checks, the triad bandwidth, and the systems.
+// user records them, result checks, the triad bandwidth, thread counts and
+// the systems.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -49,10 +50,20 @@ double w_bytes(W w, int64_t n);
 // Records the workload on n elements with the public API, on tensors wrapping
 // the pools (Tensor::from_blob), and returns the (pending) result.
 dvm::Tensor w_record(W w, int64_t n);
-// The hand-written fused loop into y (w_out_elems values).
-void w_fused(W w, int64_t n, float* y);
+// The hand-written fused loop into y (w_out_elems values). With threads > 1,
+// its parallel version: the same loop over pieces of the rows (W3..W6) or of
+// the elements (W1, W2), run by parallel_pieces.
+void w_fused(W w, int64_t n, float* y, int threads = 1);
 // An independent double-precision reference into y (checks the fused loop).
 void w_reference(W w, int64_t n, float* y);
+
+// ---- W7: op stream ------------------------------------------------------------
+// kStreamOps chained ops on kStreamElems floats: op k is add / mul / sub
+// (k % 3), with a second tensor when k is even and kStreamScalars[k % 3] when
+// k is odd (fused_w7_op_stream computes it element by element).
+inline constexpr int kStreamOps = 100;
+inline constexpr int64_t kStreamElems = 64;
+inline constexpr float kStreamScalars[3] = {0.25f, 0.5f, 0.125f};  // add, mul, sub
 
 // ---- checks -----------------------------------------------------------------
 // Aborts with a message unless every |got - want| <= rtol * (|want| + rms(want))
@@ -62,10 +73,63 @@ void check_close(const std::string& what, const float* got, const float* want, i
 // True the first time it is called with this key (a per-process "done once").
 bool first_time(const std::string& key);
 
+// ---- threads -------------------------------------------------------------------
+// Thread counts the workloads register ("/threads:N"): 1 and all cores
+// (std::thread::hardware_concurrency()), without duplicates.
+const std::vector<int>& thread_counts();
+
+// The way bench_dvm's own loops (the parallel fused loops, the triad) use
+// threads, as a careful engineer writes it: on a task_arena of `threads`
+// threads kept for the process, [0, n) is cut into up to 4 pieces per thread
+// of at least `grain` units each (cut points on multiples of `align`), run
+// by tbb::parallel_for; one piece (n < 2 * grain, or threads == 1) runs
+// inline on the caller. body(lo, hi) handles [lo, hi).
+// Below two pieces of this many floats a loop stays on one thread: waking
+// another costs more than it saves (the usual grain of an elementwise loop).
+inline constexpr int64_t kGrainElems = 16384;
+using PieceFn = void (*)(void* ctx, int64_t lo, int64_t hi);
+void parallel_pieces(int threads, int64_t n, int64_t grain, int64_t align, PieceFn fn, void* ctx);
+template <class Body>
+void parallel_pieces(int threads, int64_t n, int64_t grain, int64_t align, Body&& body) {
+  parallel_pieces(
+      threads, n, grain, align,
+      [](void* ctx, int64_t lo, int64_t hi) { (*static_cast<Body*>(ctx))(lo, hi); }, &body);
+}
+// How many distinct threads ran the pieces of parallel_pieces calls since the
+// last call of this function (it resets the count). Recording costs a few ns
+// per piece; it is always on.
+int pieces_threads_seen();
+// pieces_threads_seen(), with a warning naming `what` on stderr where it is
+// under `threads`: on a busy machine another thread may not get a core while
+// the caller works through every piece. The figure is then a one-thread
+// figure; benchmarks report the count as the counter threads_used.
+int expect_pieces_threads(int threads, const std::string& what);
+
+// What a timed loop cost the process beside its time. Construct it just
+// before the loop and call set_counters after:
+//   cores_busy   process CPU time (every thread) over wall time: about how
+//                many cores the loop kept busy (idle workers spinning count)
+//   page_faults  minor page faults per iteration (a fresh page of memory
+//                each: ~10 µs apiece on the VM these figures come from)
+class LoopStats {
+ public:
+  LoopStats();
+  void set_counters(benchmark::State& state) const;
+
+ private:
+  double cpu0_, wall0_;
+  long faults0_;
+};
+
 // ---- bandwidth ----------------------------------------------------------------
 // STREAM triad bytes/s (12 bytes per element), measured once per process and
-// thread count at kLarge elements, median of several runs.
+// thread count at kLarge elements, the best of several runs; with threads > 1
+// the triad runs through parallel_pieces, as the parallel fused loops do, and
+// the probe warns on stderr unless that many threads took part.
 double triad_bytes_per_second(int threads = 1);
+// What one minor page fault costs here (a first write to a fresh anonymous
+// page, 4 KiB pages, median of 3 runs over 32 MiB), in ns; measured once.
+double page_fault_ns();
 // Sets bytes_per_second and pct_bw (percent of the triad bandwidth) for
 // `bytes` moved per iteration, and the two constants they derive from.
 void set_bandwidth_counters(benchmark::State& state, double bytes, int threads = 1);
@@ -75,12 +139,12 @@ void set_ns_per_item_counter(benchmark::State& state, const char* name, double i
 // ---- systems ----------------------------------------------------------------
 // How a system runs dvm: the library's default tiering, the JIT from the
 // first call (TierMode::Eager), the interpreter only (TierMode::Off), or not
-// dvm at all (the hand-written loop).
-enum class Tier { Default, Eager, Off, NotDvm };
+// dvm at all: the hand-written loop (NotDvm) or libtorch (Libtorch).
+enum class Tier { Default, Eager, Off, NotDvm, Libtorch };
 struct System {
   const char* name;
   Tier tier;
-  bool is_dvm() const { return tier != Tier::NotDvm; }
+  bool is_dvm() const { return tier != Tier::NotDvm && tier != Tier::Libtorch; }
 };
 inline constexpr System kDvm{"dvm", Tier::Default};
 
@@ -91,13 +155,24 @@ inline constexpr System kWorkloadSystems[] = {
     {"dvm_jit", Tier::Eager},   // machine code from the first call
     {"dvm_interp", Tier::Off},  // the interpreter only
     {"fused_loop", Tier::NotDvm},
+#ifdef DVM_BENCH_HAVE_LIBTORCH
+    {"libtorch", Tier::Libtorch},  // PyTorch eager in C++ (libtorch_workloads.cpp)
+#endif
 };
 
-// Sets dvm's tier for s and its thread count (dvm::set_num_threads).
+// Sets dvm's tier for s and its thread count (dvm::set_num_threads), and
+// libtorch's (torch::set_num_threads) where it is built in.
 void apply_system(const System& s, int threads);
 
-// Thread counts the workloads register ("/threads:N"). Only 1 for now; a
-// later issue adds all cores (and the fused loops' parallel versions).
-inline constexpr int kThreadCounts[] = {1};
+// ---- libtorch (libtorch_workloads.cpp, only with DVM_BENCH_HAVE_LIBTORCH) ----
+// torch::set_num_threads.
+void libtorch_set_num_threads(int threads);
+// The timed loop of <W>/libtorch/<n>/threads:<threads>, its result checked
+// once against the fused loop first.
+void libtorch_workload(benchmark::State& state, const std::string& name, W w, int64_t n, int threads);
+// W7_op_stream/libtorch/64: the op stream in libtorch, one thread (ns_per_op).
+void libtorch_op_stream(benchmark::State& state);
+// "1.13.0, OpenMP, CPU capability AVX2, ..." for the report's context.
+std::string libtorch_description();
 
 }  // namespace bench

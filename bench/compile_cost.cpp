@@ -5,16 +5,22 @@
 //   compile/encode/<W>  lower() of its kernel's group: a fresh Lowered and
 //                       fresh bytecode every iteration
 //   compile/verify/<W>  vm::verify() of that bytecode
+//   compile/jit/<W>     backends::jit::compile() of the verified program for
+//                       the active ISA: a fresh kernel every iteration, its
+//                       machine code freed again inside the timing (no cache)
 // The nodes come from recording the workload with the public API and taking
 // the trace's pending nodes, marked as Trace::flush marks them; the timed
 // loop runs the pass directly and the trace is flushed (computed) at the end,
 // and that result is checked against the fused loop.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/common.h"
+#include "backends/isa.h"
+#include "backends/jit/jit.h"
 #include "fuser/lower.h"
 #include "fuser/partition.h"
 #include "fuser/plan_cache.h"
@@ -133,21 +139,25 @@ void BM_encode(benchmark::State& state, W w, const std::string& name) {
   state.counters["bytecode_bytes"] = static_cast<double>(bytes);
 }
 
+// The verified program of a workload's kernel; aborts if it does not verify.
+dvm::vm::VerifiedProgram verified_kernel(const dvm::fuser::Lowered& low, const std::string& name) {
+  dvm::vm::VerifiedProgram vp;
+  std::string err;
+  if (!dvm::vm::verify(low.bytecode, &vp, &err)) {
+    std::fprintf(stderr, "bench_dvm: %s: the encoder's bytecode does not verify: %s\n", name.c_str(),
+                 err.c_str());
+    std::abort();
+  }
+  return vp;
+}
+
 void BM_verify(benchmark::State& state, W w, const std::string& name) {
   apply_system(kDvm, 1);
   Recorded r = record_nodes(w);
   const dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
   const dvm::fuser::Group& g = kernel_group(plan);
   const dvm::fuser::Lowered low = dvm::fuser::lower(g);
-  {
-    dvm::vm::VerifiedProgram vp;
-    std::string err;
-    if (!dvm::vm::verify(low.bytecode, &vp, &err)) {
-      std::fprintf(stderr, "bench_dvm: %s: the encoder's bytecode does not verify: %s\n", name.c_str(),
-                   err.c_str());
-      std::abort();
-    }
-  }
+  verified_kernel(low, name);
   for (auto _ : state) {
     dvm::vm::VerifiedProgram vp;
     std::string err;
@@ -160,11 +170,55 @@ void BM_verify(benchmark::State& state, W w, const std::string& name) {
   state.counters["bytecode_bytes"] = static_cast<double>(low.bytecode.bytes.size());
 }
 
+void BM_jit(benchmark::State& state, W w, const std::string& name) {
+  // The JIT tier from the first call, so the checked flush at the end runs
+  // this workload's kernels as machine code.
+  apply_system(System{"dvm_jit", Tier::Eager}, 1);
+  const dvm::backends::Isa isa = dvm::backends::active_isa();
+  if (isa == dvm::backends::Isa::Portable) {
+    state.SkipWithError("the active ISA is portable: the JIT has no target");
+    return;
+  }
+  Recorded r = record_nodes(w);
+  const dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
+  const dvm::fuser::Group& g = kernel_group(plan);
+  const dvm::fuser::Lowered low = dvm::fuser::lower(g);
+  const dvm::vm::VerifiedProgram vp = verified_kernel(low, name);
+  std::string reason;
+  size_t code_bytes = 0;
+  {
+    const std::unique_ptr<dvm::backends::jit::JitCode> code = dvm::backends::jit::compile(vp, isa, &reason);
+    if (!code) {
+      finish(r, w, name);
+      state.SkipWithError(("the JIT declines this kernel: " + reason).c_str());
+      return;
+    }
+    code_bytes = code->code_bytes;
+  }
+  dvm::wait_for_jit();  // no background compile changes the count below
+  const size_t live_before = dvm::backends::jit::code_bytes_in_use();
+  for (auto _ : state) {
+    std::unique_ptr<dvm::backends::jit::JitCode> code = dvm::backends::jit::compile(vp, isa, &reason);
+    benchmark::DoNotOptimize(code.get());
+    code.reset();  // frees the machine code: the next iteration compiles afresh
+  }
+  // Every kernel compiled in the loop was freed again.
+  if (dvm::backends::jit::code_bytes_in_use() != live_before) {
+    std::fprintf(stderr, "bench_dvm: %s: executable memory grew in the timed loop\n", name.c_str());
+    std::abort();
+  }
+  finish(r, w, name);
+  state.counters["code_bytes"] = static_cast<double>(code_bytes);
+  state.counters["instructions"] = static_cast<double>(dvm::vm::decode(low.bytecode).code.size());
+  state.SetLabel(dvm::backends::isa_name(isa));
+}
+
 int register_compile_cost() {
   for (W w : kAllW) {
     const std::string id = w_id(w);
     const std::string miss = "fuser/miss/" + id, hit = "fuser/hit/" + id,
-                      enc = "compile/encode/" + id, ver = "compile/verify/" + id;
+                      enc = "compile/encode/" + id, ver = "compile/verify/" + id,
+                      jit = "compile/jit/" + id;
     benchmark::RegisterBenchmark(miss.c_str(), [=](benchmark::State& st) { BM_fuser_miss(st, w, miss); })
         ->Unit(benchmark::kNanosecond);
     benchmark::RegisterBenchmark(hit.c_str(), [=](benchmark::State& st) { BM_fuser_hit(st, w, hit); })
@@ -172,6 +226,8 @@ int register_compile_cost() {
     benchmark::RegisterBenchmark(enc.c_str(), [=](benchmark::State& st) { BM_encode(st, w, enc); })
         ->Unit(benchmark::kNanosecond);
     benchmark::RegisterBenchmark(ver.c_str(), [=](benchmark::State& st) { BM_verify(st, w, ver); })
+        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark(jit.c_str(), [=](benchmark::State& st) { BM_jit(st, w, jit); })
         ->Unit(benchmark::kNanosecond);
   }
   return 0;

@@ -1,19 +1,35 @@
 // bench_dvm's entry point. libtorch (PyTorch eager in C++) is a comparison
-// system only where the Debian package libtorch-dev is installed; this build
-// does not use it, and says so once at start.
+// system where the Debian package libtorch-dev was found at configure time
+// (bench/CMakeLists.txt); elsewhere the benchmark builds without it and says
+// once at start that it skipped those comparisons.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <string>
+
+#include "bench/common.h"
 
 namespace {
 const bool announced = [] {
 #ifdef DVM_BENCH_HAVE_LIBTORCH
-  std::fprintf(stderr, "bench_dvm: libtorch comparisons not built yet (libtorch-dev found; they come with a later change)\n");
-  benchmark::AddCustomContext("libtorch", "libtorch-dev found; comparisons not built yet");
+  const std::string torch = bench::libtorch_description();
+  std::fprintf(stderr, "bench_dvm: libtorch comparisons on: libtorch %s\n", torch.c_str());
+  benchmark::AddCustomContext("libtorch", torch);
 #else
-  std::fprintf(stderr, "bench_dvm: libtorch comparisons skipped (libtorch-dev not found)\n");
-  benchmark::AddCustomContext("libtorch", "skipped (libtorch-dev not found)");
+  std::fprintf(stderr,
+               "bench_dvm: libtorch comparisons skipped (libtorch-dev not found, or "
+               "-DDVM_BENCH_LIBTORCH=OFF)\n");
+  benchmark::AddCustomContext("libtorch", "skipped (libtorch-dev not found, or -DDVM_BENCH_LIBTORCH=OFF)");
 #endif
+  std::string counts;
+  for (int t : bench::thread_counts()) {
+    if (!counts.empty()) counts += ',';
+    counts += std::to_string(t);
+  }
+  benchmark::AddCustomContext("thread_counts", counts);
+  char fault[32];
+  std::snprintf(fault, sizeof fault, "%.0f", bench::page_fault_ns());
+  benchmark::AddCustomContext("page_fault_ns", fault);
   return true;
 }();
 }  // namespace

@@ -1,7 +1,11 @@
 // The workloads of shared/bench/WORKLOADS.md:
 //   <W>_<name>/<system>/<size>/threads:<N>   W1..W6 on kWorkloadSystems (common.h):
 //                                            dvm, dvm_jit, dvm_interp, fused_loop
+//                                            and libtorch where built in; N is 1
+//                                            and all cores (thread_counts())
 //   W7_op_stream/dvm/64                      cost per recorded op, flush and launch included
+//                                            (W7_op_stream/libtorch/64 is in
+//                                            libtorch_workloads.cpp)
 //   record/per_op                            recording alone
 //   W8_dynamic/dvm/first, /second            W1 over 50 new shapes, cold and warm caches
 //
@@ -10,6 +14,7 @@
 // benchmark checks its result once, outside the timing, and aborts if it is
 // wrong, so a wrong kernel can never report a fast time.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,18 +62,27 @@ void BM_workload(benchmark::State& state, const std::string& name, W w, const Sy
   const double bytes = w_bytes(w, n);
   triad_bytes_per_second(threads);  // measured before, never inside, a timing
 
-  if (!sys.is_dvm()) {
+  if (sys.tier == Tier::NotDvm) {
     float* y = scratch("fused_out", out);
-    w_fused(w, n, y);  // warm caches
+    w_fused(w, n, y, threads);  // warm caches
     if (first_time(name)) {
       std::vector<float> ref(static_cast<size_t>(out));
       w_reference(w, n, ref.data());
       check_close(name, y, ref.data(), out);
     }
+    pieces_threads_seen();
+    const LoopStats loop_stats;
     for (auto _ : state) {
-      w_fused(w, n, y);
+      w_fused(w, n, y, threads);
       benchmark::ClobberMemory();
     }
+    loop_stats.set_counters(state);
+    // How many threads the parallel loop ran on, where it splits.
+    if (threads > 1 && n >= 2 * kGrainElems) state.counters["threads_used"] = expect_pieces_threads(threads, name);
+  } else if (sys.tier == Tier::Libtorch) {
+#ifdef DVM_BENCH_HAVE_LIBTORCH
+    libtorch_workload(state, name, w, n, threads);
+#endif
   } else {
     dvm::flush();
     const bool check = first_time(name);
@@ -90,37 +104,42 @@ void BM_workload(benchmark::State& state, const std::string& name, W w, const Sy
     }
     const double on_jit = jit_share(w, n);
     if (on_jit < 1.0 && sys.tier == Tier::Eager && first_time(name + "/tier")) explain_interp(name);
+    const LoopStats loop_stats;
     for (auto _ : state) {
       dvm::Tensor y = w_record(w, n);
       benchmark::DoNotOptimize(y.data());
     }
+    loop_stats.set_counters(state);
     state.counters["on_jit"] = on_jit;
   }
   set_bandwidth_counters(state, bytes, threads);
 }
 
+// Per workload, size and thread count, every system in a row, so their
+// figures are taken close together in time. Several threads: the time is the
+// wall clock (the measuring thread's CPU time would leave the others out).
 int register_workloads() {
   for (W w : kAllW)
     for (int64_t n : kSizes)
-      for (int threads : kThreadCounts)
+      for (int threads : thread_counts())
         for (const System& sys : kWorkloadSystems) {
           const std::string name = std::string(w_name(w)) + "/" + sys.name + "/" +
                                    std::to_string(n) + "/threads:" + std::to_string(threads);
-          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-            BM_workload(st, name, w, sys, n, threads);
-          })->Unit(benchmark::kMicrosecond);
+          benchmark::internal::Benchmark* b =
+              benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+                BM_workload(st, name, w, sys, n, threads);
+              });
+          b->Unit(benchmark::kMicrosecond);
+          if (threads > 1) b->UseRealTime();
         }
   return 0;
 }
 
 // ---- W7: op stream ------------------------------------------------------------
 
-constexpr int kStreamOps = 100;
-constexpr int64_t kStreamElems = 64;
-constexpr float kStreamScalars[3] = {0.25f, 0.5f, 0.125f};  // add, mul, sub
-
 // Op k: add / mul / sub (k % 3), with the second tensor z when k is even and
-// a scalar when k is odd (the same stream as fused_w7_op_stream).
+// a scalar when k is odd (the same stream as fused_w7_op_stream; constants in
+// common.h).
 dvm::Tensor record_stream(dvm::Tensor t, const dvm::Tensor& z, int ops) {
   for (int k = 0; k < ops; ++k) {
     const bool tensor = k % 2 == 0;
@@ -151,10 +170,12 @@ void BM_op_stream(benchmark::State& state) {
     fused_w7_op_stream(xp, zp, kStreamScalars, ref.data(), kStreamElems, kStreamOps);
     check_close("W7_op_stream/dvm/64", once().data(), ref.data(), kStreamElems);
   }
+  const LoopStats loop_stats;
   for (auto _ : state) {
     dvm::Tensor y = record_stream(dvm::Tensor::from_blob(xp, s), dvm::Tensor::from_blob(zp, s), kStreamOps);
     benchmark::DoNotOptimize(y.data());
   }
+  loop_stats.set_counters(state);
   set_ns_per_item_counter(state, "ns_per_op", kStreamOps);
 }
 
@@ -248,7 +269,9 @@ void BM_dynamic(benchmark::State& state, bool first) {
   dvm::flush();
   check_dynamic_once();
   int64_t compiles_first = 0, compiles_second = 0, first_passes = 0;
+  std::optional<LoopStats> loop_stats;
   if (first) {
+    loop_stats.emplace();
     for (auto _ : state) {
       state.PauseTiming();
       dvm::wait_for_jit();  // no compile of the previous pass overlaps this one
@@ -270,9 +293,11 @@ void BM_dynamic(benchmark::State& state, bool first) {
     first_passes = 1;
     dvm::wait_for_jit();
     before = dvm::stats().kernels_compiled;
+    loop_stats.emplace();
     for (auto _ : state) dynamic_pass();
     compiles_second = dvm::stats().kernels_compiled - before;
   }
+  loop_stats->set_counters(state);  // page faults per pass (the first: with its untimed cache clears)
   const double iters = static_cast<double>(state.iterations());
   state.counters["compiles_first"] = static_cast<double>(compiles_first) / static_cast<double>(first_passes);
   if (!first) state.counters["compiles_second"] = static_cast<double>(compiles_second) / iters;
@@ -281,6 +306,9 @@ void BM_dynamic(benchmark::State& state, bool first) {
 
 int register_others() {
   benchmark::RegisterBenchmark("W7_op_stream/dvm/64", BM_op_stream)->Unit(benchmark::kMicrosecond);
+#ifdef DVM_BENCH_HAVE_LIBTORCH
+  benchmark::RegisterBenchmark("W7_op_stream/libtorch/64", libtorch_op_stream)->Unit(benchmark::kMicrosecond);
+#endif
   benchmark::RegisterBenchmark("record/per_op", BM_record_per_op)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("W8_dynamic/dvm/first", [](benchmark::State& st) { BM_dynamic(st, true); })
       ->Unit(benchmark::kMicrosecond);
