@@ -44,18 +44,8 @@ Recorded record_nodes(W w) {
   dvm::flush();
   Recorded r;
   r.y = w_record(w, kCompileElems);
-  std::vector<Node*> nodes = dvm::detail::Trace::current().pending_nodes();
-  // Trace::flush's marking: record order is topological, so one backward
-  // sweep from what a live Tensor holds marks everything reachable.
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-    Node* n = *it;
-    if (n->user_refs > 0) n->needed = true;
-    if (!n->needed) continue;
-    for (int i = 0; i < n->nin; ++i)
-      if (n->in[i]->pending) n->in[i]->needed = true;
-  }
-  for (Node* n : nodes)
-    if (n->needed) r.needed.push_back(n);
+  // What a flush would compute (Trace::flush's own marking).
+  r.needed = dvm::detail::mark_needed(dvm::detail::Trace::current().pending_nodes());
   return r;
 }
 
