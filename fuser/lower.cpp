@@ -94,14 +94,9 @@ struct Builder {
         int arg = -1;
         if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
         if (!(x->pending && x->group == n->group) && x->kind != NodeKind::Const) {
-          if (!x->storage) throw Error("internal: group reads an input that was not computed");
-          const bool full = reads_full(n);
-          const Shape& s = full ? g.full : n->shape;
-          int64_t bs[kMaxRank], fs[kMaxRank];
-          broadcast_strides(x, s, bs);
-          if (full) std::copy(bs, bs + g.full.rank(), fs);
-          else to_full_space(g, s, bs, fs);
-          arg = find_or_add_leaf(x, fs, full ? Domain::Full : Domain::Reduced);
+          int64_t fs[kMaxRank];
+          const Domain d = leaf_strides(n, i, fs);
+          arg = find_or_add_leaf(x, fs, d);
           ArgSpec& a = out.args[static_cast<size_t>(arg)];
           if (a.origin_node < 0) {
             a.origin_node = n->seq;
@@ -114,17 +109,27 @@ struct Builder {
     }
   }
 
-  // A leaf argument read by member n through its input slot.
-  void add_leaf(Node* n, int slot) {
-    Node* x = n->in[slot];
-    if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
+  // Strides over the full shape of the leaf member n reads through input
+  // `slot`, and the domain it is read in.
+  Domain leaf_strides(const Node* n, int slot, int64_t* fs) const {
+    const Node* x = n->in[slot];
     if (!x->storage) throw Error("internal: group reads an input that was not computed");
     const bool full = reads_full(n);
     const Shape& s = full ? g.full : n->shape;
-    int64_t bs[kMaxRank], fs[kMaxRank];
+    int64_t bs[kMaxRank];
     broadcast_strides(x, s, bs);
     if (full) std::copy(bs, bs + g.full.rank(), fs);
     else to_full_space(g, s, bs, fs);
+    return full ? Domain::Full : Domain::Reduced;
+  }
+
+  // A leaf argument read by member n through its input slot (no sharing:
+  // a plan-cache replay rebuilds the recorded argument list as it was).
+  void add_leaf(Node* n, int slot) {
+    Node* x = n->in[slot];
+    if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
+    int64_t fs[kMaxRank];
+    const Domain d = leaf_strides(n, slot, fs);
     ArgSpec a;
     a.node = x;
     a.offset = x->offset;
@@ -134,7 +139,7 @@ struct Builder {
     std::array<int64_t, kMaxRank> f{};
     std::copy(fs, fs + g.full.rank(), f.begin());
     full_strides.push_back(f);
-    arg_domain.push_back(static_cast<uint8_t>(full ? Domain::Full : Domain::Reduced));
+    arg_domain.push_back(static_cast<uint8_t>(d));
   }
 
   void add_output(Node* n) {
