@@ -65,6 +65,21 @@ inline constexpr int kStreamOps = 100;
 inline constexpr int64_t kStreamElems = 64;
 inline constexpr float kStreamScalars[3] = {0.25f, 0.5f, 0.125f};  // add, mul, sub
 
+// The W7 stream itself, for any tensor type with +, *, - against a tensor
+// and a float (dvm::Tensor, torch::Tensor): one definition for every system.
+template <class T>
+T record_stream(T t, const T& z, int ops) {
+  for (int k = 0; k < ops; ++k) {
+    const bool tensor = k % 2 == 0;
+    switch (k % 3) {
+      case 0: t = tensor ? t + z : t + kStreamScalars[0]; break;
+      case 1: t = tensor ? t * z : t * kStreamScalars[1]; break;
+      default: t = tensor ? t - z : t - kStreamScalars[2]; break;
+    }
+  }
+  return t;
+}
+
 // ---- checks -----------------------------------------------------------------
 // Aborts with a message unless every |got - want| <= rtol * (|want| + rms(want))
 // (relative error, with the reference's RMS as the floor for values near 0).

@@ -160,18 +160,6 @@ std::string config_value(const std::string& text, const std::string& key) {
   return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
-torch::Tensor torch_stream(torch::Tensor t, const torch::Tensor& z, int ops) {
-  for (int k = 0; k < ops; ++k) {
-    const bool tensor = k % 2 == 0;
-    switch (k % 3) {
-      case 0: t = tensor ? t + z : t + kStreamScalars[0]; break;
-      case 1: t = tensor ? t * z : t * kStreamScalars[1]; break;
-      default: t = tensor ? t - z : t - kStreamScalars[2]; break;
-    }
-  }
-  return t;
-}
-
 }  // namespace
 
 void libtorch_set_num_threads(int threads) {
@@ -210,11 +198,11 @@ void libtorch_op_stream(benchmark::State& state) {
   if (first_time("W7_op_stream/libtorch/64")) {
     std::vector<float> ref(static_cast<size_t>(kStreamElems));
     fused_w7_op_stream(pools().x.data(), pools().w.data(), kStreamScalars, ref.data(), kStreamElems, kStreamOps);
-    check_torch("W7_op_stream/libtorch/64", torch_stream(x, z, kStreamOps), ref.data(), kStreamElems);
+    check_torch("W7_op_stream/libtorch/64", record_stream<torch::Tensor>(x, z, kStreamOps), ref.data(), kStreamElems);
   }
   const LoopStats loop_stats;
   for (auto _ : state) {
-    torch::Tensor y = torch_stream(x, z, kStreamOps);
+    torch::Tensor y = record_stream<torch::Tensor>(x, z, kStreamOps);
     benchmark::DoNotOptimize(y.data_ptr<float>());
   }
   loop_stats.set_counters(state);

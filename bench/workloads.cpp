@@ -137,21 +137,6 @@ int register_workloads() {
 
 // ---- W7: op stream ------------------------------------------------------------
 
-// Op k: add / mul / sub (k % 3), with the second tensor z when k is even and
-// a scalar when k is odd (the same stream as fused_w7_op_stream; constants in
-// common.h).
-dvm::Tensor record_stream(dvm::Tensor t, const dvm::Tensor& z, int ops) {
-  for (int k = 0; k < ops; ++k) {
-    const bool tensor = k % 2 == 0;
-    switch (k % 3) {
-      case 0: t = tensor ? t + z : t + kStreamScalars[0]; break;
-      case 1: t = tensor ? t * z : t * kStreamScalars[1]; break;
-      default: t = tensor ? t - z : t - kStreamScalars[2]; break;
-    }
-  }
-  return t;
-}
-
 void BM_op_stream(benchmark::State& state) {
   apply_system(kDvm, 1);
   dvm::flush();

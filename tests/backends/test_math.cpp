@@ -4,6 +4,8 @@
 // cases are printed (they are the figures in docs/MATH.md).
 #include <gtest/gtest.h>
 
+#include "tests/backends/ulp.h"
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -24,20 +26,7 @@ constexpr double kInfD = std::numeric_limits<double>::infinity();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// ---- ULP distance --------------------------------------------------------------
-// |y - r| in units of the float spacing at the reference r (2^(e-23) for r in
-// [2^e, 2^(e+1)), 2^-149 below FLT_MIN). Inf counts as 2^128, so a result that
-// overflows one ULP early is 1 ULP off, not infinitely. NaN must match NaN.
-double ulp_error(float y, double r) {
-  if (std::isnan(r)) return std::isnan(y) ? 0.0 : kInfD;
-  if (std::isnan(y)) return kInfD;
-  if (static_cast<double>(y) == r || y == static_cast<float>(r)) return 0.0;
-  const double big = std::ldexp(1.0, 128);
-  double yv = std::isinf(y) ? std::copysign(big, y) : y;
-  double rv = std::isinf(r) ? std::copysign(big, r) : r;
-  int e = rv == 0 ? -126 : std::max(std::ilogb(rv), -126);
-  return std::fabs(yv - rv) / std::ldexp(1.0, e - 23);
-}
+using testing::ulp_error;
 
 std::vector<Isa> all_isas() { return {Isa::Portable, Isa::Avx2, Isa::Avx512}; }
 

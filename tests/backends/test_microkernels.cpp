@@ -4,6 +4,8 @@
 // whole and in pieces, and bit-identical element-wise results across ISAs.
 #include <gtest/gtest.h>
 
+#include "tests/backends/ulp.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -30,17 +32,7 @@ constexpr int kGuards = 19;                   // > one zmm beyond the end
 
 // ---- helpers -------------------------------------------------------------------
 
-// Same definition as test_math.cpp: |y - r| in float ULPs at r; inf = 2^128.
-double ulp_error(float y, double r) {
-  if (std::isnan(r)) return std::isnan(y) ? 0.0 : kInfD;
-  if (std::isnan(y)) return kInfD;
-  if (static_cast<double>(y) == r || y == static_cast<float>(r)) return 0.0;
-  const double big = std::ldexp(1.0, 128);
-  double yv = std::isinf(y) ? std::copysign(big, y) : y;
-  double rv = std::isinf(r) ? std::copysign(big, r) : r;
-  int e = rv == 0 ? -126 : std::max(std::ilogb(rv), -126);
-  return std::fabs(yv - rv) / std::ldexp(1.0, e - 23);
-}
+using testing::ulp_error;
 
 // Bit equality, except that any NaN equals any NaN (payloads may differ with
 // the fma operand order the compiler picks).
