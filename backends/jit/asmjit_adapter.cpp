@@ -4,6 +4,8 @@
 
 #include <asmjit/x86.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -45,7 +47,7 @@ constexpr InstId kInst[static_cast<int>(VI::kCount)] = {
     ax::Inst::kIdVpcmpeqd,    ax::Inst::kIdVpcmpgtd,     ax::Inst::kIdVextractf128,
     ax::Inst::kIdVextractf32x8, ax::Inst::kIdVmovhlps,   ax::Inst::kIdVmovshdup,
     ax::Inst::kIdKandw,       ax::Inst::kIdKorw,         ax::Inst::kIdKnotw,
-    ax::Inst::kIdKmovw,
+    ax::Inst::kIdKmovw,       ax::Inst::kIdVscalefps,
 };
 
 // Records the first asmjit error instead of letting it pass silently.
@@ -63,6 +65,16 @@ class FirstError : public asmjit::ErrorHandler {
 
 inline ax::Gp gp64(uint8_t g) { return ax::Gpq(g); }
 
+// DVM_JIT_LOG=1 prints every generated function's assembly to stderr (a
+// debugging aid; off by default, and it slows compiles).
+asmjit::Logger* asm_log() {
+  static asmjit::FileLogger* log = [] {
+    const char* e = std::getenv("DVM_JIT_LOG");
+    return e && *e && *e != '0' ? new asmjit::FileLogger(stderr) : nullptr;
+  }();
+  return log;
+}
+
 }  // namespace
 
 struct Assembler::Impl {
@@ -76,6 +88,7 @@ struct Assembler::Impl {
   explicit Impl(int width) : pool_width(width) {
     code.init(runtime().environment());
     code.setErrorHandler(&errors);
+    if (asmjit::Logger* log = asm_log()) code.setLogger(log);
     code.attach(&a);
     pool = a.newLabel();
   }

@@ -86,7 +86,7 @@ enum class VI : uint8_t {
   vcvtps2dq, vcvtdq2ps, vpaddd, vpsubd, vpand, vpandd,
   vpslld, vpsrld, vpsrad, vpcmpeqd, vpcmpgtd,
   vextractf128, vextractf32x8, vmovhlps, vmovshdup,
-  kandw, korw, knotw, kmovw,
+  kandw, korw, knotw, kmovw, vscalefps,
   kCount
 };
 

@@ -697,6 +697,7 @@ struct Gen {
       case IrOp::Sub: binary(VI::vsubps, i, n); return;
       case IrOp::Mul: binary(VI::vmulps, i, n); return;
       case IrOp::Div: binary(VI::vdivps, i, n); return;
+      case IrOp::Scalef: binary(VI::vscalefps, i, n); return;  // AVX-512 only (generate)
       case IrOp::Min: binary(VI::vminps, i, n); return;
       case IrOp::Max: binary(VI::vmaxps, i, n); return;
       case IrOp::And: binary(VI::vandps, i, n); return;
@@ -822,6 +823,12 @@ void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* re
     *reason = "the JIT emits AVX2 or AVX-512 only";
     return nullptr;
   }
+  if (isa != Isa::Avx512)
+    for (const Node& n : ir.nodes)
+      if (n.op == IrOp::Scalef) {
+        *reason = "IR lowered for AVX-512 (vscalefps) cannot be emitted as AVX2";
+        return nullptr;
+      }
   Gen g(ir, isa == Isa::Avx512);
   g.scratch_rows = ir.scratch_rows;
   g.intervals();

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/simd/scale_pow2.h"
+
 #ifndef DVM_SIMD_INLINE
 #define DVM_SIMD_INLINE [[gnu::always_inline]] inline
 #endif
@@ -26,6 +28,7 @@ enum class IrOp : uint8_t {
   Add, Sub, Mul, Div, Min, Max, Sqrt,
   And, Or, Xor, AndN,
   Fma,       // a * b + c
+  Scalef,    // a * 2^b (vscalefps; AVX-512 only, AVX2 lowers scale_pow2 in halves)
   Round,     // imm = rounding mode (0 nearest-even, 1 floor, 2 ceil, 3 trunc)
   Cmp,       // imm = vcmpps predicate; a mask
   MAnd, MOr, MNot,
@@ -70,6 +73,7 @@ struct IrBuilder {
   std::vector<Node> nodes;
   std::vector<std::pair<uint32_t, int32_t>> consts;  // dedup of Const nodes
   int scratch_rows = 0;
+  bool has_scalef = false;  // the target has vscalefps (AVX-512)
 
   void clear() {
     nodes.clear();
@@ -167,6 +171,11 @@ struct JitVec {
   DVM_SIMD_INLINE static Mask mask_not(Mask a) { return mkm(IrOp::MNot, a.id); }
   DVM_SIMD_INLINE static JitVec select(Mask m, JitVec a, JitVec b) {
     return mk(IrOp::Select, m.id, a.id, b.id);
+  }
+  // The same primitive sequence the target's interpreter type runs.
+  DVM_SIMD_INLINE static JitVec scale_pow2(JitVec y, JitVec n) {
+    if (t_ir->has_scalef) return mk(IrOp::Scalef, y.id, n.id);
+    return simd::scale_pow2_halves(y, n);
   }
 
   DVM_SIMD_INLINE static Int isplat(int32_t x) { return {t_ir->konst(static_cast<uint32_t>(x))}; }

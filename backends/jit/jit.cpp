@@ -58,6 +58,7 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   auto code = std::make_unique<JitCodeImpl>();
   if (!arg_patterns(vp.program, &code->patterns, reason)) return nullptr;
   thread_local IrBuilder ir;
+  ir.has_scalef = isa == Isa::Avx512;
   const Tuning& tune = tuning();
   const vm::Form form = vp.program.form;
   // Elementwise: 4 copies of a small body per main-loop iteration, 2 of a

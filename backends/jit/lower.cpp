@@ -58,6 +58,9 @@ Op combine_op(Op reduce) {
 // RowReduce: a folding pass whose body (one copy) has more IR nodes than this
 // is split (Lowering::split_slots) instead of copied four times.
 constexpr int kSplitBodyNodes = 24;
+// RowReduce: a vec value several passes need is kept in a scratch row when
+// recomputing it costs at least this many vector ops (recompute_cost).
+constexpr int kKeepMinCost = 3;
 
 struct Lowering {
   const vm::VerifiedProgram& vp;
@@ -103,6 +106,27 @@ struct Lowering {
     row_val.assign(ni, -1);
     vec_val.assign(ni, -1);
     acc.assign(ni, -1);
+  }
+
+  // What recomputing each vec value in a later pass costs, in rough vector
+  // ops over its cone (loads and row values are free: a scratch reload is a
+  // load too). Shared operands count once per use; saturates.
+  std::vector<int> recompute_costs() const {
+    std::vector<int> cost(ni, 0);
+    for (size_t i = 0; i < ni; ++i) {
+      if (kind(i) != Kind::Vec || cls(i) == OpClass::Load || cls(i) == OpClass::Const) continue;
+      int c = 1;
+      switch (p.code[i].op) {
+        case Op::EXP: case Op::LOG: case Op::TANH: case Op::SIGMOID: case Op::GELU_TANH:
+        case Op::GELU_ERF: case Op::ERF: case Op::SIN: case Op::COS: case Op::POW:
+        case Op::DIV: case Op::SQRT: case Op::RSQRT: case Op::RECIP: c = 8; break;
+        default: break;
+      }
+      for (int32_t d : src[i])
+        if (d >= 0) c += cost[static_cast<size_t>(d)];
+      cost[i] = std::min(c, 1 << 20);
+    }
+    return cost;
   }
 
   int32_t val(int32_t def) const {
@@ -352,9 +376,11 @@ struct Lowering {
       }
     };
     // Latest values first: once softmax's exp(x - m) is kept, x - m is no
-    // longer needed by the last pass and is not kept too.
+    // longer needed by the last pass and is not kept too. A value cheaper to
+    // recompute than a store and a reload (layer_norm's x - mean) is not kept.
     std::vector<std::vector<uint8_t>> need_at(static_cast<size_t>(vp.max_level) + 1);
     for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
+    const std::vector<int> cost = recompute_costs();
     for (size_t i = ni; i-- > 0 && ir.scratch_rows < kMaxScratchRows;) {
       if (p.code[i].op == Op::LD || kind(i) != Kind::Vec) continue;
       int first = -1, count = 0;
@@ -363,7 +389,7 @@ struct Lowering {
           if (first < 0) first = pass;
           ++count;
         }
-      if (count >= 2) {
+      if (count >= 2 && cost[i] >= kKeepMinCost) {
         cached[i] = first;
         slot[i] = ir.scratch_rows++;
         for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);

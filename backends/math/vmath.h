@@ -44,20 +44,14 @@ DVM_SIMD_INLINE V with_sign_of(V a, V s) {
   return V::bit_or(a, V::bit_and(s, V::splat(-0.0f)));
 }
 
-// 2^n for integral n in [-126, 127] held as int lanes: bits (n + 127) << 23.
-template <class V>
-DVM_SIMD_INLINE V pow2i(typename V::Int n) {
-  return V::as_float(V::template shl<23>(V::iadd(n, V::isplat(127))));
-}
-
 // ---- exp -----------------------------------------------------------------------
 // x = n*ln2 + r, |r| <= ln2/2 (Cody-Waite, two-part ln2 with fma), e^r by a
-// degree-7 polynomial (Cephes expf coefficients), then scaled by 2^n in two
-// exact steps so results in the subnormal range are rounded once, correctly
-// for the polynomial value. Overflow gives +inf, exp(-inf) = +0, NaN -> NaN.
+// degree-7 polynomial (Cephes expf coefficients), then scaled by 2^n with one
+// rounding (scale_pow2) so results in the subnormal range are rounded once,
+// correctly for the polynomial value. Overflow gives +inf, exp(-inf) = +0,
+// NaN -> NaN.
 template <class V>
 DVM_SIMD_INLINE V exp(V x) {
-  using I = typename V::Int;
   x = V::max(V::splat(-104.0f), x);  // e^-104 < 2^-150: rounds to 0
   x = V::min(V::splat(89.0f), x);    // e^89 > FLT_MAX: becomes +inf below
   V n = V::round_even(V::mul(x, V::splat(1.44269504088896341f)));
@@ -70,12 +64,9 @@ DVM_SIMD_INLINE V exp(V x) {
   p = V::fma(p, r, V::splat(1.6666665459e-1f));
   p = V::fma(p, r, V::splat(5.0000001201e-1f));
   V y = V::add(V::fma(p, V::mul(r, r), r), V::splat(1.0f));
-  // n in [-150, 128]: 2^n = 2^n1 * 2^n2 with n1 = n >> 1, n2 = n - n1, both
-  // in [-75, 64]; y*2^n1 is exact, the second product rounds once.
-  I ni = V::cvt_round(n);
-  I n1 = V::template sra<1>(ni);
-  I n2 = V::isub(ni, n1);
-  return V::mul(V::mul(y, pow2i<V>(n1)), pow2i<V>(n2));
+  // n in [-150, 128]: y * 2^n rounded once, so subnormal results are
+  // correctly rounded for the polynomial value (vscalefps, or in halves).
+  return V::scale_pow2(y, n);
 }
 
 // ---- log -----------------------------------------------------------------------

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "backends/simd/scale_pow2.h"
+
 #ifndef DVM_SIMD_INLINE
 #define DVM_SIMD_INLINE [[gnu::always_inline]] inline
 #endif
@@ -107,6 +109,9 @@ struct VecAvx2 {
   // vblendvps: a where the mask lane's sign bit is set, else b.
   DVM_SIMD_INLINE static VecAvx2 select(Mask m, VecAvx2 a, VecAvx2 b) {
     return {_mm256_blendv_ps(b.v, a.v, m.m)};
+  }
+  DVM_SIMD_INLINE static VecAvx2 scale_pow2(VecAvx2 y, VecAvx2 n) {
+    return scale_pow2_halves(y, n);
   }
 
   // ---- int32 lanes ----------------------------------------------------------

@@ -106,6 +106,10 @@ struct VecAvx512 {
   DVM_SIMD_INLINE static VecAvx512 select(Mask m, VecAvx512 a, VecAvx512 b) {
     return {_mm512_mask_blend_ps(m.k, b.v, a.v)};
   }
+  // vscalefps: y * 2^floor(n), rounded once (subnormal results too).
+  DVM_SIMD_INLINE static VecAvx512 scale_pow2(VecAvx512 y, VecAvx512 n) {
+    return {_mm512_scalef_ps(y.v, n.v)};
+  }
 
   // ---- int32 lanes ----------------------------------------------------------
   DVM_SIMD_INLINE static Int isplat(int32_t x) { return {_mm512_set1_epi32(x)}; }

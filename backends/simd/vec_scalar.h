@@ -41,6 +41,9 @@
 //   mask_and mask_or mask_not            vandps/vorps/vxorps-all-ones; kandw
 //                                        korw knotw
 //   select(m, a, b) = m ? a : b          vblendvps (AVX2) / vblendmps (AVX-512)
+//   scale_pow2(y, n) = y * 2^n           n an integral float in [-150, 128], one
+//                                        rounding: vscalefps (AVX-512); in
+//                                        halves (scale_pow2.h) elsewhere
 //
 //   int32 lanes
 //   isplat(int32_t)                      vpbroadcastd
@@ -74,6 +77,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+
+#include "backends/simd/scale_pow2.h"
 
 #ifndef DVM_SIMD_INLINE
 #define DVM_SIMD_INLINE [[gnu::always_inline]] inline
@@ -156,6 +161,9 @@ struct VecScalar {
   DVM_SIMD_INLINE static Mask mask_not(Mask a) { return {!a.m}; }
   DVM_SIMD_INLINE static VecScalar select(Mask m, VecScalar a, VecScalar b) {
     return m.m ? a : b;
+  }
+  DVM_SIMD_INLINE static VecScalar scale_pow2(VecScalar y, VecScalar n) {
+    return scale_pow2_halves(y, n);
   }
 
   // ---- int32 lanes ----------------------------------------------------------
