@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/microkernels.h"
+#include "vm/parallel.h"
 
 namespace dvm::vm {
 namespace {
@@ -234,6 +235,43 @@ void run_elementwise(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   }
 }
 
+// One pass of a multi-pass row over elements [c_begin, c_end) of row t (a
+// multiple of kTile from the row's start): everything of level <= pass is
+// computed, reductions of level pass + 1 fold into acc_of(i) (set to the
+// identity first), earlier ones read result_of(i); the last pass stores.
+template <class AccOf, class ResultOf>
+void run_pass(const Kernel& k, const Launch& l, Tile t, int64_t c_begin, int64_t c_end, int pass,
+              const backends::MicroKernels& mk, Frame& f, AccOf acc_of, ResultOf result_of) {
+  const Program& p = k.program();
+  const auto& info = k.verified().info;
+  const size_t ni = p.code.size();
+  const bool last = pass == k.verified().max_level;
+  for (size_t i = 0; i < ni; ++i)
+    if (op_class(p.code[i].op) == OpClass::Reduce && info[i].level == pass + 1) {
+      float* acc = acc_of(i);
+      for (int j = 0; j < mk.reduce_lanes; ++j) acc[j] = mk.reduce_identity[static_cast<int>(p.code[i].op)];
+    }
+  for (t.c0 = c_begin; t.c0 < c_end; t.c0 += kTile) {
+    t.n = std::min(kTile, c_end - t.c0);
+    for (size_t i = 0; i < ni; ++i) {
+      const Instr& ins = p.code[i];
+      const int lvl = info[i].level;
+      const OpClass cls = op_class(ins.op);
+      if (cls == OpClass::Reduce) {
+        if (lvl <= pass)
+          f.sval[ins.r[0]] = result_of(i);
+        else if (lvl == pass + 1)
+          mk.reduce_acc[static_cast<int>(ins.op)](acc_of(i), reduce_source(ins, info[i], f, p.nregs, t.n, mk),
+                                                  t.n);
+        continue;
+      }
+      if (lvl > pass) continue;
+      if (cls == OpClass::Store && (!last || (ins.op == Op::STB && t.c0 != 0))) continue;
+      exec(ins, info[i], f, p.nregs, l, t, mk, last ? f.direct[i] : -1);
+    }
+  }
+}
+
 void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
                     const backends::MicroKernels& mk) {
   const Program& p = k.program();
@@ -269,30 +307,9 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
     // and folds the reductions of level L + 1; the last pass stores. Every
     // pass runs the program in order, so register reuse stays valid.
     for (int pass = 0; pass <= vp.max_level; ++pass) {
-      const bool last = pass == vp.max_level;
-      for (t.c0 = 0; t.c0 < l.C; t.c0 += kTile) {
-        t.n = std::min(kTile, l.C - t.c0);
-        for (size_t i = 0; i < ni; ++i) {
-          const Instr& ins = p.code[i];
-          const int lvl = info[i].level;
-          const OpClass cls = op_class(ins.op);
-          if (cls == OpClass::Reduce) {
-            const int op = static_cast<int>(ins.op);
-            if (lvl <= pass) {
-              f.sval[ins.r[0]] = f.result[i];
-            } else if (lvl == pass + 1) {
-              float* acc = &f.acc[i * static_cast<size_t>(lanes)];
-              if (t.c0 == 0)
-                for (int j = 0; j < lanes; ++j) acc[j] = mk.reduce_identity[op];
-              mk.reduce_acc[op](acc, reduce_source(ins, info[i], f, p.nregs, t.n, mk), t.n);
-            }
-            continue;
-          }
-          if (lvl > pass) continue;
-          if (cls == OpClass::Store && (!last || (ins.op == Op::STB && t.c0 != 0))) continue;
-          exec(ins, info[i], f, p.nregs, l, t, mk, last ? f.direct[i] : -1);
-        }
-      }
+      run_pass(k, l, t, 0, l.C, pass, mk, f,
+               [&](size_t i) { return &f.acc[i * static_cast<size_t>(lanes)]; },
+               [&](size_t i) { return f.result[i]; });
       for (size_t i = 0; i < ni; ++i)
         if (op_class(p.code[i].op) == OpClass::Reduce && info[i].level == pass + 1)
           f.result[i] = mk.reduce_finish[static_cast<int>(p.code[i].op)](
@@ -344,6 +361,53 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
 }
 
 }  // namespace
+
+bool splits_rows(const Kernel& k, const Launch& l) {
+  return k.form() == Form::RowReduce && l.C > kSplitRowMin;
+}
+
+void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
+  const Program& p = k.program();
+  const VerifiedProgram& vp = k.verified();
+  const size_t ni = p.code.size();
+  const size_t lanes = static_cast<size_t>(mk.reduce_lanes);
+  const int64_t rows = l.P * l.R;
+  const int64_t chunks = (l.C + kRowChunk - 1) / kRowChunk;
+  if (rows == 0) return;
+  std::vector<float> results(static_cast<size_t>(rows) * ni, 0.0f);  // finished reductions per row
+  std::vector<size_t> slot(ni);  // a folding reduction's place among this pass's
+  std::vector<float> partial;    // per (row, chunk, folding reduction): lanes floats
+  for (int pass = 0; pass <= vp.max_level; ++pass) {
+    size_t folds = 0;
+    for (size_t i = 0; i < ni; ++i)
+      if (op_class(p.code[i].op) == OpClass::Reduce && vp.info[i].level == pass + 1) slot[i] = folds++;
+    partial.assign(static_cast<size_t>(rows * chunks) * folds * lanes, 0.0f);
+    parallel_items(rows * chunks, kRowChunk, [&](int64_t b, int64_t e) {
+      Frame& f = t_frame;
+      f.prepare(p, kTile, mk.reduce_lanes);
+      for (int64_t item = b; item < e; ++item) {
+        const int64_t row = item / chunks, chunk = item % chunks;
+        const int64_t c0 = chunk * kRowChunk;
+        float* mine = partial.data() + static_cast<size_t>(item) * folds * lanes;
+        const float* done = results.data() + static_cast<size_t>(row) * ni;
+        run_pass(k, l, Tile{row / l.R, row % l.R, 0, 0}, c0, std::min(l.C, c0 + kRowChunk), pass, mk, f,
+                 [&](size_t i) { return mine + slot[i] * lanes; }, [&](size_t i) { return done[i]; });
+      }
+    });
+    // Chunk accumulators combine lane by lane in chunk order, then the usual
+    // tree: the same bits whatever ran which chunk.
+    for (int64_t row = 0; row < rows; ++row)
+      for (size_t i = 0; i < ni; ++i) {
+        if (op_class(p.code[i].op) != OpClass::Reduce || vp.info[i].level != pass + 1) continue;
+        const int op = static_cast<int>(p.code[i].op);
+        const int comb = static_cast<int>(combine_op(p.code[i].op));
+        float* first = partial.data() + (static_cast<size_t>(row * chunks) * folds + slot[i]) * lanes;
+        for (int64_t c = 1; c < chunks; ++c)
+          mk.binary[comb](first, first, first + static_cast<size_t>(c) * folds * lanes, mk.reduce_lanes);
+        results[static_cast<size_t>(row) * ni + i] = mk.reduce_finish[op](first);
+      }
+  }
+}
 
 int64_t work_items(const Kernel& k, const Launch& l) {
   switch (k.form()) {

@@ -22,12 +22,27 @@ inline constexpr int64_t kRowTileMax = 4096;
 // Elementwise work items split C into chunks of this many floats.
 inline constexpr int64_t kChunk = 16 * kTile;
 
+// RowReduce rows longer than this are split into chunks of kRowChunk floats
+// that threads fold independently; the chunks' accumulators then combine in
+// chunk order. Both depend on the row length only, never on the thread
+// count, so the result bits do not either. The JIT does not serve such
+// launches (its order is the unsplit one).
+inline constexpr int64_t kSplitRowMin = 256 * 1024;
+inline constexpr int64_t kRowChunk = 64 * 1024;
+static_assert(kRowChunk % kTile == 0, "chunks start on tile boundaries");
+
 // Work items of a launch: independent pieces the launcher may run in any
 // order or in parallel (rows, row chunks or column tiles).
 int64_t work_items(const Kernel& k, const Launch& l);
 
 // Floats one work item touches (the parallel cost model's unit).
 int64_t item_elements(const Kernel& k, const Launch& l);
+
+// True when a launch runs as split rows (interpret_split_rows).
+bool splits_rows(const Kernel& k, const Launch& l);
+// Runs a whole split-row launch: per reduction level, one parallel phase over
+// (row, chunk), then the per-row combines.
+void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk);
 
 // Runs work items [begin, end) with the given micro-kernel table.
 void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,

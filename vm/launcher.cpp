@@ -93,13 +93,17 @@ void launch_stack(const std::vector<StackEntry>& entries) {
     int64_t elems = 0;
     for (size_t i = 0; i < n; ++i) {
       const StackEntry& s = entries[begin + i];
-      const int64_t items = work_items(*s.kernel, *s.launch);
+      // A split-row launch runs its own phases (interpret_split_rows below).
+      const int64_t items = splits_rows(*s.kernel, *s.launch) ? 0 : work_items(*s.kernel, *s.launch);
       first[i + 1] = first[i] + items;
       elems += items * item_elements(*s.kernel, *s.launch);
       code[i] = select_tier(*s.kernel, s.kernel->calls.load(std::memory_order_relaxed), mk.isa);
     }
     const int64_t total = first[n];
     auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < n; ++i)
+      if (splits_rows(*entries[begin + i].kernel, *entries[begin + i].launch))
+        interpret_split_rows(*entries[begin + i].kernel, *entries[begin + i].launch, mk);
     parallel_items(total, total ? elems / total : 1, [&](int64_t b, int64_t e) {
       size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1;
       for (; b < e; ++i) {
@@ -125,7 +129,10 @@ bool launch(const Kernel& k, const Launch& l) {
   const backends::MicroKernels& mk = backends::active_microkernels();
   const backends::jit::JitCode* code =
       select_tier(k, k.calls.load(std::memory_order_relaxed), mk.isa);
-  if (code) {
+  if (splits_rows(k, l)) {
+    interpret_split_rows(k, l, mk);  // the chunked order is the interpreter's alone
+    code = nullptr;
+  } else if (code) {
     parallel_items(items, item_elements(k, l), [&](int64_t b, int64_t e) {
       backends::jit::run_items(*code, k.verified(), l, b, e);
     });

@@ -2,6 +2,7 @@
 // host's task_arena bounds dvm, and small launches stay on the caller.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -10,6 +11,7 @@
 #include <tbb/task_arena.h>
 
 #include "dvm/dvm.h"
+#include "vm/interpreter.h"
 #include "vm/parallel.h"
 
 namespace dvm {
@@ -47,6 +49,96 @@ TEST(Parallel, BitIdenticalForEveryThreadCount) {
           << "result " << k << " differs with " << threads << " threads";
     }
   }
+  set_num_threads(0);
+}
+
+// Rows longer than vm::kSplitRowMin fold in fixed chunks of vm::kRowChunk on
+// every thread count and tier: one huge row still uses every thread, and the
+// bits do not depend on how many there are.
+std::vector<std::vector<float>> run_huge_rows(const std::vector<float>& xv, int64_t rows) {
+  const int64_t n = static_cast<int64_t>(xv.size()) / rows;
+  Tensor x = Tensor::from_blob(xv.data(), {rows, n});
+  Tensor s = x.sum(-1), m = x.max(-1), sm = softmax(x, -1), mean = x.mean(-1);
+  return {s.to_vector(), m.to_vector(), sm.to_vector(), mean.to_vector()};
+}
+
+TEST(Parallel, HugeRowsSplitIntoChunksBitIdentically) {
+  for (int64_t rows : {1, 3}) {
+    const int64_t n = rows == 1 ? 600001 : 300000;  // 10 and 5 chunks, ragged ends
+    ASSERT_GT(n, vm::kSplitRowMin);
+    const std::vector<float> xv = ramp(rows * n, 0.0007f);
+    set_num_threads(1);
+    set_tier_mode(TierMode::Off);
+    const auto ref = run_huge_rows(xv, rows);
+    for (TierMode tier : {TierMode::Off, TierMode::Eager})
+      for (int threads : {1, 2, 3, 7}) {
+        set_num_threads(threads);
+        set_tier_mode(tier);
+        const auto got = run_huge_rows(xv, rows);
+        for (size_t k = 0; k < ref.size(); ++k)
+          ASSERT_EQ(std::memcmp(got[k].data(), ref[k].data(), ref[k].size() * sizeof(float)), 0)
+              << "result " << k << " differs with " << threads << " threads, rows " << rows;
+      }
+    // Against double precision. A sum of n floats, in any order of pairwise
+    // adds, errs by at most (n - 1) * 2^-24 * sum|x| (first-order bound); the
+    // chunked order has far fewer adds on any path, so this cannot hide a
+    // lost or doubled chunk (which errs by a whole chunk's sum).
+    const double eps = std::ldexp(1.0, -24);
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, abs_sum = 0, mx = -INFINITY;
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = xv[static_cast<size_t>(r * n + i)];
+        sum += v;
+        abs_sum += std::fabs(v);
+        mx = std::max(mx, v);
+      }
+      const double bound = (vm::kRowChunk + 64) * eps * abs_sum;
+      EXPECT_NEAR(ref[0][static_cast<size_t>(r)], sum, bound) << "sum, row " << r;
+      EXPECT_EQ(ref[1][static_cast<size_t>(r)], static_cast<float>(mx)) << "max, row " << r;
+      EXPECT_NEAR(ref[3][static_cast<size_t>(r)], sum / static_cast<double>(n),
+                  bound / static_cast<double>(n) + 2 * eps * std::fabs(sum) / static_cast<double>(n))
+          << "mean, row " << r;
+      double esum = 0;
+      for (int64_t i = 0; i < n; ++i) esum += std::exp(xv[static_cast<size_t>(r * n + i)] - mx);
+      for (int64_t i = 0; i < n; i += 997) {
+        const double want = std::exp(xv[static_cast<size_t>(r * n + i)] - mx) / esum;
+        // exp's 1 ULP and the divide's 0.5, plus the sum's relative error
+        // (positive terms: at most the bound above over the sum itself).
+        EXPECT_NEAR(ref[2][static_cast<size_t>(r * n + i)], want, want * (4 * eps + (vm::kRowChunk + 64) * eps))
+            << "softmax, row " << r << " element " << i;
+      }
+    }
+  }
+  set_num_threads(0);
+  set_tier_mode(TierMode::Auto);
+}
+
+// The chunked order itself, modelled independently for the portable ISA (one
+// lane, four accumulators: element i folds into i mod 4): each chunk of
+// kRowChunk floats folds from zero, the chunks' accumulators add in chunk
+// order, then (a0 + a1) + (a2 + a3). The unsplit order gives other bits.
+TEST(Parallel, HugeRowSumFollowsTheChunkedOrder) {
+  const int64_t n = 3 * vm::kRowChunk + vm::kSplitRowMin / 2 + 123;
+  ASSERT_GT(n, vm::kSplitRowMin);
+  const std::vector<float> xv = ramp(n, 0.0013f);
+  float total[4] = {0, 0, 0, 0}, flat[4] = {0, 0, 0, 0};
+  for (int64_t c0 = 0; c0 < n; c0 += vm::kRowChunk) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t i = c0; i < std::min(n, c0 + vm::kRowChunk); ++i) acc[i % 4] += xv[static_cast<size_t>(i)];
+    for (int j = 0; j < 4; ++j) total[j] += acc[j];
+  }
+  for (int64_t i = 0; i < n; ++i) flat[i % 4] += xv[static_cast<size_t>(i)];
+  const float want = (total[0] + total[1]) + (total[2] + total[3]);
+  const float unsplit = (flat[0] + flat[1]) + (flat[2] + flat[3]);
+  ASSERT_NE(want, unsplit) << "pick another input: the two orders agree on this one";
+  const std::string before = isa();
+  set_isa("portable");
+  for (int threads : {1, 2, 7}) {
+    set_num_threads(threads);
+    Tensor x = Tensor::from_blob(xv.data(), {n});
+    EXPECT_EQ(x.sum().item(), want) << threads << " threads";
+  }
+  set_isa(before);
   set_num_threads(0);
 }
 
