@@ -363,7 +363,7 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
 }  // namespace
 
 bool splits_rows(const Kernel& k, const Launch& l) {
-  return k.form() == Form::RowReduce && l.C > kSplitRowMin;
+  return k.form() == Form::RowReduce && l.C > kSplitRowMin && l.P * l.R < kSplitRowsBelow;
 }
 
 void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {

@@ -22,12 +22,14 @@ inline constexpr int64_t kRowTileMax = 4096;
 // Elementwise work items split C into chunks of this many floats.
 inline constexpr int64_t kChunk = 16 * kTile;
 
-// RowReduce rows longer than this are split into chunks of kRowChunk floats
-// that threads fold independently; the chunks' accumulators then combine in
-// chunk order. Both depend on the row length only, never on the thread
-// count, so the result bits do not either. The JIT does not serve such
-// launches (its order is the unsplit one).
+// RowReduce launches of fewer than kSplitRowsBelow rows longer than
+// kSplitRowMin floats split each row into chunks of kRowChunk floats that
+// threads fold independently; the chunks' accumulators then combine in chunk
+// order. All of it depends on the shape only, never on the thread count, so
+// the result bits do not either. The JIT does not serve such launches (its
+// order is the unsplit one); with more rows, rows alone keep threads busy.
 inline constexpr int64_t kSplitRowMin = 256 * 1024;
+inline constexpr int64_t kSplitRowsBelow = 16;
 inline constexpr int64_t kRowChunk = 64 * 1024;
 static_assert(kRowChunk % kTile == 0, "chunks start on tile boundaries");
 

@@ -116,7 +116,8 @@ TEST(Parallel, HugeRowsSplitIntoChunksBitIdentically) {
 // The chunked order itself, modelled independently for the portable ISA (one
 // lane, four accumulators: element i folds into i mod 4): each chunk of
 // kRowChunk floats folds from zero, the chunks' accumulators add in chunk
-// order, then (a0 + a1) + (a2 + a3). The unsplit order gives other bits.
+// order, then (a0 + a1) + (a2 + a3). The unsplit order gives other bits, and
+// is what a launch of kSplitRowsBelow such rows follows.
 TEST(Parallel, HugeRowSumFollowsTheChunkedOrder) {
   const int64_t n = 3 * vm::kRowChunk + vm::kSplitRowMin / 2 + 123;
   ASSERT_GT(n, vm::kSplitRowMin);
@@ -133,10 +134,16 @@ TEST(Parallel, HugeRowSumFollowsTheChunkedOrder) {
   ASSERT_NE(want, unsplit) << "pick another input: the two orders agree on this one";
   const std::string before = isa();
   set_isa("portable");
+  // kSplitRowsBelow rows of the same data: rows alone keep threads busy, no
+  // split, every row in the unsplit order.
+  std::vector<float> many(static_cast<size_t>(vm::kSplitRowsBelow * n));
+  for (int64_t r = 0; r < vm::kSplitRowsBelow; ++r) std::copy(xv.begin(), xv.end(), many.begin() + r * n);
   for (int threads : {1, 2, 7}) {
     set_num_threads(threads);
     Tensor x = Tensor::from_blob(xv.data(), {n});
     EXPECT_EQ(x.sum().item(), want) << threads << " threads";
+    const std::vector<float> sums = Tensor::from_blob(many.data(), {vm::kSplitRowsBelow, n}).sum(-1).to_vector();
+    for (float s : sums) EXPECT_EQ(s, unsplit) << threads << " threads, " << vm::kSplitRowsBelow << " rows";
   }
   set_isa(before);
   set_num_threads(0);
