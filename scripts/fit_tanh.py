@@ -3,7 +3,7 @@
 
 Form (x clamped to [-c, c], c = 9.5; z = x^2):
     T(x) = 2 tanh(x/2) ~ x + x*z * R(z),   R = P'(z) / Q(z),  deg P' = 2, deg Q = 3, Q(0) = 1
-    tanh(x) = T / (1 + T^2/4)
+    tanh(x) = T / (1 + T^2/4), evaluated in vmath.h as T - T * T^2 / (4 + T^2)
 Why double angle: d tanh / d T = sech(x) * tanh/T, so errors of T (fit and float Horner
 rounding) are damped by sech(x) at large |x|, where the plain x*P(z)/Q(z) form loses
 ~4-5 ULP to Horner rounding in z up to 81.
