@@ -23,7 +23,7 @@ namespace bench {
 namespace {
 
 struct Arrays {
-  std::vector<float> a, b, c;
+  Floats a, b, c;
   explicit Arrays(int64_t n)
       : a(static_cast<size_t>(n), 0.0f), b(static_cast<size_t>(n), 1.0f), c(static_cast<size_t>(n), 2.0f) {}
 };

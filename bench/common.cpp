@@ -26,7 +26,7 @@ float uniform01(uint64_t* state) {
 }
 
 namespace {
-void fill(std::vector<float>& v, size_t n, uint64_t seed, float lo, float hi) {
+void fill(Floats& v, size_t n, uint64_t seed, float lo, float hi) {
   v.resize(n);
   uint64_t s = seed;
   for (size_t i = 0; i < n; ++i) v[i] = lo + (hi - lo) * uniform01(&s);
@@ -48,9 +48,9 @@ const Pools& pools() {
 
 float* scratch(const char* key, int64_t n) {
   static std::mutex mu;
-  static std::map<std::pair<std::string, int64_t>, std::vector<float>> buffers;
+  static std::map<std::pair<std::string, int64_t>, Floats> buffers;
   std::lock_guard<std::mutex> lock(mu);
-  std::vector<float>& v = buffers[{key, n}];
+  Floats& v = buffers[{key, n}];
   if (v.size() != static_cast<size_t>(n)) v.assign(static_cast<size_t>(n), 0.0f);
   return v.data();
 }
