@@ -62,9 +62,13 @@ class Runner {
     }
     for (const ArgSpec& a : low.args)
       if (a.output) stage_outputs_.push_back(a.node->storage);
-    launches_.push_back(bind(low));
+    // Launches are reused from flush to flush (their argument vectors keep
+    // their capacity); the deque keeps their addresses stable.
+    if (used_launches_ == launches_.size()) launches_.emplace_back();
+    vm::Launch& l = launches_[used_launches_++];
+    bind(low, &l);
     kernels_.push_back(std::move(k));
-    entries_.push_back({kernels_.back().get(), &launches_.back(), stage_});
+    entries_.push_back({kernels_.back().get(), &l, stage_});
   }
 
   void flush() {
@@ -81,7 +85,7 @@ class Runner {
   // Forgets stacked work (after it ran, or when a flush failed midway).
   void reset() {
     entries_.clear();
-    launches_.clear();
+    used_launches_ = 0;
     kernels_.clear();  // releases this flush's references to the kernels
     stage_outputs_.clear();
     stage_ = 0;
@@ -114,6 +118,7 @@ class Runner {
   }
 
   std::deque<vm::Launch> launches_;  // stable addresses for the entries
+  size_t used_launches_ = 0;         // launches_ in use by this flush
   std::vector<std::shared_ptr<vm::Kernel>> kernels_;
   std::vector<vm::StackEntry> entries_;
   std::vector<const detail::Storage*> stage_outputs_;
@@ -125,21 +130,20 @@ bool check_plans() {
   return on;
 }
 
-// Rebuilds a cached group over this flush's nodes.
-Group replay_group(const CachedGroup& cg, const std::vector<Node*>& nodes, int index) {
-  Group g;
+// Rebuilds a cached group over this flush's nodes (into g, whose member
+// list keeps its capacity).
+void replay_group(const CachedGroup& cg, const std::vector<Node*>& nodes, int index, Group& g) {
   g.form = cg.form;
   g.red_begin = cg.red_begin;
   g.red_end = cg.red_end;
   const Node* f = nodes[static_cast<size_t>(cg.full_from)];
   g.full = cg.full_from_input ? f->in[0]->shape : f->shape;
-  g.members.reserve(cg.members.size());
+  g.members.clear();
   for (int32_t m : cg.members) {
     Node* n = nodes[static_cast<size_t>(m)];
     n->group = index;
     g.members.push_back(n);
   }
-  return g;
 }
 
 }  // namespace
@@ -160,7 +164,8 @@ int64_t execute(const std::vector<Node*>& nodes) {
     }
     for (size_t gi = 0; gi < cached->groups.size(); ++gi) {
       const CachedGroup& cg = cached->groups[gi];
-      Group g = replay_group(cg, nodes, static_cast<int>(gi));
+      thread_local Group g;
+      replay_group(cg, nodes, static_cast<int>(gi), g);
       if (check_plans()) {
         Lowered full = lower(g);
         if (!(full.bytecode == cg.kernel->bytecode()))

@@ -353,6 +353,8 @@ Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
                     const std::vector<Node*>& nodes) {
   Builder b(g);
   b.out.args.reserve(origins.size());
+  b.full_strides.reserve(origins.size());
+  b.arg_domain.reserve(origins.size());
   for (const ArgOrigin& o : origins) {
     Node* n = nodes[static_cast<size_t>(o.node)];
     if (o.slot >= 0) b.add_leaf(n, o.slot);
@@ -364,6 +366,12 @@ Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
 
 vm::Launch bind(const Lowered& low) {
   vm::Launch l;
+  bind(low, &l);
+  return l;
+}
+
+void bind(const Lowered& low, vm::Launch* out) {
+  vm::Launch& l = *out;
   const Space& sp = low.space;
   l.P = sp.extent(0);
   l.R = sp.extent(1);
@@ -372,6 +380,7 @@ vm::Launch bind(const Lowered& low) {
   for (size_t a = 0; a < low.args.size(); ++a) {
     const ArgSpec& s = low.args[a];
     vm::ArgBinding& b = l.args[a];
+    b = vm::ArgBinding{};  // a reused launch keeps nothing of its last use
     float* base = s.node->storage ? s.node->storage->data + s.offset : nullptr;
     if (s.output) b.out = base;
     else b.in = base;
@@ -398,7 +407,6 @@ vm::Launch bind(const Lowered& low) {
       }
     }
   }
-  return l;
 }
 
 }  // namespace dvm::fuser

@@ -59,6 +59,8 @@ Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
 
 // The launch for a lowered group once every output node has its buffer.
 vm::Launch bind(const Lowered& low);
+// The same into an existing launch, reusing its argument storage.
+void bind(const Lowered& low, vm::Launch* out);
 
 // Gives a pending View whose input is now materialized its buffer.
 void resolve_view(detail::Node* v);

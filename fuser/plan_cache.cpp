@@ -13,8 +13,8 @@ constexpr size_t kMaxPlans = 1024;
 
 struct SigBuilder {
   std::vector<uint64_t>& w;
-  std::vector<int64_t> sizes;        // distinct extents > 1, by first appearance
-  std::vector<const Node*> leaves;   // distinct leaves, by first appearance
+  std::vector<int64_t>& sizes;        // distinct extents > 1, by first appearance
+  std::vector<const Node*>& leaves;   // distinct leaves, by first appearance
 
   uint64_t extent_class(int64_t v) {
     if (v <= 1) return static_cast<uint64_t>(v);
@@ -62,9 +62,12 @@ struct SigBuilder {
 void make_signature(const std::vector<Node*>& nodes, Signature* out) {
   out->words.clear();
   out->words.reserve(nodes.size() * 8);
-  SigBuilder b{out->words, {}, {}};
-  b.sizes.reserve(16);
-  b.leaves.reserve(16);
+  // Kept per thread: their capacity stays from flush to flush (no malloc).
+  thread_local std::vector<int64_t> sizes;
+  thread_local std::vector<const Node*> leaves;
+  sizes.clear();
+  leaves.clear();
+  SigBuilder b{out->words, sizes, leaves};
   for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->seq = static_cast<int32_t>(i);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node* n = nodes[i];

@@ -54,6 +54,12 @@ void Trace::record(Node* n) {
 }
 
 std::vector<Node*> mark_needed(const std::vector<Node*>& nodes) {
+  std::vector<Node*> needed;
+  mark_needed(nodes, &needed);
+  return needed;
+}
+
+void mark_needed(const std::vector<Node*>& nodes, std::vector<Node*>* needed) {
   // Record order is topological, so one backward sweep from what live
   // Tensors hold marks everything they can reach.
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
@@ -63,11 +69,9 @@ std::vector<Node*> mark_needed(const std::vector<Node*>& nodes) {
     for (int i = 0; i < n->nin; ++i)
       if (n->in[i]->pending) n->in[i]->needed = true;
   }
-  std::vector<Node*> needed;
-  needed.reserve(nodes.size());
+  needed->clear();
   for (Node* n : nodes)
-    if (n->needed) needed.push_back(n);
-  return needed;
+    if (n->needed) needed->push_back(n);
 }
 
 void Trace::flush() {
@@ -77,7 +81,8 @@ void Trace::flush() {
   std::vector<Node*>& nodes = spare_;
   nodes.swap(nodes_);
   counters().nodes_recorded.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
-  std::vector<Node*> needed = mark_needed(nodes);
+  std::vector<Node*>& needed = needed_;
+  mark_needed(nodes, &needed);
   try {
     int64_t computed = needed.empty() ? 0 : fuser::execute(needed);
     counters().nodes_computed.fetch_add(computed, std::memory_order_relaxed);

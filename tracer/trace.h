@@ -32,6 +32,7 @@ class Trace {
   ~Trace();
   std::vector<Node*> nodes_;  // in record order, which is a topological order
   std::vector<Node*> spare_;  // the list being flushed
+  std::vector<Node*> needed_;  // what the flush computes
   bool flushing_ = false;
 };
 
@@ -39,6 +40,8 @@ class Trace {
 // live Tensor can reach: what a flush computes. Callers other than the flush
 // (tests, benchmarks driving the fuser) clear the marks when done.
 std::vector<Node*> mark_needed(const std::vector<Node*>& nodes);
+// The same into *needed (cleared first; its capacity is kept).
+void mark_needed(const std::vector<Node*>& nodes, std::vector<Node*>* needed);
 
 // Counters behind dvm::stats().
 struct Counters {

@@ -88,8 +88,22 @@ void launch_stack(const std::vector<StackEntry>& entries) {
     while (end < entries.size() && entries[end].stage == entries[begin].stage) ++end;
     // One stage: every entry's items in one index space.
     const size_t n = end - begin;
-    std::vector<int64_t> first(n + 1, 0);
-    std::vector<const backends::jit::JitCode*> code(n);
+    // Stages of up to kInlineEntries kernels keep their index on the stack
+    // (no malloc per launch); larger ones on the heap.
+    constexpr size_t kInlineEntries = 32;
+    int64_t first_buf[kInlineEntries + 1];
+    const backends::jit::JitCode* code_buf[kInlineEntries];
+    std::vector<int64_t> first_heap;
+    std::vector<const backends::jit::JitCode*> code_heap;
+    int64_t* first = first_buf;
+    const backends::jit::JitCode** code = code_buf;
+    if (n > kInlineEntries) {
+      first_heap.resize(n + 1);
+      code_heap.resize(n);
+      first = first_heap.data();
+      code = code_heap.data();
+    }
+    first[0] = 0;
     int64_t elems = 0;
     for (size_t i = 0; i < n; ++i) {
       const StackEntry& s = entries[begin + i];
@@ -105,7 +119,7 @@ void launch_stack(const std::vector<StackEntry>& entries) {
       if (splits_rows(*entries[begin + i].kernel, *entries[begin + i].launch))
         interpret_split_rows(*entries[begin + i].kernel, *entries[begin + i].launch, mk);
     parallel_items(total, total ? elems / total : 1, [&](int64_t b, int64_t e) {
-      size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1;
+      size_t i = static_cast<size_t>(std::upper_bound(first, first + n + 1, b) - first) - 1;
       for (; b < e; ++i) {
         const int64_t stop = std::min(e, first[i + 1]);
         const StackEntry& s = entries[begin + i];
