@@ -520,13 +520,18 @@ struct Lowering {
           });
   }
 
+  // Blocks of `block` column vectors, then halving blocks (8, 4, 2) for what
+  // is left, then one vector at a time: every loop level is one pass over
+  // the rows, so a 64-column tile takes one pass of a 4-block, not four.
   void col_reduce(int block) {
-    if (block > 1) {
-      int32_t cols = col_loop_begin(block, false);
-      col_body(block);
+    bool cont = false;
+    for (int b = block; b > 1; b /= 2) {
+      int32_t cols = col_loop_begin(b, cont);
+      col_body(b);
       loop_end(cols);
+      cont = true;
     }
-    int32_t cols = col_loop_begin(1, block > 1);
+    int32_t cols = col_loop_begin(1, cont);
     col_body(1);
     loop_end(cols);
   }
