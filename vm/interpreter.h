@@ -31,6 +31,9 @@ inline constexpr int64_t kChunk = 16 * kTile;
 inline constexpr int64_t kSplitRowMin = 256 * 1024;
 inline constexpr int64_t kSplitRowsBelow = 16;
 inline constexpr int64_t kRowChunk = 64 * 1024;
+// ColReduce launches split only from this many columns: narrower rows make
+// the interpreter's per-row dispatch dominate (C = 4: 5x the JIT's time).
+inline constexpr int64_t kSplitColsMin = 64;
 static_assert(kRowChunk % kTile == 0, "chunks start on tile boundaries");
 
 // Work items of a launch: independent pieces the launcher may run in any
@@ -40,10 +43,16 @@ int64_t work_items(const Kernel& k, const Launch& l);
 // Floats one work item touches (the parallel cost model's unit).
 int64_t item_elements(const Kernel& k, const Launch& l);
 
-// True when a launch runs as split rows (interpret_split_rows).
+// True when a launch runs split (interpret_split_rows): the RowReduce case
+// above, and ColReduce launches of at least kSplitColsMin columns in fewer
+// than kSplitRowsBelow column tiles (P x ceil(C / kTile)) that fold more than
+// kSplitRowMin floats per tile: their R splits into chunks of about
+// kRowChunk floats per tile.
 bool splits_rows(const Kernel& k, const Launch& l);
-// Runs a whole split-row launch: per reduction level, one parallel phase over
-// (row, chunk), then the per-row combines.
+// Runs a whole split launch: RowReduce, per reduction level, one parallel
+// phase over (row, chunk), then the per-row combines; ColReduce, one phase
+// over (column tile, row chunk), then per tile the combines in chunk order
+// and the epilogue.
 void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk);
 
 // Runs work items [begin, end) with the given micro-kernel table.

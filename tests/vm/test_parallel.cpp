@@ -149,6 +149,72 @@ TEST(Parallel, HugeRowSumFollowsTheChunkedOrder) {
   set_num_threads(0);
 }
 
+// Column reductions over many rows and few columns split R into chunks the
+// same way: bits independent of the thread count and tier, and the chunked
+// order (modelled for the portable ISA: per column, each chunk of
+// kRowChunk / C rows sums from zero in row order, the chunks add in order).
+// Fewer than kSplitColsMin columns do not split (the per-row dispatch of
+// the interpreter would dominate).
+TEST(Parallel, TallColumnReductionsSplitIntoRowChunks) {
+  const int64_t C = vm::kSplitColsMin, R = 8 * (vm::kRowChunk / C) + 77;  // 9 chunks
+  ASSERT_GT(R * C, vm::kSplitRowMin);
+  const std::vector<float> xv = ramp(R * C, 0.0011f);
+  auto run = [&] {
+    Tensor x = Tensor::from_blob(xv.data(), {R, C});
+    Tensor s = x.sum(0), m = x.max(0), mean = x.mean(0);
+    return std::vector<std::vector<float>>{s.to_vector(), m.to_vector(), mean.to_vector()};
+  };
+  set_num_threads(1);
+  set_tier_mode(TierMode::Off);
+  const auto ref = run();
+  for (TierMode tier : {TierMode::Off, TierMode::Eager})
+    for (int threads : {1, 2, 3, 7}) {
+      set_num_threads(threads);
+      set_tier_mode(tier);
+      const auto got = run();
+      for (size_t k = 0; k < ref.size(); ++k)
+        ASSERT_EQ(std::memcmp(got[k].data(), ref[k].data(), ref[k].size() * sizeof(float)), 0)
+            << "result " << k << " differs with " << threads << " threads";
+    }
+  const int64_t rows = vm::kRowChunk / C;
+  int orders_differ = 0;
+  for (int64_t c = 0; c < C; ++c) {
+    float chunked = 0, flat = 0;
+    double exact = 0, mx = -INFINITY;
+    for (int64_t r0 = 0; r0 < R; r0 += rows) {
+      float part = 0;
+      for (int64_t r = r0; r < std::min(R, r0 + rows); ++r) part += xv[static_cast<size_t>(r * C + c)];
+      chunked = r0 == 0 ? part : chunked + part;
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      flat += xv[static_cast<size_t>(r * C + c)];
+      exact += xv[static_cast<size_t>(r * C + c)];
+      mx = std::max<double>(mx, xv[static_cast<size_t>(r * C + c)]);
+    }
+    orders_differ += chunked != flat;
+    EXPECT_EQ(ref[1][static_cast<size_t>(c)], static_cast<float>(mx)) << "max, column " << c;
+    EXPECT_NEAR(ref[0][static_cast<size_t>(c)], exact, (rows + 64) * std::ldexp(1.0, -24) * R * 3.0) << "column " << c;
+  }
+  EXPECT_GT(orders_differ, C / 2) << "pick another input: the two orders mostly agree on this one";
+  // The order model, on the portable table where one lane is one column.
+  const std::string before = isa();
+  set_isa("portable");
+  set_num_threads(2);
+  const auto portable = run();
+  for (int64_t c = 0; c < C; ++c) {
+    float chunked = 0;
+    for (int64_t r0 = 0; r0 < R; r0 += rows) {
+      float part = 0;
+      for (int64_t r = r0; r < std::min(R, r0 + rows); ++r) part += xv[static_cast<size_t>(r * C + c)];
+      chunked = r0 == 0 ? part : chunked + part;
+    }
+    EXPECT_EQ(portable[0][static_cast<size_t>(c)], chunked) << "portable, column " << c;
+  }
+  set_isa(before);
+  set_num_threads(0);
+  set_tier_mode(TierMode::Auto);
+}
+
 TEST(Parallel, HostArenaBoundsDvm) {
   set_num_threads(0);  // run in the caller's arena
   tbb::task_arena host(1);
