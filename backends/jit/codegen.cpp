@@ -393,6 +393,20 @@ struct Gen {
     return true;
   }
 
+  // Nodes (b, e) unmasked while `step` more elements fit (bottom-tested,
+  // entered only if one step fits; else jumps to `skip`), i advancing by step.
+  void full_steps(int32_t b, int32_t e, int32_t step, asmx::Label body, asmx::Label skip) {
+    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
+    as.cmp(asmx::rax, asmx::rdx);
+    as.j(Cond::G, skip);
+    as.bind(body);
+    range(b + 1, e, false);
+    as.add(asmx::rsi, step);
+    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
+    as.cmp(asmx::rax, asmx::rdx);
+    as.j(Cond::LE, body);
+  }
+
   void col_loop(int32_t b, int32_t e) {
     const Node& lb = nodes[static_cast<size_t>(b)];
     if (lb.b == 2) {
@@ -409,15 +423,7 @@ struct Gen {
     asmx::Label body = as.new_label(), tail = as.new_label(), done = as.new_label();
     hoist_constants(b, e);
     if (!cont) as.sub(asmx::rsi, asmx::rsi);
-    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
-    as.cmp(asmx::rax, asmx::rdx);
-    as.j(Cond::G, copies > 1 ? done : tail);
-    as.bind(body);
-    range(b + 1, e, false);
-    as.add(asmx::rsi, step);
-    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
-    as.cmp(asmx::rax, asmx::rdx);
-    as.j(Cond::LE, body);
+    full_steps(b, e, step, body, copies > 1 ? done : tail);
     if (copies > 1) {
       as.bind(tail);
       as.bind(done);
@@ -473,15 +479,7 @@ struct Gen {
     asmx::Label body = as.new_label(), rest = as.new_label(), done = as.new_label();
     hoist_constants(b, e);
     as.sub(asmx::rsi, asmx::rsi);
-    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
-    as.cmp(asmx::rax, asmx::rdx);
-    as.j(Cond::G, rest);
-    as.bind(body);
-    range(b + 1, e, false);
-    as.add(asmx::rsi, step);
-    as.lea(asmx::rax, asmx::mem(asmx::rsi, step));
-    as.cmp(asmx::rax, asmx::rdx);
-    as.j(Cond::LE, body);
+    full_steps(b, e, step, body, rest);
     as.bind(rest);
     for (size_t k = 0; k + 1 < starts.size(); ++k) {
       asmx::Label clipped = as.new_label();

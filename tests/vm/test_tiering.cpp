@@ -12,14 +12,12 @@
 #include "fuser/plan_cache.h"
 #include "vm/kernel_cache.h"
 
+#include "tests/vm/vm_testing.h"
+
 namespace dvm {
 namespace {
 
-std::vector<float> ramp(int64_t n, float k) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(k * static_cast<float>(i)) * 2.0f;
-  return v;
-}
+std::vector<float> ramp(int64_t n, float k) { return testing::ramp(n, k, 2.0f); }
 
 // A program touching every kernel form and a spread of ops.
 std::vector<std::vector<float>> program(const std::vector<float>& xv, int64_t rows, int64_t cols) {
