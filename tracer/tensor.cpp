@@ -555,7 +555,10 @@ Tensor softmax(const Tensor& x, int axis) {
   axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape);
   if (n->shape[axis] == 0) return x * 1.0f;  // nothing to normalize: an empty result
   Tensor e = exp(x - x.max({axis}, true));
-  return e / e.sum({axis}, true);
+  // One reciprocal per slice and a multiply per element, as PyTorch's CPU
+  // softmax does: a divide per element cost a quarter of W3's time (vdivps
+  // is 4x an fma on Zen 4) for half an ULP less error.
+  return e * reciprocal(e.sum({axis}, true));
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {

@@ -1094,10 +1094,10 @@ std::vector<float> softmax_input(const std::vector<int64_t>& shape, int axis, ui
 }
 
 // Bound for softmax/log_softmax of one slice, propagated through the
-// composition exp(x - max) / sum: the subtraction rounds (u|d|), exp adds
-// 1.5 ULP (<= 3u relative) and turns the input error into a relative one,
-// the sum adds gamma_(n-1), the division u; subnormal exp results add an
-// absolute 2^-148 each.
+// composition exp(x - max) * (1 / sum): the subtraction rounds (u|d|), exp
+// adds 1.5 ULP (<= 3u relative) and turns the input error into a relative
+// one, the sum adds gamma_(n-1), the reciprocal and the product u each;
+// subnormal exp results add an absolute 2^-148 each.
 void check_softmax_slice(Checker& chk, bool log_form, const std::vector<float>& out, const std::vector<float>& v,
                          const std::vector<int64_t>& sl, size_t o) {
   double m = -INFINITY;
@@ -1123,7 +1123,7 @@ void check_softmax_slice(Checker& chk, bool log_form, const std::vector<float>& 
       bound = 1.01 * (kU * std::fabs(d) + e_L + kU * (std::fabs(want) + kU * std::fabs(d) + e_L));
     } else {
       want = e[k] / s;
-      bound = 1.01 * want * (rho[k] + e_s / s + kU) + 0x1.0p-148;
+      bound = 1.01 * want * (rho[k] + e_s / s + 2.0 * kU) + 0x1.0p-148;
     }
     const float got = out[i];
     if (!(std::fabs(got - want) <= bound))
