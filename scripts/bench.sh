@@ -8,9 +8,11 @@
 # benchmarks interleaved in random order, so a minute in which another process
 # holds a core spoils one repetition of many benchmarks rather than all of a
 # few; the JSON (build/bench.json) keeps the aggregates (median, mean, stddev,
-# cv) and the tables report medians. BUILD_DIR overrides the build directory (default:
-# build). libtorch is compared where libtorch-dev is installed;
-# DVM_BENCH_LIBTORCH=OFF builds without it. NOTE adds a line to the page.
+# cv) and the tables report medians. A second short run compares W1-W5 at 1M
+# with libtorch on its own allocator (TORCH_DEFAULT_PASS=0 skips it).
+# BUILD_DIR overrides the build directory (default: build). libtorch is
+# compared where libtorch-dev is installed; DVM_BENCH_LIBTORCH=OFF builds
+# without it. NOTE adds a line to the page.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -28,11 +30,22 @@ flags=(--benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=tr
   --benchmark_out="$out" \
   --benchmark_out_format=json \
   "$@"
+# libtorch with its own allocator (the issue quotes both): W1-W5 at 1M, one
+# thread, dvm beside it in the same run. TORCH_DEFAULT_PASS=0 skips it.
+torch_json="$build/bench_torch_default.json"
+rm -f "$torch_json"
+torch_filter='W[1-5]_[a-z_]+/(dvm|libtorch)/1048576/threads:1$'
+torch_listed="$("$build/bench/bench_dvm" --benchmark_list_tests --benchmark_filter="$torch_filter" 2>/dev/null || true)"
+if [ "${TORCH_DEFAULT_PASS:-1}" != 0 ] && [[ "$torch_listed" == *libtorch* ]]; then
+  DVM_BENCH_TORCH_ALLOCATOR=default "$build/bench/bench_dvm" "${flags[@]}" \
+    --benchmark_filter="$torch_filter" --benchmark_out="$torch_json" --benchmark_out_format=json
+fi
 load_end="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)"
 
-notes=()
-[ -n "${NOTE:-}" ] && notes+=(--note "$NOTE")
+render_args=()
+[ -n "${NOTE:-}" ] && render_args+=(--note "$NOTE")
+[ -f "$torch_json" ] && render_args+=(--torch-default "$torch_json")
 python3 "$root/scripts/render_perf.py" "$out" "$root/docs/PERFORMANCE.md" --repo "$root" \
   --args="${flags[*]} $*" \
-  --load-end "$load_end" "${notes[@]}"
+  --load-end "$load_end" "${render_args[@]}"
 echo "wrote $root/docs/PERFORMANCE.md from $out"

@@ -221,7 +221,7 @@ def t(idx, w, system, size, threads, wall=False):
 # ---- sections -------------------------------------------------------------------
 
 
-def summary(idx, medians, out):
+def summary(idx, medians, out, torch_default=None):
     if not idx and not medians:
         return
     counts = thread_counts(idx)
@@ -289,6 +289,24 @@ def summary(idx, medians, out):
             cells[1] = f"**{cells[1]}**"
             out.append(f"| {w} | " + " | ".join(cells) + f" | {fmt_time(t(idx, w, 'libtorch', MEDIUM, 1))} | "
                        f"{fmt_time(t(idx, w, 'dvm', MEDIUM, 1))} |")
+        out.append("")
+
+    if torch_default:
+        tidx = workload_index(torch_default)
+        out.append("### dvm against libtorch with its own allocator, one thread\n")
+        out.append("A second, shorter run (`DVM_BENCH_TORCH_ALLOCATOR=default`, W1–W5 at 1M, dvm and "
+                   "libtorch interleaved in the same run): libtorch allocates each op's output from "
+                   "malloc, as PyTorch does out of the box, so the first write to each fresh page "
+                   "faults. The issue's reference figures name both allocators.\n")
+        out.append("| workload | **libtorch ÷ dvm** | libtorch 1M | dvm 1M | libtorch faults per call |")
+        out.append("| --- | ---: | ---: | ---: | ---: |")
+        for w in W_IDS[:5]:
+            lt, dv = t(tidx, w, "libtorch", MEDIUM, 1), t(tidx, w, "dvm", MEDIUM, 1)
+            if lt is None or dv is None:
+                continue
+            faults = tidx[(w, "libtorch", MEDIUM, 1)].get("page_faults")
+            out.append(f"| {w} | **{fmt_ratio(ratio(lt, dv))}** | {fmt_time(lt)} | {fmt_time(dv)} | "
+                       f"{fmt_num(faults, 0)} |")
         out.append("")
 
     w7 = {s: medians.get(f"W7_op_stream/{s}/64") for s in ("dvm", "libtorch")}
@@ -485,6 +503,8 @@ def main():
     ap.add_argument("--args", default="", help="the arguments bench_dvm ran with (shown in the page)")
     ap.add_argument("--load-end", default="", help="the load average when the run ended (/proc/loadavg)")
     ap.add_argument("--note", action="append", default=[], help="a line for the page's notes (repeatable)")
+    ap.add_argument("--torch-default", default="",
+                    help="JSON of a run with DVM_BENCH_TORCH_ALLOCATOR=default (libtorch's own allocator)")
     opts = ap.parse_args()
 
     context, medians, errors, reps = load(opts.json)
@@ -538,7 +558,8 @@ def main():
         out.append(note)
     out.append("")
 
-    summary(idx, medians, out)
+    torch_default = load(opts.torch_default)[1] if opts.torch_default else None
+    summary(idx, medians, out, torch_default)
     workload_tables(idx, out)
     bandwidth_table(medians, out)
     op_cost_table(medians, out)
