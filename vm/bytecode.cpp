@@ -52,4 +52,29 @@ Program decode(const Bytecode& bc) {
   return p;
 }
 
+Bytecode encode(const Program& p) {
+  Bytecode bc;
+  auto& b = bc.bytes;
+  const uint8_t header[kHeaderFixed] = {'D', 'V', 'M', kBytecodeVersion, static_cast<uint8_t>(p.form),
+                                        static_cast<uint8_t>(p.nregs), static_cast<uint8_t>(p.roles.size())};
+  for (uint8_t h : header) b.push_back(h);
+  for (ArgRole r : p.roles) b.push_back(static_cast<uint8_t>(r));
+  b.push_back(static_cast<uint8_t>(p.code.size() & 0xFF));
+  b.push_back(static_cast<uint8_t>(p.code.size() >> 8));
+  for (const Instr& ins : p.code) {
+    b.push_back(static_cast<uint8_t>(ins.op));
+    int k = 0;
+    for (const char* s = op_info(ins.op).signature; *s; ++s) {
+      if (*s == 'F') {
+        uint32_t bits;
+        std::memcpy(&bits, &ins.imm, 4);
+        for (int j = 0; j < 4; ++j) b.push_back(static_cast<uint8_t>(bits >> (8 * j)));
+      } else {
+        b.push_back(ins.r[k++]);
+      }
+    }
+  }
+  return bc;
+}
+
 }  // namespace dvm::vm

@@ -67,5 +67,7 @@ struct Program {
   std::vector<Instr> code;
 };
 Program decode(const Bytecode& bc);
+// The bytes of a program (decode's inverse); verify() them before use.
+Bytecode encode(const Program& p);
 
 }  // namespace dvm::vm

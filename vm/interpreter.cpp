@@ -364,63 +364,76 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
 
 namespace {
 
-// ColReduce: rows per chunk of a split launch (a shape-only rule: about
-// kRowChunk floats of one column tile).
-int64_t col_chunk_rows(const Launch& l) { return std::max<int64_t>(1, kRowChunk / std::min(std::max<int64_t>(l.C, 1), kTile)); }
-
 // A ColReduce launch of few column tiles over many rows: R splits into
-// chunks of col_chunk_rows; per (tile, chunk) the prologue folds its rows
-// from the identity, then the chunks combine in chunk order and the
-// epilogue runs.
+// chunks of ColSplit::rows; per (tile, chunk) the prologue folds its rows
+// from the identity into the split layout, then finish_split_cols combines.
 void interpret_split_cols(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
   const Program& p = k.program();
   const VerifiedProgram& vp = k.verified();
   const auto& info = vp.info;
-  const size_t ni = p.code.size();
   const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
-  const size_t nred = r1 - r0 + 1;
-  const int64_t ctiles = (l.C + kTile - 1) / kTile, items = l.P * ctiles;
-  const int64_t rows = col_chunk_rows(l), chunks = (l.R + rows - 1) / rows;
-  if (items == 0) return;
-  // Per (item, chunk, reduction): kTile floats (a row-kind reduction uses one).
-  std::vector<float> partial(static_cast<size_t>(items * chunks) * nred * static_cast<size_t>(kTile));
-  auto slot = [&](int64_t item, int64_t chunk, size_t i) {
-    return partial.data() + (static_cast<size_t>(item * chunks + chunk) * nred + (i - r0)) * static_cast<size_t>(kTile);
-  };
-  parallel_items(items * chunks, rows * std::min(l.C, kTile), [&](int64_t b, int64_t e) {
+  const ColSplit sp = col_split(k, l);
+  if (sp.items == 0) return;
+  std::vector<float> partial(sp.floats());
+  parallel_items(sp.items * sp.chunks, sp.rows * std::min(l.C, kTile), [&](int64_t b, int64_t e) {
     Frame& f = t_frame;
     f.prepare(p, kTile, mk.lanes);
     for (int64_t idx = b; idx < e; ++idx) {
-      const int64_t item = idx / chunks, chunk = idx % chunks;
-      Tile t{item / ctiles, 0, (item % ctiles) * kTile, 0};
+      const int64_t item = idx / sp.chunks, chunk = idx % sp.chunks;
+      Tile t{item / sp.ctiles, 0, (item % sp.ctiles) * kTile, 0};
       t.n = std::min(kTile, l.C - t.c0);
       for (size_t i = r0; i <= r1; ++i)
-        mk.fill(slot(item, chunk, i), mk.reduce_identity[static_cast<int>(p.code[i].op)],
-                info[i].dst_kind == Kind::Vec ? t.n : 1);
-      for (t.r = chunk * rows; t.r < std::min(l.R, (chunk + 1) * rows); ++t.r) {
+        mk.fill(sp.at(partial.data(), chunk, i - r0, t.p, t.c0),
+                mk.reduce_identity[static_cast<int>(p.code[i].op)], info[i].dst_kind == Kind::Vec ? t.n : 1);
+      for (t.r = chunk * sp.rows; t.r < std::min(l.R, (chunk + 1) * sp.rows); ++t.r) {
         for (size_t i = 0; i < r0; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
         for (size_t i = r0; i <= r1; ++i) {
           const Instr& ins = p.code[i];
           const int comb = static_cast<int>(combine_op(ins.op));
-          float* acc = slot(item, chunk, i);
+          float* acc = sp.at(partial.data(), chunk, i - r0, t.p, t.c0);
           if (info[i].dst_kind == Kind::Vec) mk.binary[comb](acc, acc, f.ptr[ins.r[1]], t.n);
           else mk.binary[comb](acc, acc, &f.sval[ins.r[1]], 1);
         }
       }
     }
   });
-  // Chunks combine in chunk order, then each tile's epilogue.
-  parallel_items(items, l.C < kTile ? l.C : kTile, [&](int64_t b, int64_t e) {
+  finish_split_cols(k, l, mk, partial.data());
+}
+
+}  // namespace
+
+ColSplit col_split(const Kernel& k, const Launch& l) {
+  ColSplit s;
+  s.P = l.P;
+  s.C = l.C;
+  s.ctiles = (l.C + kTile - 1) / kTile;
+  s.items = l.P * s.ctiles;
+  // About kRowChunk floats of one column tile per chunk: a shape-only rule.
+  s.rows = std::max<int64_t>(1, kRowChunk / std::min(std::max<int64_t>(l.C, 1), kTile));
+  s.chunks = (l.R + s.rows - 1) / s.rows;
+  s.nred = static_cast<size_t>(k.verified().last_reduce - k.verified().first_reduce + 1);
+  return s;
+}
+
+void finish_split_cols(const Kernel& k, const Launch& l, const backends::MicroKernels& mk, float* partial) {
+  const Program& p = k.program();
+  const VerifiedProgram& vp = k.verified();
+  const auto& info = vp.info;
+  const size_t ni = p.code.size();
+  const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
+  const ColSplit sp = col_split(k, l);
+  // Chunks combine in chunk order (into chunk 0's place), then each tile's epilogue.
+  parallel_items(sp.items, l.C < kTile ? l.C : kTile, [&](int64_t b, int64_t e) {
     Frame& f = t_frame;
     f.prepare(p, kTile, mk.lanes);
     for (int64_t item = b; item < e; ++item) {
-      Tile t{item / ctiles, 0, (item % ctiles) * kTile, 0};
+      Tile t{item / sp.ctiles, 0, (item % sp.ctiles) * kTile, 0};
       t.n = std::min(kTile, l.C - t.c0);
       for (size_t i = r0; i <= r1; ++i) {
         const int comb = static_cast<int>(combine_op(p.code[i].op));
         const int64_t n = info[i].dst_kind == Kind::Vec ? t.n : 1;
-        float* acc = slot(item, 0, i);
-        for (int64_t c = 1; c < chunks; ++c) mk.binary[comb](acc, acc, slot(item, c, i), n);
+        float* acc = sp.at(partial, 0, i - r0, t.p, t.c0);
+        for (int64_t c = 1; c < sp.chunks; ++c) mk.binary[comb](acc, acc, sp.at(partial, c, i - r0, t.p, t.c0), n);
         if (info[i].dst_kind == Kind::Vec) f.ptr[p.code[i].r[0]] = acc;
         else f.sval[p.code[i].r[0]] = acc[0];
       }
@@ -429,12 +442,12 @@ void interpret_split_cols(const Kernel& k, const Launch& l, const backends::Micr
   });
 }
 
-}  // namespace
-
 bool splits_rows(const Kernel& k, const Launch& l) {
-  if (k.form() == Form::ColReduce)
-    return l.C >= kSplitColsMin && l.P * ((l.C + kTile - 1) / kTile) < kSplitRowsBelow &&
-           l.R > 2 * col_chunk_rows(l) && l.R * std::min(l.C, kTile) > kSplitRowMin;
+  if (k.form() == Form::ColReduce) {
+    const ColSplit s = col_split(k, l);
+    return l.C >= kSplitColsMin && s.items < kSplitRowsBelow && l.R > 2 * s.rows &&
+           l.R * std::min(l.C, kTile) > kSplitRowMin;
+  }
   return k.form() == Form::RowReduce && l.C > kSplitRowMin && l.P * l.R < kSplitRowsBelow;
 }
 

@@ -26,8 +26,10 @@ inline constexpr int64_t kChunk = 16 * kTile;
 // kSplitRowMin floats split each row into chunks of kRowChunk floats that
 // threads fold independently; the chunks' accumulators then combine in chunk
 // order. All of it depends on the shape only, never on the thread count, so
-// the result bits do not either. The JIT does not serve such launches (its
-// order is the unsplit one); with more rows, rows alone keep threads busy.
+// the result bits do not either. Split rows run on the interpreter (the
+// JIT's row loop knows only the unsplit order); split column reductions fold
+// on machine code where vm/split_launch.h can. With more rows, rows alone
+// keep threads busy.
 inline constexpr int64_t kSplitRowMin = 256 * 1024;
 inline constexpr int64_t kSplitRowsBelow = 16;
 inline constexpr int64_t kRowChunk = 64 * 1024;
@@ -43,12 +45,31 @@ int64_t work_items(const Kernel& k, const Launch& l);
 // Floats one work item touches (the parallel cost model's unit).
 int64_t item_elements(const Kernel& k, const Launch& l);
 
-// True when a launch runs split (interpret_split_rows): the RowReduce case
+// True when a launch runs split (vm/split_launch.h): the RowReduce case
 // above, and ColReduce launches of at least kSplitColsMin columns in fewer
 // than kSplitRowsBelow column tiles (P x ceil(C / kTile)) that fold more than
 // kSplitRowMin floats per tile: their R splits into chunks of about
 // kRowChunk floats per tile.
 bool splits_rows(const Kernel& k, const Launch& l);
+// A split ColReduce launch: R in chunks of `rows` rows (about kRowChunk floats
+// of one column tile; the last chunk may be shorter). Each chunk folds its
+// rows from the identity; reduction j's partial for (chunk, p, c) is at
+// at(partial, chunk, j, p, c), [chunk][j][P][C] with C innermost.
+struct ColSplit {
+  int64_t P = 0, C = 0, ctiles = 0, items = 0;  // items: P x column tiles
+  int64_t rows = 1, chunks = 0;
+  size_t nred = 0;  // reductions in the kernel's block
+  size_t floats() const { return static_cast<size_t>(chunks) * nred * static_cast<size_t>(P * C); }
+  float* at(float* partial, int64_t chunk, size_t j, int64_t p, int64_t c) const {
+    return partial + ((static_cast<size_t>(chunk) * nred + j) * static_cast<size_t>(P) + static_cast<size_t>(p)) *
+                         static_cast<size_t>(C) + static_cast<size_t>(c);
+  }
+};
+ColSplit col_split(const Kernel& k, const Launch& l);
+// The second half of a split ColReduce launch, whoever folded the chunks:
+// per column tile the chunks combine in chunk order, then the epilogue runs.
+void finish_split_cols(const Kernel& k, const Launch& l, const backends::MicroKernels& mk, float* partial);
+
 // Runs a whole split launch: RowReduce, per reduction level, one parallel
 // phase over (row, chunk), then the per-row combines; ColReduce, one phase
 // over (column tile, row chunk), then per tile the combines in chunk order

@@ -60,6 +60,13 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
     total_ns.fetch_add(ns, std::memory_order_relaxed);
   }
 
+  // ColReduce: the kernel that runs this one's prologue and reductions over
+  // a range of rows and stores the raw accumulators (its epilogue left out),
+  // so machine code can fold the chunks of a split launch. Null when there
+  // is none (another form, per-row reductions, general loads). Built on first
+  // use; defined in vm/split_launch.cpp.
+  const Kernel* fold_kernel() const;
+
  private:
   Bytecode bytecode_;
   uint64_t hash_;
@@ -68,6 +75,8 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   std::vector<ArgUse> arg_uses_;
   mutable std::mutex shapes_mu_;
   mutable std::vector<std::array<int64_t, 3>> shapes_;  // bounded, see note_shape
+  mutable std::once_flag fold_once_;
+  mutable std::shared_ptr<Kernel> fold_;
 };
 
 // Launches whose extents their kernel had not run with before.

@@ -10,6 +10,7 @@
 #include "dvm/error.h"
 #include "vm/interpreter.h"
 #include "vm/parallel.h"
+#include "vm/split_launch.h"
 #include "vm/tiering.h"
 
 namespace dvm::vm {
@@ -117,7 +118,7 @@ void launch_stack(const std::vector<StackEntry>& entries) {
     auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < n; ++i)
       if (splits_rows(*entries[begin + i].kernel, *entries[begin + i].launch))
-        interpret_split_rows(*entries[begin + i].kernel, *entries[begin + i].launch, mk);
+        run_split(*entries[begin + i].kernel, *entries[begin + i].launch, mk);
     parallel_items(total, total ? elems / total : 1, [&](int64_t b, int64_t e) {
       size_t i = static_cast<size_t>(std::upper_bound(first, first + n + 1, b) - first) - 1;
       for (; b < e; ++i) {
@@ -143,9 +144,9 @@ bool launch(const Kernel& k, const Launch& l) {
   const backends::MicroKernels& mk = backends::active_microkernels();
   const backends::jit::JitCode* code =
       select_tier(k, k.calls.load(std::memory_order_relaxed), mk.isa);
+  bool on_jit = code != nullptr;
   if (splits_rows(k, l)) {
-    interpret_split_rows(k, l, mk);  // the chunked order is the interpreter's alone
-    code = nullptr;
+    on_jit = run_split(k, l, mk);  // the chunked order, on the fold kernel where it has one
   } else if (code) {
     parallel_items(items, item_elements(k, l), [&](int64_t b, int64_t e) {
       backends::jit::run_items(*code, k.verified(), l, b, e);
@@ -156,7 +157,7 @@ bool launch(const Kernel& k, const Launch& l) {
   }
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   k.calls_add(ns);
-  return code != nullptr;
+  return on_jit;
 }
 
 }  // namespace dvm::vm

@@ -202,6 +202,55 @@ TEST(Parallel, TallColumnReductionsSplitIntoRowChunks) {
   set_tier_mode(TierMode::Auto);
 }
 
+// Split column reductions fold their chunks on machine code (the kernel's
+// fold kernel) with the interpreter's bits, for every shape the split takes:
+// several column tiles and a ragged one, odd widths, P > 1, a row stride
+// wider than C (a slice), NaN in a max, an epilogue (mean).
+TEST(Parallel, SplitColumnReductionsRunOnTheJitWithTheInterpretersBits) {
+  if (isa() == "portable") GTEST_SKIP() << "no JIT on a CPU without AVX2";
+  struct Case {
+    const char* what;
+    std::vector<int64_t> shape;
+    int axis;
+    int64_t keep_cols;  // > 0: reduce a slice of the last axis to this width
+  };
+  const std::vector<Case> cases = {
+      {"[R, 64] (the model's shape)", {9000, 64}, 0, 0},
+      {"[R, 100]: blocks of 4, 2 and a masked tail", {5000, 100}, 0, 0},
+      {"[R, 600]: a full tile and a ragged one", {1200, 600}, 0, 0},
+      {"[3, R, 72]: P = 3", {3, 4000, 72}, 1, 0},
+      {"[R, 160] sliced to 80 columns: rs = 160", {7000, 160}, 0, 80},
+  };
+  for (const Case& c : cases) {
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    std::vector<float> xv = ramp(n, 0.0007f);
+    xv[static_cast<size_t>(n / 3)] = NAN;  // one column's max is NaN
+    auto run = [&] {
+      Tensor x = Tensor::from_blob(xv.data(), Shape(c.shape));
+      if (c.keep_cols > 0) x = x.slice(static_cast<int>(c.shape.size()) - 1, 0, c.keep_cols);
+      return std::vector<std::vector<float>>{x.sum(c.axis).to_vector(), x.max(c.axis).to_vector(),
+                                             x.mean(c.axis).to_vector()};
+    };
+    set_num_threads(2);
+    set_tier_mode(TierMode::Off);
+    const auto ref = run();
+    set_tier_mode(TierMode::Eager);
+    set_kernel_log(true);
+    (void)take_kernel_log();
+    const auto got = run();
+    const std::vector<KernelRun> log = take_kernel_log();
+    set_kernel_log(false);
+    ASSERT_EQ(log.size(), 3u) << c.what;
+    for (const KernelRun& k : log) EXPECT_EQ(k.tier, "jit") << c.what << ": a split launch left the JIT";
+    for (size_t k = 0; k < ref.size(); ++k)
+      ASSERT_EQ(std::memcmp(got[k].data(), ref[k].data(), ref[k].size() * sizeof(float)), 0)
+          << c.what << ", result " << k << ": the JIT's fold differs from the interpreter's";
+  }
+  set_num_threads(0);
+  set_tier_mode(TierMode::Auto);
+}
+
 TEST(Parallel, HostArenaBoundsDvm) {
   set_num_threads(0);  // run in the caller's arena
   tbb::task_arena host(1);

@@ -1,0 +1,19 @@
+// Split launches (vm/interpreter.h: splits_rows) on the best tier that can
+// serve them: a split ColReduce folds its row chunks in machine code through
+// the kernel's fold kernel; everything else splits on the interpreter. Either
+// way the chunks combine in chunk order, so the bits are the same.
+#pragma once
+
+#include "vm/kernel.h"
+#include "vm/launch.h"
+
+namespace dvm::backends {
+struct MicroKernels;
+}
+
+namespace dvm::vm {
+
+// Runs a whole split launch; true when machine code folded the chunks.
+bool run_split(const Kernel& k, const Launch& l, const backends::MicroKernels& mk);
+
+}  // namespace dvm::vm
