@@ -43,7 +43,12 @@ constexpr int32_t kRemSlot = 128;
 constexpr int32_t kSavedRsp = 136;
 constexpr int32_t kRowPtrs = 192;   // one pointer per argument
 constexpr int32_t kScratchPtrs = kRowPtrs + vm::kMaxArgs * 8;  // one per scratch row
-constexpr int32_t kSpills = kScratchPtrs + kMaxScratchRows * 8;
+// A masked ColReduce block (LoopBegin.b = 3): per copy its tail mask (AVX2:
+// 32 bytes; AVX-512: the k-mask bits in the first 4) and its element count.
+constexpr int kMaxBlockCopies = 16;
+constexpr int32_t kBlockMasks = kScratchPtrs + kMaxScratchRows * 8;
+constexpr int32_t kBlockRems = kBlockMasks + kMaxBlockCopies * 32;
+constexpr int32_t kSpills = kBlockRems + kMaxBlockCopies * 8;
 constexpr int32_t kOffScratch = offsetof(JitArgs, scratch);
 
 bool produces_value(IrOp op) {
@@ -97,6 +102,8 @@ struct Gen {
   std::vector<uint8_t> kcls;   // 1: AVX-512 mask register class
   std::vector<int8_t> hoisted; // constant held in a register in this loop, or -1
   int nslots = 0;
+  bool block_masks = false;  // emitting a masked block: per-copy masks (masked_block)
+  int block_full = 0;        // ... whose copies below this are full
 
   int8_t home[vm::kMaxArgs][3];  // pointer register per (argument, phase), or -1
   std::vector<int> row_args;     // arguments accessed through row pointers
@@ -281,10 +288,23 @@ struct Gen {
   }
   // Element i + copy * lanes of the argument at p.
   Opnd elem(Gp p, int copy = 0) const { return asmx::mem(p, asmx::rsi, 2, copy * vbytes, vbytes); }
-  Opnd avx2_tail_mask(int s) {
-    as.v(VI::vmovups, vr(s), asmx::mem(asmx::rsp, kMaskSlot, 32));
+  Opnd avx2_tail_mask(int s, int copy = 0) {
+    const int32_t at = block_masks ? kBlockMasks + 32 * copy : kMaskSlot;
+    as.v(VI::vmovups, vr(s), asmx::mem(asmx::rsp, at, 32));
     return vr(s);
   }
+  // Inside a masked block only the copies past the full ones are masked, each
+  // with its own mask (loaded into k1 here on AVX-512; r11 is free between
+  // nodes); elsewhere `masked` holds for the whole range with k1 as set.
+  bool masked_copy(bool masked, int copy) const { return masked && (!block_masks || copy >= block_full); }
+  void use_copy_mask(int copy) {
+    if (!block_masks || !avx512) return;
+    as.mov32_load(asmx::r11, asmx::mem(asmx::rsp, kBlockMasks + 32 * copy, 4));
+    Opnd r11d = asmx::gpr(asmx::r11);
+    r11d.w = W::X;
+    as.v(VI::kmovw, asmx::kreg(1), r11d);
+  }
+  int32_t rem_slot(int copy) const { return block_masks ? kBlockRems + 8 * copy : kRemSlot; }
 
   // ---------------------------------------------------------------------------
   // Emission.
@@ -413,6 +433,10 @@ struct Gen {
       copies_loop(b, e);
       return;
     }
+    if (lb.b == 3) {
+      masked_block(b, e);
+      return;
+    }
     const int copies = std::max<int>(1, static_cast<int>(lb.u));
     const bool cont = lb.b == 1;
     if (empty_body(b, e)) {
@@ -438,6 +462,59 @@ struct Gen {
     tail_mask();
     range(b + 1, e, true);
     as.bind(done);
+    std::fill(hoisted.begin(), hoisted.end(), -1);
+  }
+
+  // A ColReduce masked block (LoopBegin.b = 3, U copies): runs once when the
+  // r = n - i columns left need more than U/2 vectors (U = 1: any), copies
+  // below U/2 full and each later copy k masked to clip(r - k * lanes, 0,
+  // lanes); then i = n. One pass over the rows covers every column the full
+  // blocks left, where halving blocks took one pass each.
+  void masked_block(int32_t b, int32_t e) {
+    const int copies = static_cast<int>(nodes[static_cast<size_t>(b)].u);
+    const int full = copies / 2;
+    if (empty_body(b, e)) return;
+    asmx::Label skip = as.new_label();
+    hoist_constants(b, e);
+    as.mov(asmx::rcx, asmx::rdx);
+    as.sub(asmx::rcx, asmx::rsi);
+    as.cmp(asmx::rcx, full * lanes);
+    as.j(Cond::LE, skip);
+    for (int k = full; k < copies; ++k) {
+      asmx::Label nonneg = as.new_label(), clipped = as.new_label();
+      as.mov(asmx::rcx, asmx::rdx);
+      as.sub(asmx::rcx, asmx::rsi);
+      if (k > 0) as.sub(asmx::rcx, k * lanes);
+      as.cmp(asmx::rcx, 0);
+      as.j(Cond::GE, nonneg);
+      as.mov_imm(asmx::rcx, 0);
+      as.bind(nonneg);
+      as.cmp(asmx::rcx, lanes);
+      as.j(Cond::LE, clipped);
+      as.mov_imm(asmx::rcx, lanes);
+      as.bind(clipped);
+      as.mov(asmx::mem(asmx::rsp, kBlockRems + 8 * k), asmx::rcx);
+      if (avx512) {
+        as.mov_imm(asmx::rax, 1);
+        as.shl_cl(asmx::rax);
+        as.sub(asmx::rax, 1);
+        as.mov32_store(asmx::mem(asmx::rsp, kBlockMasks + 32 * k, 4), asmx::rax);
+      } else {
+        as.mov_imm(asmx::rax, 0);
+        as.sub(asmx::rax, asmx::rcx);
+        Opnd zeros = as.constant(0u, 32);
+        as.lea(asmx::r11, zeros);
+        as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
+        as.v(VI::vmovups, vr(0), asmx::mem(asmx::r11, 0, 32));
+        as.v(VI::vmovups, asmx::mem(asmx::rsp, kBlockMasks + 32 * k, 32), vr(0));
+      }
+    }
+    block_masks = true;
+    block_full = full;
+    range(b + 1, e, true);
+    block_masks = false;
+    as.mov(asmx::rsi, asmx::rdx);
+    as.bind(skip);
     std::fill(hoisted.begin(), hoisted.end(), -1);
   }
 
@@ -558,7 +635,7 @@ struct Gen {
       asmx::Label top = as.new_label(), done = as.new_label();
       as.sub(asmx::rcx, asmx::rcx);
       as.bind(top);
-      as.cmp(asmx::rcx, asmx::mem(asmx::rsp, kRemSlot));
+      as.cmp(asmx::rcx, asmx::mem(asmx::rsp, rem_slot(n.imm)));
       as.j(Cond::GE, done);
       as.mov32_load(asmx::rdx, asmx::mem(asmx::r11, 0));
       as.mov32_store(asmx::mem(asmx::rsp, asmx::rcx, 2, kGatherBuf), asmx::rdx);
@@ -567,17 +644,18 @@ struct Gen {
       as.jmp(top);
       as.bind(done);
       as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
-      masked_load(dst(i), asmx::mem(asmx::rsp, kGatherBuf, vbytes));
+      use_copy_mask(n.imm);
+      masked_load(dst(i), asmx::mem(asmx::rsp, kGatherBuf, vbytes), n.imm);
     }
     commit(i);
   }
 
-  void masked_load(Opnd d, Opnd m) {
+  void masked_load(Opnd d, Opnd m, int copy = 0) {
     if (avx512) {
       as.masked(1, true);
       as.v(VI::vmovups, d, m);
     } else {
-      Opnd k = avx2_tail_mask(1);
+      Opnd k = avx2_tail_mask(1, copy);
       as.v(VI::vmaskmovps, d, k, m);
     }
   }
@@ -659,8 +737,10 @@ struct Gen {
         commit(i);
         return;
       case IrOp::Load: {
+        const bool m = masked_copy(masked, n.imm);
+        if (m) use_copy_mask(n.imm);
         Gp p = arg_ptr(n, asmx::rax);
-        if (masked) masked_load(dst(i), elem(p, n.imm));
+        if (m) masked_load(dst(i), elem(p, n.imm), n.imm);
         else as.v(VI::vmovups, dst(i), elem(p, n.imm));
         commit(i);
         return;
@@ -671,17 +751,19 @@ struct Gen {
         commit(i);
         return;
       }
-      case IrOp::LoadS: gather(i, n, masked); return;
+      case IrOp::LoadS: gather(i, n, masked_copy(masked, n.imm)); return;
       case IrOp::Store: {
+        const bool m = masked_copy(masked, n.imm);
+        if (m) use_copy_mask(n.imm);
         Opnd s = src_reg(n.a, 0);
         Gp p = arg_ptr(n, asmx::rax);
-        if (!masked) {
+        if (!m) {
           as.v(VI::vmovups, elem(p, n.imm), s);
         } else if (avx512) {
           as.masked(1, false);
           as.v(VI::vmovups, elem(p, n.imm), s);
         } else {
-          Opnd k = avx2_tail_mask(1);
+          Opnd k = avx2_tail_mask(1, n.imm);
           as.v(VI::vmaskmovps, elem(p, n.imm), k, s);
         }
         return;

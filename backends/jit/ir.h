@@ -50,6 +50,10 @@ enum class IrOp : uint8_t {
              // another, each opened by a CopyBegin; after the U-vector loop,
              // copy k runs once more masked to elements [i + k * lanes, n)
              // (at most one vector), for each k while that range is not empty.
+             // b = 3 (ColReduce, after the U-vector loop): a masked block that
+             // runs once, when the r = n - i elements left need more than U/2
+             // vectors (U = 1: any); copies below U/2 are full, copy k >= U/2
+             // is masked to clip(r - k * lanes, 0, lanes); i becomes n.
   LoopEnd,
   CopyBegin, // imm = k: the nodes up to the next CopyBegin / LoopEnd are copy k
 };

@@ -520,20 +520,24 @@ struct Lowering {
           });
   }
 
-  // Blocks of `block` column vectors, then halving blocks (8, 4, 2) for what
-  // is left, then one vector at a time: every loop level is one pass over
-  // the rows, so a 64-column tile takes one pass of a 4-block, not four.
+  // Blocks of `block` column vectors, then one masked block for what is
+  // left: the smallest of block, block/2, ..., 1 vectors that covers it
+  // (LoopBegin.b = 3; codegen picks it at run time). Every loop level is one
+  // pass over the rows, so any tile takes one pass beyond its full blocks: a
+  // 100-column tile one 8-block pass (it took a 4-block, a 2-block and a
+  // masked one-vector pass, each rereading the rows). Block 1 (the spill
+  // fallback) runs one vector at a time and its masked tail.
   void col_reduce(int block) {
-    bool cont = false;
-    for (int b = block; b > 1; b /= 2) {
-      int32_t cols = col_loop_begin(b, cont);
-      col_body(b);
-      loop_end(cols);
-      cont = true;
-    }
-    int32_t cols = col_loop_begin(1, cont);
-    col_body(1);
+    int32_t cols = col_loop_begin(block, false);
+    col_body(block);
     loop_end(cols);
+    if (block == 1) return;
+    for (int b = block; b >= 1; b /= 2) {
+      int32_t lb = col_loop_begin(b, true);
+      ir.nodes[static_cast<size_t>(lb)].b = 3;
+      col_body(b);
+      loop_end(lb);
+    }
   }
 };
 

@@ -27,7 +27,7 @@ bool arg_patterns(const vm::Program& p, std::vector<uint8_t>* out, std::string* 
 struct Tuning {
   int unroll = 0;        // Elementwise: vectors per main-loop iteration (1, 2 or 4)
   int interleave = -1;   // Elementwise unroll: 1 interleave the copies, 0 one after another
-  int col_block = 0;     // ColReduce: column vectors per pass over the rows (1..4)
+  int col_block = 0;     // ColReduce: column vectors per pass over the rows (1..16)
 };
 // The process-wide tuning (not synchronised: set it before compiling).
 Tuning& tuning();

@@ -607,6 +607,12 @@ TEST(JitShapes, ColReduceBlocks) {
   e.store(Op::ST, o2, e.binary(Op::SUB, rmax, rrow));
   e.store(Op::ST, o3, rrow);
   auto k = make_kernel(e);
+  // A strided (gathered) column and a masked store: the last masked block
+  // gathers and stores each copy to its own count.
+  Encoder g(Form::ColReduce);
+  int gx = g.add_arg(ArgRole::Input), go = g.add_arg(ArgRole::Output);
+  g.store(Op::ST, go, g.reduce(Op::RSUM, g.unary(Op::EXP, g.load(Op::LDS, gx))));
+  auto kg = make_kernel(g);
   for (int block : {1, 2, 3, 4, 8, 16}) {
     tuning().col_block = block;
     for (int64_t C : around_blocks())
@@ -615,6 +621,9 @@ TEST(JitShapes, ColReduceBlocks) {
         differential(*k, {dense(R, C), per_row(R), epilogue(C), epilogue(C), epilogue(C), epilogue(C)}, 2,
                      R, C, static_cast<uint32_t>(C * 10 + R), "col block " + std::to_string(block),
                      C % 11 == 0);
+        if (R > 0)
+          differential(*kg, {strided(R, C, 3), epilogue(C)}, 2, R, C, static_cast<uint32_t>(C * 10 + R + 3),
+                       "strided col block " + std::to_string(block), false);
         if (::testing::Test::HasFailure()) return;
       }
   }
