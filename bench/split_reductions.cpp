@@ -1,7 +1,8 @@
-// Split column reductions: x.mean(0) of a tall [262144, 64] tensor (16M
-// floats) folds in row chunks combined in chunk order (vm/interpreter.h:
-// splits_rows), on the JIT through the kernel's fold kernel or on the
-// interpreter. Names: split/col_mean/<system>/262144x64/threads:<N>.
+// Split column reductions (16M floats each) fold in row chunks combined in
+// chunk order (vm/interpreter.h: splits_rows), on the JIT through the
+// kernel's fold kernel or on the interpreter:
+//   split/col_mean/<system>/262144x64/threads:<N>      x.mean(0), 1 column tile
+//   split/col_sum/<system>/16x10000x100/threads:<N>    x.sum(1), 16 tiles of 100
 #include <string>
 #include <vector>
 
@@ -13,12 +14,20 @@
 namespace bench {
 namespace {
 
-constexpr int64_t kRows = 262144, kCols = 64;
+struct SplitCase {
+  const char* name;
+  dvm::Shape shape;
+  int axis;
+  bool mean;
+};
 
-void BM_col_mean(benchmark::State& state, const System& sys, int threads) {
+void BM_col_reduce(benchmark::State& state, const SplitCase& c, const System& sys, int threads) {
   apply_system(sys, threads);
   const float* xp = pools().x.data();
-  auto once = [&] { return dvm::Tensor::from_blob(xp, {kRows, kCols}).mean(0); };
+  auto once = [&] {
+    dvm::Tensor x = dvm::Tensor::from_blob(xp, c.shape);
+    return c.mean ? x.mean(c.axis) : x.sum(c.axis);
+  };
   for (int64_t i = 0; i <= dvm::jit_threshold(); ++i) (void)once().to_vector();
   dvm::wait_for_jit();
   const LoopStats loop_stats;
@@ -27,20 +36,28 @@ void BM_col_mean(benchmark::State& state, const System& sys, int threads) {
     benchmark::DoNotOptimize(y.data());
   }
   loop_stats.set_counters(state);
-  set_bandwidth_counters(state, static_cast<double>(kRows * kCols + kCols) * sizeof(float), threads);
+  const int64_t out = c.shape.numel() / c.shape[c.axis];
+  set_bandwidth_counters(state, static_cast<double>(c.shape.numel() + out) * sizeof(float), threads);
 }
 
 int register_split() {
+  static const SplitCase cases[] = {{"col_mean", {262144, 64}, 0, true}, {"col_sum", {16, 10000, 100}, 1, false}};
   const System systems[] = {{"dvm_jit", Tier::Eager}, {"dvm_interp", Tier::Off}};
-  for (int threads : thread_counts())
-    for (const System& sys : systems) {
-      const std::string name = std::string("split/col_mean/") + sys.name + "/" + std::to_string(kRows) + "x" +
-                               std::to_string(kCols) + "/threads:" + std::to_string(threads);
-      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
-          name.c_str(), [=](benchmark::State& st) { BM_col_mean(st, sys, threads); });
-      b->Unit(benchmark::kMicrosecond);
-      if (threads > 1) b->UseRealTime();
-    }
+  for (const SplitCase& c : cases)
+    for (int threads : thread_counts())
+      for (const System& sys : systems) {
+        std::string dims;
+        for (int d = 0; d < c.shape.rank(); ++d) {
+          if (d) dims += 'x';
+          dims += std::to_string(c.shape[d]);
+        }
+        const std::string name = std::string("split/") + c.name + "/" + sys.name + "/" + dims +
+                                 "/threads:" + std::to_string(threads);
+        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
+            name.c_str(), [=, &c](benchmark::State& st) { BM_col_reduce(st, c, sys, threads); });
+        b->Unit(benchmark::kMicrosecond);
+        if (threads > 1) b->UseRealTime();
+      }
   return 0;
 }
 const int registered = register_split();

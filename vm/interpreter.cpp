@@ -445,7 +445,7 @@ void finish_split_cols(const Kernel& k, const Launch& l, const backends::MicroKe
 bool splits_rows(const Kernel& k, const Launch& l) {
   if (k.form() == Form::ColReduce) {
     const ColSplit s = col_split(k, l);
-    return l.C >= kSplitColsMin && s.items < kSplitRowsBelow && l.R > 2 * s.rows &&
+    return l.C >= kSplitColsMin && l.R > 2 * s.rows &&
            l.R * std::min(l.C, kTile) > kSplitRowMin;
   }
   return k.form() == Form::RowReduce && l.C > kSplitRowMin && l.P * l.R < kSplitRowsBelow;

@@ -46,10 +46,12 @@ int64_t work_items(const Kernel& k, const Launch& l);
 int64_t item_elements(const Kernel& k, const Launch& l);
 
 // True when a launch runs split (vm/split_launch.h): the RowReduce case
-// above, and ColReduce launches of at least kSplitColsMin columns in fewer
-// than kSplitRowsBelow column tiles (P x ceil(C / kTile)) that fold more than
-// kSplitRowMin floats per tile: their R splits into chunks of about
-// kRowChunk floats per tile.
+// above, and ColReduce launches of at least kSplitColsMin columns that fold
+// more than kSplitRowMin floats per column tile: their R splits into chunks
+// of about kRowChunk floats per tile. Few tiles gain threads; any number
+// gains the cache: a tile the JIT covers in several passes over its rows
+// (C = 100: blocks of 4 and 2 vectors, then a masked one) rereads a chunk
+// from L2 instead of the whole column from memory.
 bool splits_rows(const Kernel& k, const Launch& l);
 // A split ColReduce launch: R in chunks of `rows` rows (about kRowChunk floats
 // of one column tile; the last chunk may be shorter). Each chunk folds its

@@ -220,6 +220,7 @@ TEST(Parallel, SplitColumnReductionsRunOnTheJitWithTheInterpretersBits) {
       {"[R, 600]: a full tile and a ragged one", {1200, 600}, 0, 0},
       {"[3, R, 72]: P = 3", {3, 4000, 72}, 1, 0},
       {"[R, 160] sliced to 80 columns: rs = 160", {7000, 160}, 0, 80},
+      {"[16, R, 100]: 16 tiles, split for the cache", {16, 2700, 100}, 1, 0},
   };
   for (const Case& c : cases) {
     int64_t n = 1;
