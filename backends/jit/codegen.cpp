@@ -500,13 +500,7 @@ struct Gen {
         as.sub(asmx::rax, 1);
         as.mov32_store(asmx::mem(asmx::rsp, kBlockMasks + 32 * k, 4), asmx::rax);
       } else {
-        as.mov_imm(asmx::rax, 0);
-        as.sub(asmx::rax, asmx::rcx);
-        Opnd zeros = as.constant(0u, 32);
-        as.lea(asmx::r11, zeros);
-        as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
-        as.v(VI::vmovups, vr(0), asmx::mem(asmx::r11, 0, 32));
-        as.v(VI::vmovups, asmx::mem(asmx::rsp, kBlockMasks + 32 * k, 32), vr(0));
+        avx2_mask_to(kBlockMasks + 32 * k);
       }
     }
     block_masks = true;
@@ -530,15 +524,20 @@ struct Gen {
       eax.w = W::X;  // 32-bit view
       as.v(VI::kmovw, asmx::kreg(1), eax);
     } else {
-      // lanes < rem read -1: the 32 bytes at pool + 32 - 4 * rem
-      as.mov_imm(asmx::rax, 0);
-      as.sub(asmx::rax, asmx::rcx);
-      Opnd zeros = as.constant(0u, 32);
-      as.lea(asmx::r11, zeros);
-      as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
-      as.v(VI::vmovups, vr(0), asmx::mem(asmx::r11, 0, 32));
-      as.v(VI::vmovups, asmx::mem(asmx::rsp, kMaskSlot, 32), vr(0));
+      avx2_mask_to(kMaskSlot);
     }
+  }
+
+  // AVX2: the mask of rcx = rem (0..lanes) elements into the frame at `slot`.
+  // Lanes < rem read -1: the 32 bytes at pool + 32 - 4 * rem.
+  void avx2_mask_to(int32_t slot) {
+    as.mov_imm(asmx::rax, 0);
+    as.sub(asmx::rax, asmx::rcx);
+    Opnd zeros = as.constant(0u, 32);
+    as.lea(asmx::r11, zeros);
+    as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
+    as.v(VI::vmovups, vr(0), asmx::mem(asmx::r11, 0, 32));
+    as.v(VI::vmovups, asmx::mem(asmx::rsp, slot, 32), vr(0));
   }
 
   // A RowReduce pass loop (LoopBegin.b = 2): U copies of the body per
