@@ -55,6 +55,9 @@ Program decode(const Bytecode& bc) {
 Bytecode encode(const Program& p) {
   Bytecode bc;
   auto& b = bc.bytes;
+  size_t bytes = kHeaderFixed + p.roles.size() + 2;
+  for (const Instr& ins : p.code) bytes += static_cast<size_t>(instr_bytes(ins.op));
+  b.reserve(bytes);
   const uint8_t header[kHeaderFixed] = {'D', 'V', 'M', kBytecodeVersion, static_cast<uint8_t>(p.form),
                                         static_cast<uint8_t>(p.nregs), static_cast<uint8_t>(p.roles.size())};
   for (uint8_t h : header) b.push_back(h);

@@ -1,7 +1,6 @@
 // Encoder: virtual values -> registers (linear scan) -> bytes.
 #include "vm/encoder.h"
 
-#include <cstring>
 #include <string>
 
 #include "dvm/error.h"
@@ -43,7 +42,10 @@ Bytecode Encoder::finish() const {
   std::vector<int> reg_of(static_cast<size_t>(next_), -1);
   std::vector<uint8_t> free_regs;  // a stack: most recently freed first
   int nregs = 0;
-  std::vector<uint8_t> code;
+  Program prog;
+  prog.form = form_;
+  prog.roles = roles_;
+  prog.code.reserve(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) {
     const PendingOp& p = ops_[i];
     uint8_t src_regs[3];
@@ -86,36 +88,23 @@ Bytecode Encoder::finish() const {
         }
       }
     }
-    // Operands in signature order.
-    code.push_back(static_cast<uint8_t>(p.op));
+    // Operands in signature order (the float immediate apart).
+    Instr ins;
+    ins.op = p.op;
+    ins.imm = p.imm;
     int next_src = 0;
     for (const char* sig = op_info(p.op).signature; *sig; ++sig) {
       switch (*sig) {
-        case 'D': code.push_back(dst); break;
-        case 'R': code.push_back(src_regs[next_src++]); break;
-        case 'A': code.push_back(static_cast<uint8_t>(p.arg)); break;
-        case 'F': {
-          uint32_t bits;
-          std::memcpy(&bits, &p.imm, 4);
-          for (int k = 0; k < 4; ++k) code.push_back(static_cast<uint8_t>(bits >> (8 * k)));
-          break;
-        }
+        case 'D': ins.r[ins.nr++] = dst; break;
+        case 'R': ins.r[ins.nr++] = src_regs[next_src++]; break;
+        case 'A': ins.r[ins.nr++] = static_cast<uint8_t>(p.arg); break;
       }
     }
+    prog.code.push_back(ins);
   }
   if (ops_.size() > 0xFFFF) throw Error("encoder: kernel has more than 65535 instructions");
-
-  Bytecode bc;
-  auto& b = bc.bytes;
-  b.reserve(kHeaderFixed + roles_.size() + 2 + code.size());
-  const uint8_t header[kHeaderFixed] = {'D', 'V', 'M', kBytecodeVersion, static_cast<uint8_t>(form_),
-                                        static_cast<uint8_t>(nregs), static_cast<uint8_t>(roles_.size())};
-  for (uint8_t h : header) b.push_back(h);
-  for (ArgRole r : roles_) b.push_back(static_cast<uint8_t>(r));
-  b.push_back(static_cast<uint8_t>(ops_.size() & 0xFF));
-  b.push_back(static_cast<uint8_t>(ops_.size() >> 8));
-  b.insert(b.end(), code.begin(), code.end());
-  return bc;
+  prog.nregs = nregs;
+  return encode(prog);
 }
 
 }  // namespace dvm::vm

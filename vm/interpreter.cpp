@@ -397,7 +397,7 @@ void interpret_split_cols(const Kernel& k, const Launch& l, const backends::Micr
       }
     }
   });
-  finish_split_cols(k, l, mk, partial.data());
+  finish_split_cols(k, l, sp, mk, partial.data());
 }
 
 }  // namespace
@@ -415,13 +415,13 @@ ColSplit col_split(const Kernel& k, const Launch& l) {
   return s;
 }
 
-void finish_split_cols(const Kernel& k, const Launch& l, const backends::MicroKernels& mk, float* partial) {
+void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, const backends::MicroKernels& mk,
+                       float* partial) {
   const Program& p = k.program();
   const VerifiedProgram& vp = k.verified();
   const auto& info = vp.info;
   const size_t ni = p.code.size();
   const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
-  const ColSplit sp = col_split(k, l);
   // Chunks combine in chunk order (into chunk 0's place), then each tile's epilogue.
   parallel_items(sp.items, l.C < kTile ? l.C : kTile, [&](int64_t b, int64_t e) {
     Frame& f = t_frame;

@@ -68,9 +68,11 @@ struct ColSplit {
   }
 };
 ColSplit col_split(const Kernel& k, const Launch& l);
-// The second half of a split ColReduce launch, whoever folded the chunks:
-// per column tile the chunks combine in chunk order, then the epilogue runs.
-void finish_split_cols(const Kernel& k, const Launch& l, const backends::MicroKernels& mk, float* partial);
+// The second half of a split ColReduce launch, whoever folded the chunks
+// (sp = col_split(k, l)): per column tile the chunks combine in chunk order,
+// then the epilogue runs.
+void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, const backends::MicroKernels& mk,
+                       float* partial);
 
 // Runs a whole split launch: RowReduce, per reduction level, one parallel
 // phase over (row, chunk), then the per-row combines; ColReduce, one phase

@@ -99,7 +99,7 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
       b += last - first;
     }
   });
-  finish_split_cols(k, l, mk, partial.data());
+  finish_split_cols(k, l, sp, mk, partial.data());
   return true;
 }
 

@@ -45,10 +45,9 @@ constexpr int32_t kRowPtrs = 192;   // one pointer per argument
 constexpr int32_t kScratchPtrs = kRowPtrs + vm::kMaxArgs * 8;  // one per scratch row
 // A masked ColReduce block (LoopBegin.b = 3): per copy its tail mask (AVX2:
 // 32 bytes; AVX-512: the k-mask bits in the first 4) and its element count.
-constexpr int kMaxBlockCopies = 16;
 constexpr int32_t kBlockMasks = kScratchPtrs + kMaxScratchRows * 8;
-constexpr int32_t kBlockRems = kBlockMasks + kMaxBlockCopies * 32;
-constexpr int32_t kSpills = kBlockRems + kMaxBlockCopies * 8;
+constexpr int32_t kBlockRems = kBlockMasks + kMaxColBlock * 32;
+constexpr int32_t kSpills = kBlockRems + kMaxColBlock * 8;
 constexpr int32_t kOffScratch = offsetof(JitArgs, scratch);
 
 bool produces_value(IrOp op) {

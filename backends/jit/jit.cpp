@@ -75,8 +75,8 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
       copies = body <= kUnroll4MaxNodes ? 4 : body <= kUnroll2MaxNodes ? 2 : 1;
     }
   } else if (form == vm::Form::ColReduce) {
-    // At most 16: a masked block keeps a tail mask per copy (codegen).
-    copies = tune.col_block > 0 ? std::min(tune.col_block, 16) : isa == Isa::Avx512 ? kColBlock512 : kColBlockAvx2;
+    copies = tune.col_block > 0 ? std::min(tune.col_block, kMaxColBlock)
+                                : isa == Isa::Avx512 ? kColBlock512 : kColBlockAvx2;
   }
   const bool forced = form == vm::Form::Elementwise ? tune.unroll > 0 : tune.col_block > 0;
   size_t bytes = 0;

@@ -29,6 +29,9 @@ struct Tuning {
   int interleave = -1;   // Elementwise unroll: 1 interleave the copies, 0 one after another
   int col_block = 0;     // ColReduce: column vectors per pass over the rows (1..16)
 };
+// ColReduce blocks have at most this many column vectors: a masked block keeps
+// a tail mask and a count per copy in the frame (codegen).
+inline constexpr int kMaxColBlock = 16;
 // The process-wide tuning (not synchronised: set it before compiling).
 Tuning& tuning();
 
