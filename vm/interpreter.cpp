@@ -235,13 +235,18 @@ void run_elementwise(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   }
 }
 
+// What the last pass of a row stores: everything (ST over the range, STB
+// where the range starts the row), only the ST values, or only the STBs.
+enum class LastPassStores { All, Vec, Row };
+
 // One pass of a multi-pass row over elements [c_begin, c_end) of row t (a
 // multiple of kTile from the row's start): everything of level <= pass is
 // computed, reductions of level pass + 1 fold into acc_of(i) (set to the
 // identity first), earlier ones read result_of(i); the last pass stores.
 template <class AccOf, class ResultOf>
 void run_pass(const Kernel& k, const Launch& l, Tile t, int64_t c_begin, int64_t c_end, int pass,
-              const backends::MicroKernels& mk, Frame& f, AccOf acc_of, ResultOf result_of) {
+              const backends::MicroKernels& mk, Frame& f, AccOf acc_of, ResultOf result_of,
+              LastPassStores stores = LastPassStores::All) {
   const Program& p = k.program();
   const auto& info = k.verified().info;
   const size_t ni = p.code.size();
@@ -266,7 +271,11 @@ void run_pass(const Kernel& k, const Launch& l, Tile t, int64_t c_begin, int64_t
         continue;
       }
       if (lvl > pass) continue;
-      if (cls == OpClass::Store && (!last || (ins.op == Op::STB && t.c0 != 0))) continue;
+      if (cls == OpClass::Store) {
+        if (!last) continue;
+        if (ins.op == Op::STB ? stores == LastPassStores::Vec || t.c0 != 0 : stores == LastPassStores::Row)
+          continue;
+      }
       exec(ins, info[i], f, p.nregs, l, t, mk, last ? f.direct[i] : -1);
     }
   }
@@ -452,10 +461,12 @@ bool splits_rows(const Kernel& k, const Launch& l) {
 }
 
 void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
-  if (k.form() == Form::ColReduce) {
-    interpret_split_cols(k, l, mk);
-    return;
-  }
+  if (k.form() == Form::ColReduce) interpret_split_cols(k, l, mk);
+  else split_row_reduce(k, l, mk, nullptr);
+}
+
+void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKernels& mk,
+                      const RowChunkPass* machine) {
   const Program& p = k.program();
   const VerifiedProgram& vp = k.verified();
   const size_t ni = p.code.size();
@@ -463,26 +474,62 @@ void interpret_split_rows(const Kernel& k, const Launch& l, const backends::Micr
   const int64_t rows = l.P * l.R;
   const int64_t chunks = (l.C + kRowChunk - 1) / kRowChunk;
   if (rows == 0) return;
+  bool vec_stores = false, row_stores = false;
+  for (const Instr& ins : p.code) {
+    vec_stores |= ins.op == Op::ST;
+    row_stores |= ins.op == Op::STB;
+  }
   std::vector<float> results(static_cast<size_t>(rows) * ni, 0.0f);  // finished reductions per row
   std::vector<size_t> slot(ni);  // a folding reduction's place among this pass's
   std::vector<float> partial;    // per (row, chunk, folding reduction): lanes floats
   for (int pass = 0; pass <= vp.max_level; ++pass) {
+    const bool last = pass == vp.max_level;
     size_t folds = 0;
     for (size_t i = 0; i < ni; ++i)
       if (op_class(p.code[i].op) == OpClass::Reduce && vp.info[i].level == pass + 1) slot[i] = folds++;
     partial.assign(static_cast<size_t>(rows * chunks) * folds * lanes, 0.0f);
-    parallel_items(rows * chunks, kRowChunk, [&](int64_t b, int64_t e) {
-      Frame& f = t_frame;
-      f.prepare(p, kTile, mk.reduce_lanes);
-      for (int64_t item = b; item < e; ++item) {
-        const int64_t row = item / chunks, chunk = item % chunks;
-        const int64_t c0 = chunk * kRowChunk;
-        float* mine = partial.data() + static_cast<size_t>(item) * folds * lanes;
-        const float* done = results.data() + static_cast<size_t>(row) * ni;
-        run_pass(k, l, Tile{row / l.R, row % l.R, 0, 0}, c0, std::min(l.C, c0 + kRowChunk), pass, mk, f,
-                 [&](size_t i) { return mine + slot[i] * lanes; }, [&](size_t i) { return done[i]; });
-      }
-    });
+    // The last pass streams the row only for ST; STBs are per row, below.
+    if (!last || vec_stores)
+      parallel_items(rows * chunks, kRowChunk, [&](int64_t b, int64_t e) {
+        Frame& f = t_frame;
+        f.prepare(p, kTile, mk.reduce_lanes);
+        std::vector<float> rest(folds * lanes);  // the interpreter's share of a chunk
+        for (int64_t item = b; item < e; ++item) {
+          const int64_t row = item / chunks, chunk = item % chunks;
+          const int64_t c0 = chunk * kRowChunk, c1 = std::min(l.C, c0 + kRowChunk);
+          float* mine = partial.data() + static_cast<size_t>(item) * folds * lanes;
+          const float* done = results.data() + static_cast<size_t>(row) * ni;
+          // Machine code takes a prefix of whole accumulator rounds; the
+          // interpreter folds the rest from the identity, into `rest` when
+          // the prefix ran: accumulator j then gets op(acc_j, op(id, x)),
+          // which is op(acc_j, x) bit for bit.
+          const int64_t ran = machine ? (*machine)(pass, row, c0, c1, mine, done) : 0;
+          if (ran >= c1 - c0) continue;
+          float* into = ran > 0 && !last ? rest.data() : mine;
+          run_pass(k, l, Tile{row / l.R, row % l.R, 0, 0}, c0 + ran, c1, pass, mk, f,
+                   [&](size_t i) { return into + slot[i] * lanes; }, [&](size_t i) { return done[i]; },
+                   LastPassStores::Vec);
+          if (into == mine) continue;
+          for (size_t i = 0; i < ni; ++i)
+            if (op_class(p.code[i].op) == OpClass::Reduce && vp.info[i].level == pass + 1)
+              mk.binary[static_cast<int>(combine_op(p.code[i].op))](mine + slot[i] * lanes, mine + slot[i] * lanes,
+                                                                     into + slot[i] * lanes, mk.reduce_lanes);
+        }
+      });
+    if (last) {
+      if (row_stores)
+        parallel_items(rows, 1, [&](int64_t b, int64_t e) {
+          Frame& f = t_frame;
+          f.prepare(p, kTile, mk.reduce_lanes);
+          for (int64_t row = b; row < e; ++row) {
+            const float* done = results.data() + static_cast<size_t>(row) * ni;
+            run_pass(k, l, Tile{row / l.R, row % l.R, 0, 0}, 0, std::min<int64_t>(l.C, 1), pass, mk, f,
+                     [&](size_t) { return static_cast<float*>(nullptr); }, [&](size_t i) { return done[i]; },
+                     LastPassStores::Row);
+          }
+        });
+      break;
+    }
     // Chunk accumulators combine lane by lane in chunk order, then the usual
     // tree: the same bits whatever ran which chunk.
     for (int64_t row = 0; row < rows; ++row)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "vm/kernel.h"
 #include "vm/launch.h"
@@ -26,10 +27,8 @@ inline constexpr int64_t kChunk = 16 * kTile;
 // kSplitRowMin floats split each row into chunks of kRowChunk floats that
 // threads fold independently; the chunks' accumulators then combine in chunk
 // order. All of it depends on the shape only, never on the thread count, so
-// the result bits do not either. Split rows run on the interpreter (the
-// JIT's row loop knows only the unsplit order); split column reductions fold
-// on machine code where vm/split_launch.h can. With more rows, rows alone
-// keep threads busy.
+// the result bits do not either. Split launches run on machine code where
+// vm/split_launch.h can. With more rows, rows alone keep threads busy.
 inline constexpr int64_t kSplitRowMin = 256 * 1024;
 inline constexpr int64_t kSplitRowsBelow = 16;
 inline constexpr int64_t kRowChunk = 64 * 1024;
@@ -79,6 +78,20 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
 // over (column tile, row chunk), then per tile the combines in chunk order
 // and the epilogue.
 void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk);
+
+// One (row, chunk) item of a split RowReduce pass on machine code: folds the
+// reductions of level pass + 1 over a prefix of elements [c0, c1) of the row
+// into the item's partial slots (reduce_lanes floats per folding reduction,
+// in program order), or in the last pass computes the ST outputs of a
+// prefix; `results` holds the row's finished reductions, one float per
+// instruction. Returns the prefix's length (0: none); the interpreter runs
+// the rest.
+using RowChunkPass =
+    std::function<int64_t(int pass, int64_t row, int64_t c0, int64_t c1, float* partial, const float* results)>;
+// A split RowReduce launch (interpret_split_rows), with `machine` (may be
+// null) running what it can of each item. The same bits either way.
+void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKernels& mk,
+                      const RowChunkPass* machine);
 
 // Runs work items [begin, end) with the given micro-kernel table.
 void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,

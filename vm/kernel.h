@@ -67,6 +67,21 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // use; defined in vm/split_launch.cpp.
   const Kernel* fold_kernel() const;
 
+  // RowReduce: pass L of a split row as a kernel of its own, run per row
+  // chunk. Passes before the last are ColReduce kernels over the chunk seen
+  // as [elements / lanes, lanes] (lanes = the reduction's accumulator
+  // floats, so column j folds exactly what accumulator float j folds) that
+  // store their raw accumulators; the last pass is an Elementwise kernel
+  // with the ST values. The row's finished reductions come in as LDB
+  // arguments after the parent's, one per `finished` instruction. Null when
+  // a pass has none (general loads, two reductions of a level apart, a
+  // reduction of a row value, an argument read both per row and per element).
+  struct SplitPass {
+    std::shared_ptr<Kernel> kernel;
+    std::vector<uint32_t> finished;  // parent instruction of each LDB argument
+  };
+  const SplitPass* split_pass(int pass) const;
+
  private:
   Bytecode bytecode_;
   uint64_t hash_;
@@ -77,6 +92,8 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   mutable std::vector<std::array<int64_t, 3>> shapes_;  // bounded, see note_shape
   mutable std::once_flag fold_once_;
   mutable std::shared_ptr<Kernel> fold_;
+  mutable std::once_flag passes_once_;
+  mutable std::vector<SplitPass> passes_;
 };
 
 // Launches whose extents their kernel had not run with before.

@@ -1,5 +1,5 @@
-// Split launches on machine code: the fold kernel of a ColReduce and the
-// chunked launch that runs it.
+// Split launches on machine code: the fold kernel of a ColReduce, the split
+// passes of a RowReduce, and the chunked launches that run them.
 #include "vm/split_launch.h"
 
 #include <algorithm>
@@ -57,6 +57,153 @@ std::shared_ptr<Kernel> make_fold_kernel(const Kernel& k) {
   return std::make_shared<Kernel>(std::move(bc), std::move(fvp));
 }
 
+// Pass `pass` of a split RowReduce row as a kernel of its own (see
+// Kernel::SplitPass). Walks the parent backwards from the pass's targets
+// (reductions of level pass + 1, or in the last pass the ST values) to keep
+// only their cone; a finished reduction in it becomes an LDB of its value.
+Kernel::SplitPass make_split_pass(const Kernel& k, int pass) {
+  const VerifiedProgram& vp = k.verified();
+  const Program& p = vp.program;
+  const bool last = pass == vp.max_level;
+  const size_t ni = p.code.size(), nargs = p.roles.size();
+  auto folds = [&](size_t i) {
+    return !last && op_class(p.code[i].op) == OpClass::Reduce && vp.info[i].level == pass + 1;
+  };
+  std::vector<uint8_t> need(ni, 0), live(static_cast<size_t>(p.nregs), 0);
+  for (size_t i = ni; i-- > 0;) {
+    const Instr& ins = p.code[i];
+    const OpInfo& oi = op_info(ins.op);
+    const bool writes = oi.signature[0] == 'D';
+    if (!(last ? ins.op == Op::ST : folds(i)) && !(writes && live[ins.r[0]])) continue;
+    if (ins.op == Op::LDG) return {};  // its dims do not follow a chunk
+    need[i] = 1;
+    if (writes) live[ins.r[0]] = 0;
+    if (oi.cls == OpClass::Reduce && !folds(i)) continue;  // finished: a leaf
+    for (int j = 0; j < ins.nr; ++j)
+      if (oi.signature[j] == 'R') live[ins.r[j]] = 1;
+  }
+  // A chunk binds each argument either per row (LDB: strides 0) or per
+  // element (rows of `lanes` elements), not both.
+  std::vector<uint8_t> per_row(nargs, 0), per_elem(nargs, 0), stored(nargs, 0);
+  for (size_t i = 0; i < ni; ++i) {
+    if (!need[i]) continue;
+    const Instr& ins = p.code[i];
+    if (ins.op == Op::LDB) per_row[ins.r[1]] = 1;
+    else if (op_class(ins.op) == OpClass::Load) per_elem[ins.r[1]] = 1;
+    else if (ins.op == Op::ST) stored[ins.r[0]] = 1;
+  }
+  for (size_t a = 0; a < nargs; ++a)
+    if (per_row[a] && per_elem[a]) return {};
+  if (last && std::find(stored.begin(), stored.end(), 1) == stored.end()) return {};  // only STBs: no chunks
+  Kernel::SplitPass sp;
+  Program f;
+  f.form = last ? Form::Elementwise : Form::ColReduce;
+  f.nregs = p.nregs;
+  for (size_t a = 0; a < nargs; ++a)
+    f.roles.push_back(p.roles[a] == ArgRole::Output && stored[a] ? ArgRole::Output : ArgRole::Input);
+  std::vector<uint32_t> fold_regs;
+  for (size_t i = 0; i < ni; ++i) {
+    if (!need[i]) continue;
+    Instr ins = p.code[i];
+    if (folds(i)) {
+      // One block of reductions, each of a vec value into its own register.
+      if (vp.info[i].src_kind[0] != Kind::Vec ||
+          std::find(fold_regs.begin(), fold_regs.end(), ins.r[0]) != fold_regs.end())
+        return {};
+      fold_regs.push_back(ins.r[0]);
+    } else if (!fold_regs.empty()) {
+      return {};  // something between two reductions of the level
+    } else if (op_class(ins.op) == OpClass::Reduce) {
+      if (f.roles.size() >= static_cast<size_t>(kMaxArgs)) return {};
+      sp.finished.push_back(static_cast<uint32_t>(i));
+      ins = Instr{Op::LDB, {ins.r[0], static_cast<uint8_t>(f.roles.size()), 0, 0}, 2, 0.0f};
+      f.roles.push_back(ArgRole::Input);
+    }
+    f.code.push_back(ins);
+  }
+  for (uint32_t r : fold_regs) {
+    if (f.roles.size() >= static_cast<size_t>(kMaxArgs)) return {};
+    f.code.push_back(Instr{Op::ST, {static_cast<uint8_t>(f.roles.size()), static_cast<uint8_t>(r), 0, 0}, 2, 0.0f});
+    f.roles.push_back(ArgRole::Output);
+  }
+  Bytecode bc = encode(f);
+  VerifiedProgram fvp;
+  std::string error;
+  if (!verify(bc, &fvp, &error)) return {};
+  sp.kernel = std::make_shared<Kernel>(std::move(bc), std::move(fvp));
+  return sp;
+}
+
+// Runs each (row, chunk) item's share of every pass with the pass kernels'
+// machine code: whole rounds of `lanes` elements fold as the rows of a
+// ColReduce, the last pass stores the whole chunk; the interpreter runs the
+// rest and combines (split_row_reduce). True when every pass had code.
+bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
+  const VerifiedProgram& vp = k.verified();
+  const Program& p = vp.program;
+  const size_t nargs = l.args.size();
+  const int64_t lanes = mk.reduce_lanes;
+  const int64_t calls = k.calls.load(std::memory_order_relaxed);
+  std::vector<const Kernel::SplitPass*> passes(static_cast<size_t>(vp.max_level) + 1, nullptr);
+  std::vector<const backends::jit::JitCode*> codes(passes.size(), nullptr);
+  bool all = true;
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    passes[pass] = k.split_pass(static_cast<int>(pass));
+    if (passes[pass]) codes[pass] = select_tier(*passes[pass]->kernel, calls, mk.isa);
+    // A last pass of STBs alone streams nothing (split_row_reduce).
+    const bool streams = static_cast<int>(pass) < vp.max_level ||
+                         std::any_of(p.code.begin(), p.code.end(), [](const Instr& i) { return i.op == Op::ST; });
+    all &= !streams || codes[pass] != nullptr;
+  }
+  RowChunkPass machine = [&](int pass, int64_t row, int64_t c0, int64_t c1, float* partial,
+                             const float* results) -> int64_t {
+    const backends::jit::JitCode* code = codes[static_cast<size_t>(pass)];
+    if (!code) return 0;
+    const Kernel::SplitPass& sp = *passes[static_cast<size_t>(pass)];
+    const Program& f = sp.kernel->program();
+    const bool last = pass == vp.max_level;
+    const int64_t len = last ? c1 - c0 : (c1 - c0) / lanes * lanes;
+    if (len == 0) return 0;
+    Launch cl;
+    cl.P = 1;
+    cl.R = last ? 1 : len / lanes;
+    cl.C = last ? len : lanes;
+    cl.args.resize(f.roles.size());
+    const int64_t pp = row / l.R, rr = row % l.R;
+    size_t next = nargs;  // finished reductions, then fold outputs
+    for (size_t a = 0; a < nargs; ++a) {
+      const ArgBinding& src = l.args[a];
+      ArgBinding& ab = cl.args[a];
+      const bool used = p.roles[a] == ArgRole::Input || f.roles[a] == ArgRole::Output;
+      if (!used) continue;
+      const int64_t at = pp * src.ps + rr * src.rs;
+      // Element c0 + r * lanes + c of the chunk (a per-row argument ignores
+      // the element: LDB reads base + p * ps + r * rs, both 0 here).
+      ab.cs = src.cs;
+      ab.rs = last ? 0 : lanes * src.cs;
+      if (src.in) ab.in = src.in + at + c0 * src.cs;
+      if (src.out) ab.out = src.out + at + c0 * src.cs;
+      for (const Instr& ins : f.code)
+        if (ins.op == Op::LDB && ins.r[1] == a) {
+          ab = ArgBinding{};
+          ab.in = src.in + at;
+          break;
+        }
+    }
+    for (uint32_t i : sp.finished) cl.args[next++].in = results + i;
+    for (int64_t j = 0; next < f.roles.size(); ++j) {
+      ArgBinding& ab = cl.args[next++];
+      ab.out = partial + j * lanes;
+      ab.cs = 1;
+    }
+    const int64_t items = last ? (len + kChunk - 1) / kChunk : 1;
+    backends::jit::run_items(*code, sp.kernel->verified(), cl, 0, items);
+    return len;
+  };
+  split_row_reduce(k, l, mk, &machine);
+  return all;
+}
+
 // Folds every (chunk, column tile) with the fold kernel's machine code into
 // the split layout, then combines on the interpreter (O(P x C) per chunk).
 bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
@@ -110,10 +257,27 @@ const Kernel* Kernel::fold_kernel() const {
   return fold_.get();
 }
 
+const Kernel::SplitPass* Kernel::split_pass(int pass) const {
+  std::call_once(passes_once_, [&] {
+    if (form() != Form::RowReduce) return;
+    for (int L = 0; L <= vp_.max_level; ++L) passes_.push_back(make_split_pass(*this, L));
+  });
+  if (pass < 0 || static_cast<size_t>(pass) >= passes_.size() || !passes_[static_cast<size_t>(pass)].kernel)
+    return nullptr;
+  return &passes_[static_cast<size_t>(pass)];
+}
+
 bool run_split(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
-  if (k.form() == Form::ColReduce && jit_split_cols(k, l, mk)) return true;
-  interpret_split_rows(k, l, mk);
-  return false;
+  if (k.form() == Form::ColReduce) {
+    if (jit_split_cols(k, l, mk)) return true;
+    interpret_split_rows(k, l, mk);
+    return false;
+  }
+  if (mk.isa == backends::Isa::Portable) {
+    split_row_reduce(k, l, mk, nullptr);
+    return false;
+  }
+  return jit_split_rows(k, l, mk);
 }
 
 }  // namespace dvm::vm

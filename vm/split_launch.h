@@ -1,7 +1,9 @@
 // Split launches (vm/interpreter.h: splits_rows) on the best tier that can
 // serve them: a split ColReduce folds its row chunks in machine code through
-// the kernel's fold kernel; everything else splits on the interpreter. Either
-// way the chunks combine in chunk order, so the bits are the same.
+// the kernel's fold kernel, a split RowReduce runs each pass per chunk
+// through its split passes; what they cannot serve splits on the
+// interpreter. Either way the chunks combine in chunk order, so the bits are
+// the same.
 #pragma once
 
 #include "vm/kernel.h"
@@ -13,7 +15,7 @@ struct MicroKernels;
 
 namespace dvm::vm {
 
-// Runs a whole split launch; true when machine code folded the chunks.
+// Runs a whole split launch; true when machine code ran every pass.
 bool run_split(const Kernel& k, const Launch& l, const backends::MicroKernels& mk);
 
 }  // namespace dvm::vm

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -248,6 +249,104 @@ TEST(Parallel, SplitColumnReductionsRunOnTheJitWithTheInterpretersBits) {
       ASSERT_EQ(std::memcmp(got[k].data(), ref[k].data(), ref[k].size() * sizeof(float)), 0)
           << c.what << ", result " << k << ": the JIT's fold differs from the interpreter's";
   }
+  set_num_threads(0);
+  set_tier_mode(TierMode::Auto);
+}
+
+// Split rows run each pass per chunk on machine code (the kernel's split
+// passes: whole rounds of accumulator floats fold as a ColReduce, the last
+// pass stores as an Elementwise kernel), the interpreter folds what is left
+// of a chunk; the bits must be the interpreter's, for every thread count.
+// Cases: a ragged last chunk and a tail of fewer than 64 floats, a last chunk
+// shorter than one round, two levels with vec stores (softmax, layer_norm
+// with per-element weight and bias), a strided row (lds), a row value both
+// stored per row and used per element (stb and st in one kernel), NaN.
+TEST(Parallel, SplitRowReductionsRunOnTheJitWithTheInterpretersBits) {
+  if (isa() == "portable") GTEST_SKIP() << "no JIT on a CPU without AVX2";
+  const int64_t ragged = 4 * 65536 + 4097 + 37;  // five chunks, the last 4134 floats
+  const int64_t stub = 4 * 65536 + 30;           // a last chunk of 30 floats
+  struct Case {
+    const char* what;
+    std::function<std::vector<Tensor>(const std::vector<float>&)> run;
+  };
+  const std::vector<Case> cases = {
+      {"sum, max and mean of everything (ragged)",
+       [&](const std::vector<float>& v) {
+         Tensor x = Tensor::from_blob(v.data(), {ragged});
+         return std::vector<Tensor>{x.sum(), x.max(), x.mean()};
+       }},
+      {"sum of squares, a 30-float last chunk",
+       [&](const std::vector<float>& v) {
+         Tensor x = Tensor::from_blob(v.data(), {stub});
+         return std::vector<Tensor>{(x * x).sum()};
+       }},
+      {"softmax of [2, C] (two levels, vec stores)",
+       [&](const std::vector<float>& v) {
+         Tensor x = Tensor::from_blob(v.data(), {2, ragged});
+         return std::vector<Tensor>{softmax(x, -1)};
+       }},
+      {"layer_norm of [2, C] with weight and bias",
+       [&](const std::vector<float>& v) {
+         Tensor x = Tensor::from_blob(v.data(), {2, ragged});
+         Tensor w = Tensor::from_blob(v.data() + 7, {ragged}) * 0.5f + 1.0f;
+         Tensor b = Tensor::from_blob(v.data() + 11, {ragged});
+         return std::vector<Tensor>{layer_norm(x, {ragged}, w, b, 1e-5f)};
+       }},
+      {"strided row: sum over the first axis of [C, 2] transposed",
+       [&](const std::vector<float>& v) {
+         Tensor x = Tensor::from_blob(v.data(), {ragged, 2}).transpose(0, 1);
+         return std::vector<Tensor>{x.sum(1)};
+       }},
+      {"a row sum stored and subtracted in one kernel",
+       [&](const std::vector<float>& v) {
+         Tensor x = Tensor::from_blob(v.data(), {2, ragged});
+         Tensor s = x.sum(1, true);
+         Tensor d = x - s;
+         return std::vector<Tensor>{s, d};
+       }},
+  };
+  std::vector<float> xv = ramp(2 * ragged + 16, 0.0007f);
+  std::vector<float> with_nan = xv;
+  with_nan[static_cast<size_t>(ragged / 3)] = NAN;
+  // Every run's outputs stay alive, so no run can find another's results in
+  // a reused buffer and pass without writing its own.
+  auto values = [](const std::vector<Tensor>& ts) {
+    std::vector<std::vector<float>> out;
+    for (const Tensor& t : ts) out.push_back(t.to_vector());
+    return out;
+  };
+  for (const Case& c : cases)
+    for (const std::vector<float>* v : {&xv, &with_nan}) {
+      std::vector<std::vector<Tensor>> alive;
+      set_num_threads(2);
+      set_tier_mode(TierMode::Off);
+      alive.push_back(c.run(*v));
+      const auto ref = values(alive.back());
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        set_tier_mode(TierMode::Eager);
+        set_kernel_log(true);
+        (void)take_kernel_log();
+        alive.push_back(c.run(*v));
+        const auto got = values(alive.back());
+        const std::vector<KernelRun> log = take_kernel_log();
+        set_kernel_log(false);
+        bool split_jit = false;
+        for (const KernelRun& k : log) split_jit |= k.form == "row_reduce" && k.tier == "jit";
+        EXPECT_TRUE(split_jit) << c.what << ": no split row ran on the JIT";
+        ASSERT_EQ(got.size(), ref.size());
+        for (size_t k = 0; k < ref.size(); ++k) {
+          ASSERT_EQ(got[k].size(), ref[k].size());
+          for (size_t i = 0; i < ref[k].size(); ++i) {
+            if (std::isnan(got[k][i]) && std::isnan(ref[k][i])) continue;
+            ASSERT_EQ(std::memcmp(&got[k][i], &ref[k][i], sizeof(float)), 0)
+                  << c.what << ", result " << k << ", element " << i << ", " << threads
+                  << " threads: the JIT's split row differs from the interpreter's (" << got[k][i] << " vs "
+                  << ref[k][i] << ")";
+          }
+        }
+      }
+    }
   set_num_threads(0);
   set_tier_mode(TierMode::Auto);
 }
