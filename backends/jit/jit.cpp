@@ -15,11 +15,6 @@ namespace {
 
 std::atomic<size_t> g_code_bytes{0};
 
-// Unroll thresholds on the Elementwise loop body (IR nodes of one copy): W1
-// is 9 nodes; transcendental bodies (tanh, gelu: 40 and more) gain nothing
-// measurable from unrolling and would double their compile time.
-constexpr int kUnroll4MaxNodes = 24;
-constexpr int kUnroll2MaxNodes = 40;
 // ColReduce: column vectors per pass over the rows (an accumulator each):
 // 16 zmm (1 KiB of every row per pass) or 8 ymm.
 constexpr int kColBlock512 = 16;
@@ -61,19 +56,14 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   ir.has_scalef = isa == Isa::Avx512;
   const Tuning& tune = tuning();
   const vm::Form form = vp.program.form;
-  // Elementwise: 4 copies of a small body per main-loop iteration, 2 of a
-  // medium one, 1 of a large one. ColReduce: 16 (AVX2: 8) column vectors per
-  // row pass. A chosen shape that would spill falls back to 4 copies, then 1.
+  // Elementwise: one copy of the body per main-loop iteration unless tuning
+  // asks for more (docs/JIT.md: W1 with 4 interleaved copies was 1.3x slower
+  // at 16M and no faster at 4K or 1M). ColReduce: 16 (AVX2: 8) column vectors
+  // per row pass; a default block that would spill falls back to 4, then 1.
   int copies = 1;
   const bool interleave = tune.interleave != 0;
   if (form == vm::Form::Elementwise) {
-    if (tune.unroll > 0) {
-      copies = tune.unroll;
-    } else {
-      if (!lower(vp, &ir, reason)) return nullptr;
-      const int body = loop_body_size(ir);
-      copies = body <= kUnroll4MaxNodes ? 4 : body <= kUnroll2MaxNodes ? 2 : 1;
-    }
+    if (tune.unroll > 0) copies = tune.unroll;
   } else if (form == vm::Form::ColReduce) {
     copies = tune.col_block > 0 ? std::min(tune.col_block, kMaxColBlock)
                                 : isa == Isa::Avx512 ? kColBlock512 : kColBlockAvx2;

@@ -574,12 +574,6 @@ Tuning& tuning() {
   return t;
 }
 
-int loop_body_size(const IrBuilder& ir) {
-  for (size_t i = 0; i < ir.nodes.size(); ++i)
-    if (ir.nodes[i].op == IrOp::LoopBegin) return ir.nodes[i].a - static_cast<int32_t>(i) - 1;
-  return 0;
-}
-
 bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, int unroll,
            bool interleave, int col_block) {
   for (const vm::Instr& ins : vp.program.code)

@@ -42,9 +42,6 @@ Tuning& tuning();
 bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, int unroll = 1,
            bool interleave = true, int col_block = 1);
 
-// Nodes in the first loop body of ir (the unit the unroll heuristic weighs).
-int loop_body_size(const IrBuilder& ir);
-
 // Emits the function `void entry(const JitArgs*)` for ir. Returns the entry
 // point (release it with asmx::release) or null with *reason.
 // With `no_spills`, returns null and sets *spilled instead of emitting code
