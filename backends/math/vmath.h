@@ -46,7 +46,7 @@ DVM_SIMD_INLINE V with_sign_of(V a, V s) {
 
 // ---- exp -----------------------------------------------------------------------
 // x = n*ln2 + r, |r| <= ln2/2 (Cody-Waite, two-part ln2 with fma), e^r by a
-// degree-7 polynomial (Cephes expf coefficients), then scaled by 2^n with one
+// degree-6 polynomial (dvm's own minimax fit, scripts/fit_exp.py), then scaled by 2^n with one
 // rounding (scale_pow2) so results in the subnormal range are rounded once,
 // correctly for the polynomial value. Overflow gives +inf, exp(-inf) = +0,
 // NaN -> NaN.
@@ -57,12 +57,11 @@ DVM_SIMD_INLINE V exp(V x) {
   V n = V::round_even(V::mul(x, V::splat(1.44269504088896341f)));
   V r = V::fma(n, V::splat(-0.693359375f), x);  // ln2 hi: 9 bits, n*hi exact
   r = V::fma(n, V::splat(2.12194440e-4f), r);   // -(ln2 lo)
-  V p = V::splat(1.9875691500e-4f);
-  p = V::fma(p, r, V::splat(1.3981999507e-3f));
-  p = V::fma(p, r, V::splat(8.3334519073e-3f));
-  p = V::fma(p, r, V::splat(4.1665795894e-2f));
-  p = V::fma(p, r, V::splat(1.6666665459e-1f));
-  p = V::fma(p, r, V::splat(5.0000001201e-1f));
+  V p = V::splat(1.3814540580e-3f);
+  p = V::fma(p, r, V::splat(8.3687454462e-3f));
+  p = V::fma(p, r, V::splat(4.1668388993e-2f));
+  p = V::fma(p, r, V::splat(1.6666521132e-1f));
+  p = V::fma(p, r, V::splat(4.9999994040e-1f));
   V y = V::add(V::fma(p, V::mul(r, r), r), V::splat(1.0f));
   // n in [-150, 128]: y * 2^n rounded once, so subnormal results are
   // correctly rounded for the polynomial value (vscalefps, or in halves).

@@ -6,6 +6,7 @@
 
 #include "tests/backends/ulp.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -132,6 +133,47 @@ TEST_P(MathSweep, DenseUniformSample) {
     std::snprintf(range, sizeof range, "uniform |x|<=%g", hi);
     report(c.name, GetParam(), range, xs.size(), w);
     EXPECT_LE(w.ulp, c.bound) << c.name << " at x=" << w.arg;
+  }
+}
+
+// Every float where exp and tanh are not saturated, through the ISA's
+// micro-kernel: the exhaustive figures of docs/MATH.md (exp: [-104, 89],
+// tanh: |x| <= 10). About a minute per ISA, so off by default; run with
+//   build/tests/test_backends --gtest_also_run_disabled_tests --gtest_filter='*EveryFloat*'
+TEST_P(MathSweep, DISABLED_ExpAndTanhOnEveryFloat) {
+  DVM_REQUIRE_TABLE(mk, GetParam());
+  struct Range {
+    Op op;
+    const char* name;
+    double (*ref)(double);
+    float lo, hi, bound;
+  };
+  const Range ranges[] = {{Op::EXP, "exp", [](double x) { return std::exp(x); }, -104.0f, 89.0f, 1.5f},
+                          {Op::TANH, "tanh", [](double x) { return std::tanh(x); }, -10.0f, 10.0f, 2.0f}};
+  constexpr size_t kChunk = 1 << 20;
+  std::vector<float> xs(kChunk), ys(kChunk);
+  for (const Range& r : ranges) {
+    Worst w;
+    uint64_t n = 0;
+    // Both signs: bit patterns 0 .. |bound| with and without the sign bit.
+    for (float end : {r.lo, r.hi}) {
+      const uint32_t top = std::bit_cast<uint32_t>(std::fabs(end));
+      const uint32_t sign = end < 0 ? 0x80000000u : 0u;
+      for (uint64_t base = 0; base <= top; base += kChunk) {
+        const size_t m = static_cast<size_t>(std::min<uint64_t>(kChunk, top + 1 - base));
+        for (size_t i = 0; i < m; ++i) xs[i] = std::bit_cast<float>(static_cast<uint32_t>(base + i) | sign);
+        mk->unary[static_cast<int>(r.op)](ys.data(), xs.data(), static_cast<int64_t>(m));
+        for (size_t i = 0; i < m; ++i) {
+          const double want = r.ref(xs[i]);
+          if (std::fabs(want) > std::numeric_limits<float>::max()) continue;
+          const double e = ulp_error(ys[i], want);
+          if (e > w.ulp) w = {e, xs[i], ys[i], want};
+        }
+        n += m;
+      }
+    }
+    report(r.name, GetParam(), "every float", static_cast<size_t>(n), w);
+    EXPECT_LE(w.ulp, r.bound) << r.name << " at x=" << w.arg;
   }
 }
 
