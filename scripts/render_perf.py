@@ -294,10 +294,14 @@ def summary(idx, medians, out, torch_default=None):
     if torch_default:
         tidx = workload_index(torch_default)
         out.append("### dvm against libtorch with its own allocator, one thread\n")
-        out.append("A second, shorter run (`DVM_BENCH_TORCH_ALLOCATOR=default`, W1–W5 at 1M, dvm and "
-                   "libtorch interleaved in the same run): libtorch allocates each op's output from "
-                   "malloc, as PyTorch does out of the box, so the first write to each fresh page "
-                   "faults. The issue's reference figures name both allocators.\n")
+        out.append("Short runs with `DVM_BENCH_TORCH_ALLOCATOR=default`, W1–W5 at 1M, each system "
+                   "and workload alone in a fresh process, one after another: libtorch allocates "
+                   "each op's output from malloc, as PyTorch does out of the box. Where glibc "
+                   "returns those blocks to the kernel, the first write to each fresh page faults "
+                   "(the faults column). glibc adapts its thresholds to what the process freed "
+                   "before, so a process shared with other benchmarks made those faults depend on "
+                   "the run order; alone in a fresh process is what a program using PyTorch for "
+                   "that workload gets. The issue's reference figures name both allocators.\n")
         out.append("| workload | **libtorch ÷ dvm** | libtorch 1M | dvm 1M | libtorch faults per call |")
         out.append("| --- | ---: | ---: | ---: | ---: |")
         for w in W_IDS[:5]:
@@ -503,8 +507,9 @@ def main():
     ap.add_argument("--args", default="", help="the arguments bench_dvm ran with (shown in the page)")
     ap.add_argument("--load-end", default="", help="the load average when the run ended (/proc/loadavg)")
     ap.add_argument("--note", action="append", default=[], help="a line for the page's notes (repeatable)")
-    ap.add_argument("--torch-default", default="",
-                    help="JSON of a run with DVM_BENCH_TORCH_ALLOCATOR=default (libtorch's own allocator)")
+    ap.add_argument("--torch-default", action="append", default=[],
+                    help="JSON of a run with DVM_BENCH_TORCH_ALLOCATOR=default (libtorch's own "
+                         "allocator; repeatable: one process per workload)")
     opts = ap.parse_args()
 
     context, medians, errors, reps = load(opts.json)
@@ -558,7 +563,9 @@ def main():
         out.append(note)
     out.append("")
 
-    torch_default = load(opts.torch_default)[1] if opts.torch_default else None
+    torch_default = {}
+    for path in opts.torch_default:
+        torch_default.update(load(path)[1])
     summary(idx, medians, out, torch_default)
     workload_tables(idx, out)
     bandwidth_table(medians, out)
