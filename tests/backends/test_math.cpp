@@ -138,7 +138,7 @@ TEST_P(MathSweep, DenseUniformSample) {
 
 // Every float where exp and tanh are not saturated, through the ISA's
 // micro-kernel: the exhaustive figures of docs/MATH.md (exp: [-104, 89],
-// tanh: |x| <= 10). About a minute per ISA, so off by default; run with
+// tanh: |x| <= 10). 30 s to 2 min per ISA, so off by default; run with
 //   build/tests/test_backends --gtest_also_run_disabled_tests --gtest_filter='*EveryFloat*'
 TEST_P(MathSweep, DISABLED_ExpAndTanhOnEveryFloat) {
   DVM_REQUIRE_TABLE(mk, GetParam());
