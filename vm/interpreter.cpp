@@ -481,12 +481,17 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
   }
   std::vector<float> results(static_cast<size_t>(rows) * ni, 0.0f);  // finished reductions per row
   std::vector<size_t> slot(ni);  // a folding reduction's place among this pass's
+  std::vector<size_t> folding;   // the reductions this pass folds, in program order
   std::vector<float> partial;    // per (row, chunk, folding reduction): lanes floats
   for (int pass = 0; pass <= vp.max_level; ++pass) {
     const bool last = pass == vp.max_level;
-    size_t folds = 0;
+    folding.clear();
     for (size_t i = 0; i < ni; ++i)
-      if (op_class(p.code[i].op) == OpClass::Reduce && vp.info[i].level == pass + 1) slot[i] = folds++;
+      if (op_class(p.code[i].op) == OpClass::Reduce && vp.info[i].level == pass + 1) {
+        slot[i] = folding.size();
+        folding.push_back(i);
+      }
+    const size_t folds = folding.size();
     partial.assign(static_cast<size_t>(rows * chunks) * folds * lanes, 0.0f);
     // The last pass streams the row only for ST; STBs are per row, below.
     if (!last || vec_stores)
@@ -510,10 +515,9 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
                    [&](size_t i) { return into + slot[i] * lanes; }, [&](size_t i) { return done[i]; },
                    LastPassStores::Vec);
           if (into == mine) continue;
-          for (size_t i = 0; i < ni; ++i)
-            if (op_class(p.code[i].op) == OpClass::Reduce && vp.info[i].level == pass + 1)
-              mk.binary[static_cast<int>(combine_op(p.code[i].op))](mine + slot[i] * lanes, mine + slot[i] * lanes,
-                                                                     into + slot[i] * lanes, mk.reduce_lanes);
+          for (size_t i : folding)
+            mk.binary[static_cast<int>(combine_op(p.code[i].op))](mine + slot[i] * lanes, mine + slot[i] * lanes,
+                                                                   into + slot[i] * lanes, mk.reduce_lanes);
         }
       });
     if (last) {
@@ -533,8 +537,7 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
     // Chunk accumulators combine lane by lane in chunk order, then the usual
     // tree: the same bits whatever ran which chunk.
     for (int64_t row = 0; row < rows; ++row)
-      for (size_t i = 0; i < ni; ++i) {
-        if (op_class(p.code[i].op) != OpClass::Reduce || vp.info[i].level != pass + 1) continue;
+      for (size_t i : folding) {
         const int op = static_cast<int>(p.code[i].op);
         const int comb = static_cast<int>(combine_op(p.code[i].op));
         float* first = partial.data() + (static_cast<size_t>(row * chunks) * folds + slot[i]) * lanes;

@@ -79,6 +79,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   struct SplitPass {
     std::shared_ptr<Kernel> kernel;
     std::vector<uint32_t> finished;  // parent instruction of each LDB argument
+    std::vector<uint8_t> per_row;    // per parent argument: read by LDB (bound per row)
   };
   const SplitPass* split_pass(int pass) const;
 

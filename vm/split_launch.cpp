@@ -96,6 +96,7 @@ Kernel::SplitPass make_split_pass(const Kernel& k, int pass) {
     if (per_row[a] && per_elem[a]) return {};
   if (last && std::find(stored.begin(), stored.end(), 1) == stored.end()) return {};  // only STBs: no chunks
   Kernel::SplitPass sp;
+  sp.per_row = per_row;
   Program f;
   f.form = last ? Form::Elementwise : Form::ColReduce;
   f.nregs = p.nregs;
@@ -146,13 +147,14 @@ bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKerne
   const int64_t calls = k.calls.load(std::memory_order_relaxed);
   std::vector<const Kernel::SplitPass*> passes(static_cast<size_t>(vp.max_level) + 1, nullptr);
   std::vector<const backends::jit::JitCode*> codes(passes.size(), nullptr);
+  // A last pass of STBs alone streams nothing (split_row_reduce).
+  const bool last_streams =
+      std::any_of(p.code.begin(), p.code.end(), [](const Instr& i) { return i.op == Op::ST; });
   bool all = true;
   for (size_t pass = 0; pass < passes.size(); ++pass) {
     passes[pass] = k.split_pass(static_cast<int>(pass));
     if (passes[pass]) codes[pass] = select_tier(*passes[pass]->kernel, calls, mk.isa);
-    // A last pass of STBs alone streams nothing (split_row_reduce).
-    const bool streams = static_cast<int>(pass) < vp.max_level ||
-                         std::any_of(p.code.begin(), p.code.end(), [](const Instr& i) { return i.op == Op::ST; });
+    const bool streams = static_cast<int>(pass) < vp.max_level || last_streams;
     all &= !streams || codes[pass] != nullptr;
   }
   RowChunkPass machine = [&](int pass, int64_t row, int64_t c0, int64_t c1, float* partial,
@@ -183,12 +185,10 @@ bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKerne
       ab.rs = last ? 0 : lanes * src.cs;
       if (src.in) ab.in = src.in + at + c0 * src.cs;
       if (src.out) ab.out = src.out + at + c0 * src.cs;
-      for (const Instr& ins : f.code)
-        if (ins.op == Op::LDB && ins.r[1] == a) {
-          ab = ArgBinding{};
-          ab.in = src.in + at;
-          break;
-        }
+      if (sp.per_row[a]) {
+        ab = ArgBinding{};
+        ab.in = src.in + at;
+      }
     }
     for (uint32_t i : sp.finished) cl.args[next++].in = results + i;
     for (int64_t j = 0; next < f.roles.size(); ++j) {
@@ -274,7 +274,7 @@ bool run_split(const Kernel& k, const Launch& l, const backends::MicroKernels& m
     return false;
   }
   if (mk.isa == backends::Isa::Portable) {
-    split_row_reduce(k, l, mk, nullptr);
+    interpret_split_rows(k, l, mk);
     return false;
   }
   return jit_split_rows(k, l, mk);

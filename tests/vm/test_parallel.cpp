@@ -304,6 +304,13 @@ TEST(Parallel, SplitRowReductionsRunOnTheJitWithTheInterpretersBits) {
          Tensor d = x - s;
          return std::vector<Tensor>{s, d};
        }},
+      {"a per-row input (read per row, not per element) in every pass",
+       [&](const std::vector<float>& v) {
+         Tensor x = Tensor::from_blob(v.data(), {2, ragged});
+         Tensor r = Tensor::from_blob(v.data() + 5, {2, 1});
+         Tensor y = x * r;
+         return std::vector<Tensor>{y - y.max(1, true) + r};
+       }},
   };
   std::vector<float> xv = ramp(2 * ragged + 16, 0.0007f);
   std::vector<float> with_nan = xv;
