@@ -48,6 +48,7 @@ constexpr InstId kInst[static_cast<int>(VI::kCount)] = {
     ax::Inst::kIdVextractf32x8, ax::Inst::kIdVmovhlps,   ax::Inst::kIdVmovshdup,
     ax::Inst::kIdKandw,       ax::Inst::kIdKorw,         ax::Inst::kIdKnotw,
     ax::Inst::kIdKmovw,       ax::Inst::kIdVscalefps,
+    ax::Inst::kIdVfnmadd213ps, ax::Inst::kIdVfnmadd231ps, ax::Inst::kIdVpternlogd,
 };
 
 // Records the first asmjit error instead of letting it pass silently.

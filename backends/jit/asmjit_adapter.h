@@ -87,6 +87,7 @@ enum class VI : uint8_t {
   vpslld, vpsrld, vpsrad, vpcmpeqd, vpcmpgtd,
   vextractf128, vextractf32x8, vmovhlps, vmovshdup,
   kandw, korw, knotw, kmovw, vscalefps,
+  vfnmadd213ps, vfnmadd231ps, vpternlogd,
   kCount
 };
 

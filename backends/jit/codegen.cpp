@@ -690,20 +690,24 @@ struct Gen {
     commit(i);
   }
 
+  // Fma (a*b + c) and Fnma (c - a*b): the 213 / 231 forms of either.
   void fma(int32_t i, const Node& n) {
+    const bool neg = n.op == IrOp::Fnma;
+    const VI f213 = neg ? VI::vfnmadd213ps : VI::vfmadd213ps;
+    const VI f231 = neg ? VI::vfnmadd231ps : VI::vfmadd231ps;
     const Opnd d = dst(i);
     auto reg_of = [&](int32_t v) { return is_const(v) ? -1 : reg[loc(v)]; };
     const int rd = d.reg;
     const bool dreg = reg[loc(i)] >= 0;
     if (dreg && reg_of(n.a) == rd) {
       Opnd b = src_reg(n.b, 1);
-      as.v(VI::vfmadd213ps, d, b, src_any(n.c));
+      as.v(f213, d, b, src_any(n.c));
     } else if (dreg && reg_of(n.b) == rd) {
       Opnd a = src_reg(n.a, 1);
-      as.v(VI::vfmadd213ps, d, a, src_any(n.c));
+      as.v(f213, d, a, src_any(n.c));
     } else if (dreg && reg_of(n.c) == rd) {
       Opnd a = src_reg(n.a, 1);
-      as.v(VI::vfmadd231ps, d, a, src_any(n.b));
+      as.v(f231, d, a, src_any(n.b));
     } else {
       // d differs from every source register: copy a into d first.
       Opnd b = src_reg(n.b, 1);
@@ -718,7 +722,28 @@ struct Gen {
         as.v(VI::vmovups, d, slot_mem(n.a, vbytes));
       }
       // b reloaded into scratch 1 and d possibly scratch 0: still distinct.
-      as.v(VI::vfmadd213ps, d, b, c);
+      as.v(f213, d, b, c);
+    }
+    commit(i);
+  }
+
+  // a | (b & c) in one vpternlogd. Its destination is one of the three
+  // inputs: truth table 0xF8 with a there, 0xEC with b or c there (b and c
+  // play symmetric parts).
+  void or_and(int32_t i, const Node& n) {
+    const Opnd d = dst(i);
+    auto reg_of = [&](int32_t v) { return is_const(v) ? -1 : reg[loc(v)]; };
+    const bool dreg = reg[loc(i)] >= 0;
+    if (dreg && reg_of(n.a) == d.reg) {
+      as.v(VI::vpternlogd, d, src_reg(n.b, 1), src_any(n.c), asmx::imm(0xF8));
+    } else if (dreg && reg_of(n.b) == d.reg) {
+      as.v(VI::vpternlogd, d, src_reg(n.a, 1), src_any(n.c), asmx::imm(0xEC));
+    } else if (dreg && reg_of(n.c) == d.reg) {
+      as.v(VI::vpternlogd, d, src_reg(n.a, 1), src_any(n.b), asmx::imm(0xEC));
+    } else {
+      // d differs from every source register: copy a into d first.
+      as.v(VI::vmovaps, d, src_reg(n.a, 1));
+      as.v(VI::vpternlogd, d, src_reg(n.b, 1), src_any(n.c), asmx::imm(0xF8));
     }
     commit(i);
   }
@@ -810,7 +835,9 @@ struct Gen {
         commit(i);
         return;
       }
-      case IrOp::Fma: fma(i, n); return;
+      case IrOp::Fma:
+      case IrOp::Fnma: fma(i, n); return;
+      case IrOp::OrAnd: or_and(i, n); return;
       case IrOp::Cmp:
       case IrOp::IEq:
       case IrOp::IGt: {
@@ -911,8 +938,8 @@ void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* re
   }
   if (isa != Isa::Avx512)
     for (const Node& n : ir.nodes)
-      if (n.op == IrOp::Scalef) {
-        *reason = "IR lowered for AVX-512 (vscalefps) cannot be emitted as AVX2";
+      if (n.op == IrOp::Scalef || n.op == IrOp::OrAnd) {
+        *reason = "IR lowered for AVX-512 (vscalefps, vpternlogd) cannot be emitted as AVX2";
         return nullptr;
       }
   Gen g(ir, isa == Isa::Avx512);

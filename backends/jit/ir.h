@@ -29,6 +29,8 @@ enum class IrOp : uint8_t {
   Add, Sub, Mul, Div, Min, Max, Sqrt,
   And, Or, Xor, AndN,
   Fma,       // a * b + c
+  Fnma,      // c - a * b (one rounding)
+  OrAnd,     // a | (b & c): vpternlogd 0xF8 (AVX-512 only; AVX2 records And, Or)
   Scalef,    // a * 2^b (vscalefps; AVX-512 only, AVX2 lowers scale_pow2 in halves)
   Round,     // imm = rounding mode (0 nearest-even, 1 floor, 2 ceil, 3 trunc)
   Cmp,       // imm = vcmpps predicate; a mask
@@ -78,7 +80,7 @@ struct IrBuilder {
   std::vector<Node> nodes;
   std::vector<std::pair<uint32_t, int32_t>> consts;  // dedup of Const nodes
   int scratch_rows = 0;
-  bool has_scalef = false;  // the target has vscalefps (AVX-512)
+  bool has_scalef = false;  // the target is AVX-512: vscalefps, vpternlogd
 
   void clear() {
     nodes.clear();
@@ -146,6 +148,9 @@ struct JitVec {
   DVM_SIMD_INLINE static JitVec fma(JitVec a, JitVec b, JitVec c) {
     return mk(IrOp::Fma, a.id, b.id, c.id);
   }
+  DVM_SIMD_INLINE static JitVec fnma(JitVec a, JitVec b, JitVec c) {
+    return mk(IrOp::Fnma, a.id, b.id, c.id);
+  }
   DVM_SIMD_INLINE static JitVec min(JitVec a, JitVec b) { return mk(IrOp::Min, a.id, b.id); }
   DVM_SIMD_INLINE static JitVec max(JitVec a, JitVec b) { return mk(IrOp::Max, a.id, b.id); }
   DVM_SIMD_INLINE static JitVec sqrt(JitVec a) { return mk(IrOp::Sqrt, a.id); }
@@ -156,6 +161,11 @@ struct JitVec {
   DVM_SIMD_INLINE static JitVec bit_or(JitVec a, JitVec b) { return mk(IrOp::Or, a.id, b.id); }
   DVM_SIMD_INLINE static JitVec bit_xor(JitVec a, JitVec b) { return mk(IrOp::Xor, a.id, b.id); }
   DVM_SIMD_INLINE static JitVec bit_andnot(JitVec a, JitVec b) { return mk(IrOp::AndN, a.id, b.id); }
+  // The same primitive sequence the target's interpreter type runs.
+  DVM_SIMD_INLINE static JitVec bit_or_and(JitVec a, JitVec b, JitVec c) {
+    if (t_ir->has_scalef) return mk(IrOp::OrAnd, a.id, b.id, c.id);
+    return bit_or(a, bit_and(b, c));
+  }
 
   DVM_SIMD_INLINE static JitVec round_even(JitVec a) { return mk(IrOp::Round, a.id, -1, -1, 0); }
   DVM_SIMD_INLINE static JitVec floor(JitVec a) { return mk(IrOp::Round, a.id, -1, -1, 1); }

@@ -38,10 +38,10 @@ DVM_SIMD_INLINE V minimum(V a, V b) {
   return V::select(V::unord(a, a), a, V::min(a, b));
 }
 
-// |a| with the sign bit of s (a must be non-negative): or(a, and(s, -0.0f)).
+// |a| with the sign bit of s (a must be non-negative): a | (s & -0.0f).
 template <class V>
 DVM_SIMD_INLINE V with_sign_of(V a, V s) {
-  return V::bit_or(a, V::bit_and(s, V::splat(-0.0f)));
+  return V::bit_or_and(a, s, V::splat(-0.0f));
 }
 
 // ---- exp -----------------------------------------------------------------------
@@ -131,7 +131,7 @@ DVM_SIMD_INLINE V tanh(V x) {
   V t = V::fma(V::mul(a, z), V::div(r, q), a);
   V u = V::mul(t, t);
   V w = V::div(u, V::add(u, V::splat(4.0f)));
-  return with_sign_of(V::fma(V::neg(t), w, t), x);
+  return with_sign_of(V::fnma(t, w, t), x);
 }
 
 // ---- sigmoid -------------------------------------------------------------------

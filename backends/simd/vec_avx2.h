@@ -62,6 +62,9 @@ struct VecAvx2 {
   DVM_SIMD_INLINE static VecAvx2 fma(VecAvx2 a, VecAvx2 b, VecAvx2 c) {
     return {_mm256_fmadd_ps(a.v, b.v, c.v)};
   }
+  DVM_SIMD_INLINE static VecAvx2 fnma(VecAvx2 a, VecAvx2 b, VecAvx2 c) {
+    return {_mm256_fnmadd_ps(a.v, b.v, c.v)};
+  }
   DVM_SIMD_INLINE static VecAvx2 min(VecAvx2 a, VecAvx2 b) { return {_mm256_min_ps(a.v, b.v)}; }
   DVM_SIMD_INLINE static VecAvx2 max(VecAvx2 a, VecAvx2 b) { return {_mm256_max_ps(a.v, b.v)}; }
   DVM_SIMD_INLINE static VecAvx2 sqrt(VecAvx2 a) { return {_mm256_sqrt_ps(a.v)}; }
@@ -74,6 +77,9 @@ struct VecAvx2 {
   DVM_SIMD_INLINE static VecAvx2 bit_xor(VecAvx2 a, VecAvx2 b) { return {_mm256_xor_ps(a.v, b.v)}; }
   DVM_SIMD_INLINE static VecAvx2 bit_andnot(VecAvx2 a, VecAvx2 b) {
     return {_mm256_andnot_ps(a.v, b.v)};
+  }
+  DVM_SIMD_INLINE static VecAvx2 bit_or_and(VecAvx2 a, VecAvx2 b, VecAvx2 c) {
+    return bit_or(a, bit_and(b, c));
   }
 
   // ---- rounding (vroundps) --------------------------------------------------

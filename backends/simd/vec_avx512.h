@@ -61,6 +61,9 @@ struct VecAvx512 {
   DVM_SIMD_INLINE static VecAvx512 fma(VecAvx512 a, VecAvx512 b, VecAvx512 c) {
     return {_mm512_fmadd_ps(a.v, b.v, c.v)};
   }
+  DVM_SIMD_INLINE static VecAvx512 fnma(VecAvx512 a, VecAvx512 b, VecAvx512 c) {
+    return {_mm512_fnmadd_ps(a.v, b.v, c.v)};
+  }
   DVM_SIMD_INLINE static VecAvx512 min(VecAvx512 a, VecAvx512 b) { return {_mm512_min_ps(a.v, b.v)}; }
   DVM_SIMD_INLINE static VecAvx512 max(VecAvx512 a, VecAvx512 b) { return {_mm512_max_ps(a.v, b.v)}; }
   DVM_SIMD_INLINE static VecAvx512 sqrt(VecAvx512 a) { return {_mm512_sqrt_ps(a.v)}; }
@@ -73,6 +76,11 @@ struct VecAvx512 {
   DVM_SIMD_INLINE static VecAvx512 bit_xor(VecAvx512 a, VecAvx512 b) { return {_mm512_xor_ps(a.v, b.v)}; }
   DVM_SIMD_INLINE static VecAvx512 bit_andnot(VecAvx512 a, VecAvx512 b) {
     return {_mm512_andnot_ps(a.v, b.v)};
+  }
+  // One vpternlogd: truth table 0xF8 is a | (b & c) (a the destination operand).
+  DVM_SIMD_INLINE static VecAvx512 bit_or_and(VecAvx512 a, VecAvx512 b, VecAvx512 c) {
+    return {_mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+        _mm512_castps_si512(a.v), _mm512_castps_si512(b.v), _mm512_castps_si512(c.v), 0xF8))};
   }
 
   // ---- rounding (vrndscaleps, scale 0) -----------------------------------------

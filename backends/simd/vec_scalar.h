@@ -25,6 +25,8 @@
 //   tail_mask(n)                         Mask of lanes < n (0 <= n <= kLanes)
 //   add sub mul div sqrt                 vaddps vsubps vmulps vdivps vsqrtps
 //   fma(a, b, c)                         a*b+c, one rounding: vfmadd213ps
+//   fnma(a, b, c)                        c-a*b, one rounding: vfnmadd213ps (the
+//                                        same bits as fma(neg(a), b, c), one op)
 //   min(a, b) / max(a, b)                vminps / vmaxps: a<b?a:b / a>b?a:b,
 //                                        so b is returned if either is NaN and
 //                                        for +0/-0 ties. Put the value whose NaN
@@ -33,6 +35,7 @@
 //   neg(a)                               vxorps with -0.0f (flips sign)
 //   bit_and bit_or bit_xor               vandps vorps vxorps
 //   bit_andnot(a, b) = ~a & b            vandnps (first operand inverted)
+//   bit_or_and(a, b, c) = a | (b & c)    vpternlogd 0xF8 (AVX-512); vandps+vorps
 //   round_even floor ceil trunc          vroundps / vrndscaleps imm 8/9/10/11
 //                                        (round_even: nearest, ties to even)
 //   eq ne lt le gt ge unord -> Mask      vcmpps predicates EQ_OQ, NEQ_UQ (true
@@ -117,6 +120,9 @@ struct VecScalar {
   DVM_SIMD_INLINE static VecScalar fma(VecScalar a, VecScalar b, VecScalar c) {
     return {std::fma(a.v, b.v, c.v)};
   }
+  DVM_SIMD_INLINE static VecScalar fnma(VecScalar a, VecScalar b, VecScalar c) {
+    return {std::fma(-a.v, b.v, c.v)};
+  }
   // x86 minps/maxps: the second operand unless the comparison is true.
   DVM_SIMD_INLINE static VecScalar min(VecScalar a, VecScalar b) { return {a.v < b.v ? a.v : b.v}; }
   DVM_SIMD_INLINE static VecScalar max(VecScalar a, VecScalar b) { return {a.v > b.v ? a.v : b.v}; }
@@ -136,6 +142,9 @@ struct VecScalar {
   }
   DVM_SIMD_INLINE static VecScalar bit_andnot(VecScalar a, VecScalar b) {
     return as_float({~as_int(a).i & as_int(b).i});
+  }
+  DVM_SIMD_INLINE static VecScalar bit_or_and(VecScalar a, VecScalar b, VecScalar c) {
+    return bit_or(a, bit_and(b, c));
   }
 
   // ---- rounding -------------------------------------------------------------
