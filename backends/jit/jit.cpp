@@ -115,6 +115,17 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   switch (vp.program.form) {
     case vm::Form::Elementwise: {
       const int64_t chunks = (l.C + vm::kChunk - 1) / vm::kChunk;
+      if (chunks == 1) {  // an item is a row: one call per run of rows of one p
+        args.n = l.C;
+        for (int64_t item = begin; item < end;) {
+          const int64_t p = item / l.R, r = item % l.R;
+          args.rows = std::min(end - item, l.R - r);
+          fill(p, r, 0);
+          code.entry(&args);
+          item += args.rows;
+        }
+        break;
+      }
       for (int64_t item = begin; item < end; ++item) {
         const int64_t chunk = item % chunks, row = item / chunks;
         const int64_t c0 = chunk * vm::kChunk;

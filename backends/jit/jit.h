@@ -16,7 +16,8 @@ namespace dvm::backends::jit {
 
 // One call's arguments, filled by the vm's driver (vm/jit_tier.cpp).
 //
-// Elementwise: one call runs `n` elements of one (p, r) row.
+// Elementwise: one call runs `n` elements of each of `rows` rows, (p, r) to
+//              (p, r + rows - 1); row k starts at base[a] + k * rs[a].
 // RowReduce:   one call runs one whole row (n = C): every pass, every fold.
 // ColReduce:   one call runs one (p, c-tile) of n columns, folding `rows` rows.
 //
@@ -26,7 +27,8 @@ namespace dvm::backends::jit {
 //   LDS:     element i at base[a] + i * cs[a]
 //   LDB:     one value at base[a] (one per row)
 //   STB:     writes one value to base[a]
-//   ColReduce prologue loads: row r (0 <= r < rows) adds r * rs[a] elements.
+//   Elementwise rows and ColReduce prologue loads: row r (0 <= r < rows) adds
+//   r * rs[a] elements.
 struct JitArgs {
   const float* base[vm::kMaxArgs];
   int64_t cs[vm::kMaxArgs];

@@ -201,14 +201,14 @@ struct Lowering {
   // reads and writes elements i + k * lanes. Interleaved: instruction by
   // instruction across the copies (independent registers where they fit);
   // otherwise one whole copy after another.
-  void ew_body(int copies, bool interleave) {
+  void ew_body(int copies, bool interleave, uint8_t phase) {
     std::vector<std::vector<int32_t>> vals(static_cast<size_t>(copies), std::vector<int32_t>(ni, -1));
     auto one = [&](size_t i, int k) {
       if (!live[i] || (!is_store(i) && kind(i) != Kind::Vec)) return;
       copy = static_cast<uint8_t>(k);
       vec_val.swap(vals[static_cast<size_t>(k)]);
-      if (is_store(i)) compute(i, kPhaseBase);
-      else set(i, compute(i, kPhaseBase));
+      if (is_store(i)) compute(i, phase);
+      else set(i, compute(i, phase));
       vec_val.swap(vals[static_cast<size_t>(k)]);
     };
     if (interleave) {
@@ -229,17 +229,23 @@ struct Lowering {
     return lb;
   }
 
+  // One call runs JitArgs::rows rows (each row's pointers advanced by its
+  // rs): a launch of many short rows pays one call, prologue and constant
+  // pool load per run of rows instead of per row. Row values (LDB and what
+  // follows from it) are computed at the top of each row.
   void elementwise(int unroll, bool interleave) {
+    const int32_t rows = loop_begin(1);
     for (size_t i = 0; i < ni; ++i)
-      if (live[i] && !is_store(i) && kind(i) == Kind::Row) set(i, compute(i, kPhaseBase));
+      if (live[i] && !is_store(i) && kind(i) == Kind::Row) set(i, compute(i, kPhaseRow));
     if (unroll > 1) {
       int32_t lb = col_loop_begin(unroll, false);
-      ew_body(unroll, interleave);
+      ew_body(unroll, interleave, kPhaseRow);
       loop_end(lb);
     }
     int32_t lb = col_loop_begin(1, unroll > 1);
-    ew_body(1, false);
+    ew_body(1, false, kPhaseRow);
     loop_end(lb);
+    loop_end(rows);
   }
 
   bool folds_here(size_t i, int pass) const {

@@ -138,7 +138,7 @@ DVM_SIMD_INLINE V tanh(V x) {
 // e = exp(-|x|) never overflows; x >= 0: 1 / (1 + e), x < 0: e / (1 + e).
 template <class V>
 DVM_SIMD_INLINE V sigmoid(V x) {
-  V e = exp(V::neg(V::abs(x)));
+  V e = exp(V::bit_or(x, V::splat(-0.0f)));  // -|x| in one op: the sign bit set
   V num = V::select(V::ge(x, V::splat(0.0f)), V::splat(1.0f), e);
   return V::div(num, V::add(V::splat(1.0f), e));
 }
