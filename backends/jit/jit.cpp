@@ -135,18 +135,14 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
       }
       break;
     }
-    case vm::Form::RowReduce: {
-      // (p, r) of each item counted along (no divisions per row: W6's rows
-      // are 4 KiB, a few hundred cycles each).
-      int64_t p = begin / l.R, r = begin % l.R;
+    case vm::Form::RowReduce: {  // an item is a row: one call per run of rows of one p
       args.n = l.C;
-      for (int64_t item = begin; item < end; ++item) {
+      for (int64_t item = begin; item < end;) {
+        const int64_t p = item / l.R, r = item % l.R;
+        args.rows = std::min(end - item, l.R - r);
         fill(p, r, 0);
         code.entry(&args);
-        if (++r == l.R) {
-          r = 0;
-          ++p;
-        }
+        item += args.rows;
       }
       break;
     }

@@ -324,16 +324,16 @@ struct Lowering {
         if (need[i] && cached_[i] >= 0 && cached_[i] < pass) {
           set(i, scratch(IrOp::Load, i, slot_[i]));
         } else if (need[i]) {
-          set(i, compute(i, kPhaseBase));
+          set(i, compute(i, kPhaseRow));
           if (cached_[i] == pass) scratch(IrOp::Store, i, slot_[i]);
           else if (split && rows[i] >= 0) scratch(IrOp::Store, i, rows[i]);
         } else if (folds_here(i, pass) && folding) {
           const size_t s = static_cast<size_t>(src[i][0]);
           if (split && kind(s) == Kind::Vec && vec_val[s] < 0)
-            set(s, rows[s] >= 0 ? scratch(IrOp::Load, s, rows[s]) : compute(s, kPhaseBase));
+            set(s, rows[s] >= 0 ? scratch(IrOp::Load, s, rows[s]) : compute(s, kPhaseRow));
           fold(i, p.code[i].op, true);
         } else if (last && p.code[i].op == Op::ST && !(split && folding)) {
-          compute(i, kPhaseBase);
+          compute(i, kPhaseRow);
         }
       }
       // The row's last loop touches the next row's inputs, one cache line
@@ -343,6 +343,7 @@ struct Lowering {
           if (prefetch_ld_[i]) {
             Node n{IrOp::Prefetch};
             n.arg = p.code[i].r[1];
+            n.phase = kPhaseRow;
             n.imm = copy;
             ir.add(n);
           }
@@ -367,7 +368,11 @@ struct Lowering {
     return body;
   }
 
+  // One call runs JitArgs::rows rows (a row loop around every pass, each
+  // row's pointers advanced by its rs; loads and stores in the row phase):
+  // one call, prologue and constant load per run of rows, not per row.
   void row_reduce() {
+    const int32_t row_loop = loop_begin(1);
     // An STB that follows an ST to the same argument runs after the last loop.
     std::vector<uint8_t> stb_after(ni, 0);
     for (size_t i = 0; i < ni; ++i)
@@ -433,10 +438,10 @@ struct Lowering {
       for (size_t i = 0; i < ni; ++i)
         if (live[i] && !is_store(i) && cls(i) != OpClass::Reduce && kind(i) == Kind::Row &&
             level(i) == pass)
-          set(i, compute(i, kPhaseBase));
+          set(i, compute(i, kPhaseRow));
       if (last)
         for (size_t i = 0; i < ni; ++i)
-          if (p.code[i].op == Op::STB && !stb_after[i]) compute(i, kPhaseBase);
+          if (p.code[i].op == Op::STB && !stb_after[i]) compute(i, kPhaseRow);
       needs(pass, need);
       bool any_fold = false;
       for (size_t i = 0; i < ni; ++i) any_fold = any_fold || folds_here(i, pass);
@@ -466,8 +471,9 @@ struct Lowering {
       }
       if (last)
         for (size_t i = 0; i < ni; ++i)
-          if (p.code[i].op == Op::STB && stb_after[i]) compute(i, kPhaseBase);
+          if (p.code[i].op == Op::STB && stb_after[i]) compute(i, kPhaseRow);
     }
+    loop_end(row_loop);
   }
 
   // One ColReduce column loop body for `copies` column vectors (copy k at
