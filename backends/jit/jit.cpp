@@ -112,18 +112,23 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
     for (size_t a = 0; a < nargs; ++a)
       args.base[a] = arg_base(l.args[a]) + item_offset(l.args[a], code.patterns[a], p, r, c0);
   };
+  // Items that are whole rows: one call per run of rows of one p (the entry
+  // point loops over JitArgs::rows rows).
+  auto row_runs = [&] {
+    args.n = l.C;
+    for (int64_t item = begin; item < end;) {
+      const int64_t p = item / l.R, r = item % l.R;
+      args.rows = std::min(end - item, l.R - r);
+      fill(p, r, 0);
+      code.entry(&args);
+      item += args.rows;
+    }
+  };
   switch (vp.program.form) {
     case vm::Form::Elementwise: {
       const int64_t chunks = (l.C + vm::kChunk - 1) / vm::kChunk;
-      if (chunks == 1) {  // an item is a row: one call per run of rows of one p
-        args.n = l.C;
-        for (int64_t item = begin; item < end;) {
-          const int64_t p = item / l.R, r = item % l.R;
-          args.rows = std::min(end - item, l.R - r);
-          fill(p, r, 0);
-          code.entry(&args);
-          item += args.rows;
-        }
+      if (chunks == 1) {
+        row_runs();
         break;
       }
       for (int64_t item = begin; item < end; ++item) {
@@ -135,17 +140,7 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
       }
       break;
     }
-    case vm::Form::RowReduce: {  // an item is a row: one call per run of rows of one p
-      args.n = l.C;
-      for (int64_t item = begin; item < end;) {
-        const int64_t p = item / l.R, r = item % l.R;
-        args.rows = std::min(end - item, l.R - r);
-        fill(p, r, 0);
-        code.entry(&args);
-        item += args.rows;
-      }
-      break;
-    }
+    case vm::Form::RowReduce: row_runs(); break;
     case vm::Form::ColReduce: {
       const int64_t ctiles = (l.C + vm::kTile - 1) / vm::kTile;
       args.rows = l.R;

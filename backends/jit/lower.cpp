@@ -201,14 +201,14 @@ struct Lowering {
   // reads and writes elements i + k * lanes. Interleaved: instruction by
   // instruction across the copies (independent registers where they fit);
   // otherwise one whole copy after another.
-  void ew_body(int copies, bool interleave, uint8_t phase) {
+  void ew_body(int copies, bool interleave) {
     std::vector<std::vector<int32_t>> vals(static_cast<size_t>(copies), std::vector<int32_t>(ni, -1));
     auto one = [&](size_t i, int k) {
       if (!live[i] || (!is_store(i) && kind(i) != Kind::Vec)) return;
       copy = static_cast<uint8_t>(k);
       vec_val.swap(vals[static_cast<size_t>(k)]);
-      if (is_store(i)) compute(i, phase);
-      else set(i, compute(i, phase));
+      if (is_store(i)) compute(i, kPhaseRow);
+      else set(i, compute(i, kPhaseRow));
       vec_val.swap(vals[static_cast<size_t>(k)]);
     };
     if (interleave) {
@@ -239,11 +239,11 @@ struct Lowering {
       if (live[i] && !is_store(i) && kind(i) == Kind::Row) set(i, compute(i, kPhaseRow));
     if (unroll > 1) {
       int32_t lb = col_loop_begin(unroll, false);
-      ew_body(unroll, interleave, kPhaseRow);
+      ew_body(unroll, interleave);
       loop_end(lb);
     }
     int32_t lb = col_loop_begin(1, unroll > 1);
-    ew_body(1, false, kPhaseRow);
+    ew_body(1, false);
     loop_end(lb);
     loop_end(rows);
   }
