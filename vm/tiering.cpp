@@ -47,10 +47,14 @@ class Compiler {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return pending_ == 0; });
   }
+  // At exit: compiles still queued are dropped (nobody will run their
+  // kernels); only the one in flight is waited for.
   ~Compiler() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      pending_ -= static_cast<int64_t>(queue_.size());
+      queue_.clear();
       cv_.notify_all();
     }
     if (thread_.joinable()) thread_.join();

@@ -21,6 +21,11 @@ using asmjit::InstId;
 // for dual mapping: every block is mapped twice (an RX view that runs and an
 // RW view that asmjit writes through), and no page is ever writable and
 // executable at once.
+// The runtime is never destroyed: at exit, a compile still running on the
+// background thread, or a kernel freed by a static cache's destructor, would
+// otherwise find it gone (static destruction order is construction order
+// reversed, and the runtime is first built on the compile thread). The OS
+// takes the mappings back with the process.
 // ---------------------------------------------------------------------------
 asmjit::JitRuntime& runtime() {
   static asmjit::JitAllocator::CreateParams params = [] {
@@ -28,8 +33,8 @@ asmjit::JitRuntime& runtime() {
     p.options = asmjit::JitAllocatorOptions::kUseDualMapping;
     return p;
   }();
-  static asmjit::JitRuntime rt(&params);
-  return rt;
+  static asmjit::JitRuntime* rt = new asmjit::JitRuntime(&params);
+  return *rt;
 }
 
 constexpr InstId kInst[static_cast<int>(VI::kCount)] = {

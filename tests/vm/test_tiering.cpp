@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -151,6 +152,28 @@ TEST_F(Tiering, JitRefusalStaysOnTheInterpreterWithAReason) {
           float want = std::exp(xv[static_cast<size_t>(((j * 3 + l) * 4 + i) * 5 + k)]);
           ASSERT_NEAR(got[static_cast<size_t>(((i * 2 + j) * 5 + k) * 3 + l)], want, 2e-7 * want);
         }
+}
+
+// Exiting while compiles are queued and one runs must not crash: static
+// destructors run while the compile thread still works. The child process
+// queues many fresh kernels (each a background compile) and exits at once.
+TEST(TieringExit, ExitingWithCompilesQueuedIsClean) {
+  if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (int round = 0; round < 3; ++round)
+    EXPECT_EXIT(
+        {
+          set_tier_mode(TierMode::Auto);
+          set_jit_threshold(1);
+          const auto xv = ramp(64, 0.3f);
+          Tensor x = Tensor::from_blob(xv.data(), {64});
+          (x * 1.5f).sync();
+          wait_for_jit();  // the JIT's runtime exists before what follows
+          for (int i = 0; i < 200; ++i)
+            tanh(exp(x * (2.0f + static_cast<float>(i))) + sin(x) * cos(x)).sync();
+          std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(Tiering, EvictedKernelsFreeTheirCode) {
