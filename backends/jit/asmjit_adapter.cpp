@@ -190,7 +190,6 @@ void Assembler::j(Cond c, Label l) {
   }
 }
 void Assembler::ret() { impl_->a.ret(); }
-void Assembler::prefetch(const Opnd& m) { impl_->a.prefetcht0(impl_->memop(m)); }
 void Assembler::vzeroupper() { impl_->a.vzeroupper(); }
 
 Opnd Assembler::constant(uint32_t bits, int size) {

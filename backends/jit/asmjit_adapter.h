@@ -139,7 +139,6 @@ class Assembler {
   void jmp(Label l);
   void j(Cond c, Label l);
   void ret();
-  void prefetch(const Opnd& m);  // prefetcht0
   void vzeroupper();
 
   // A pool entry for the 32-bit pattern `bits`: a memory operand of `size`

@@ -55,7 +55,6 @@ bool produces_value(IrOp op) {
     case IrOp::Const:
     case IrOp::Store:
     case IrOp::StoreB:
-    case IrOp::Prefetch:
     case IrOp::Copy:
     case IrOp::LoopBegin:
     case IrOp::LoopEnd:
@@ -906,13 +905,6 @@ struct Gen {
         return;
       }
       case IrOp::HReduce: hreduce(i, n); return;
-      case IrOp::Prefetch: {
-        Gp ptr = arg_ptr(n, asmx::r11);
-        as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffRs + 8 * n.arg));
-        as.lea(asmx::rax, asmx::mem(ptr, asmx::rax, 2, 0));
-        as.prefetch(elem(asmx::rax, n.imm));
-        return;
-      }
       case IrOp::Copy: {
         if (alias[static_cast<size_t>(n.b)] == n.a) return;
         Opnd s = src_reg(n.b, 0);

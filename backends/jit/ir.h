@@ -25,7 +25,6 @@ enum class IrOp : uint8_t {
   LoadS,     // arg, phase, imm = copy: element i at i * cs (strided)
   Store,     // arg, phase, a = value, imm = copy
   StoreB,    // arg, phase, a = row value: lane 0 to the argument
-  Prefetch,  // arg, imm = copy: element i of the argument's next row (base + rs) towards L1
   Add, Sub, Mul, Div, Min, Max, Sqrt,
   And, Or, Xor, AndN,
   Fma,       // a * b + c

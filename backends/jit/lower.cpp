@@ -75,8 +75,6 @@ struct Lowering {
   uint8_t copy = 0;              // which copy of an unrolled body is being recorded
   std::vector<int> cached_;      // RowReduce: pass that keeps the value in a scratch row, or -1
   std::vector<int> slot_;        // ... and that row
-  int prefetch_pass_ = -1;       // RowReduce: the pass whose loop prefetches the next row
-  std::vector<uint8_t> prefetch_ld_;  // ... and the LDs it prefetches (those pass 0 streams)
 
   Lowering(const vm::VerifiedProgram& v, IrBuilder& b)
       : vp(v), p(v.program), ir(b), ni(v.program.code.size()) {}
@@ -336,17 +334,6 @@ struct Lowering {
           compute(i, kPhaseRow);
         }
       }
-      // The row's last loop touches the next row's inputs, one cache line
-      // per vector: hardware prefetchers stop at the page a 4 KiB row fills.
-      if (pass == prefetch_pass_ && ir.nodes.size() > first + (folding ? 1 : 0))
-        for (size_t i = 0; i < ni; ++i)
-          if (prefetch_ld_[i]) {
-            Node n{IrOp::Prefetch};
-            n.arg = p.code[i].r[1];
-            n.phase = kPhaseRow;
-            n.imm = copy;
-            ir.add(n);
-          }
       acc.swap(accs[static_cast<size_t>(k)]);
       if (k == 0) body = static_cast<int>(ir.nodes.size() - first);
     }
@@ -417,20 +404,6 @@ struct Lowering {
         slot[i] = ir.scratch_rows++;
         for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
       }
-    }
-    // The last pass has a loop when it stores vec values (softmax, layernorm);
-    // otherwise (W6: only an STB) the last folding pass's loop is the row's last.
-    // Only what the first pass streams (the row itself, not a weight every
-    // row shares: its next row would be itself) is worth an instruction.
-    prefetch_pass_ = vp.max_level - 1;
-    for (size_t i = 0; i < ni; ++i)
-      if (p.code[i].op == Op::ST) prefetch_pass_ = vp.max_level;
-    needs(0, prefetch_ld_);
-    bool arg_seen[vm::kMaxArgs] = {};
-    for (size_t i = 0; i < ni; ++i) {
-      const bool ld = prefetch_ld_[i] && p.code[i].op == Op::LD && !arg_seen[p.code[i].r[1]];
-      if (ld) arg_seen[p.code[i].r[1]] = true;
-      prefetch_ld_[i] = ld;
     }
     std::vector<uint8_t> need;
     for (int pass = 0; pass <= vp.max_level; ++pass) {
