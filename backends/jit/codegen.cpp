@@ -689,60 +689,59 @@ struct Gen {
     commit(i);
   }
 
+  // Which input (0 a, 1 b, 2 c) already sits in the result's register, or
+  // -1: three-input instructions overwrite one of their inputs, so the form
+  // follows from it.
+  int input_in_dst(int32_t i, const Node& n) const {
+    const int r = reg[loc(i)];
+    if (r < 0) return -1;
+    const int32_t in[3] = {n.a, n.b, n.c};
+    for (int k = 0; k < 3; ++k)
+      if (!is_const(in[k]) && reg[loc(in[k])] == r) return k;
+    return -1;
+  }
+
   // Fma (a*b + c) and Fnma (c - a*b): the 213 / 231 forms of either.
   void fma(int32_t i, const Node& n) {
     const bool neg = n.op == IrOp::Fnma;
     const VI f213 = neg ? VI::vfnmadd213ps : VI::vfmadd213ps;
     const VI f231 = neg ? VI::vfnmadd231ps : VI::vfmadd231ps;
     const Opnd d = dst(i);
-    auto reg_of = [&](int32_t v) { return is_const(v) ? -1 : reg[loc(v)]; };
-    const int rd = d.reg;
-    const bool dreg = reg[loc(i)] >= 0;
-    if (dreg && reg_of(n.a) == rd) {
-      Opnd b = src_reg(n.b, 1);
-      as.v(f213, d, b, src_any(n.c));
-    } else if (dreg && reg_of(n.b) == rd) {
-      Opnd a = src_reg(n.a, 1);
-      as.v(f213, d, a, src_any(n.c));
-    } else if (dreg && reg_of(n.c) == rd) {
-      Opnd a = src_reg(n.a, 1);
-      as.v(f231, d, a, src_any(n.b));
-    } else {
-      // d differs from every source register: copy a into d first.
-      Opnd b = src_reg(n.b, 1);
-      Opnd c = src_any(n.c);
-      if (is_const(n.a) && hoisted_reg(n.a) >= 0) {
-        as.v(VI::vmovaps, d, vr(hoisted_reg(n.a)));
-      } else if (is_const(n.a)) {
-        as.v(VI::vbroadcastss, d, as.constant(nodes[static_cast<size_t>(n.a)].u, 4));
-      } else if (reg_of(n.a) >= 0) {
-        as.v(VI::vmovaps, d, vr(reg_of(n.a)));
-      } else {
-        as.v(VI::vmovups, d, slot_mem(n.a, vbytes));
+    switch (input_in_dst(i, n)) {
+      case 0: as.v(f213, d, src_reg(n.b, 1), src_any(n.c)); break;
+      case 1: as.v(f213, d, src_reg(n.a, 1), src_any(n.c)); break;
+      case 2: as.v(f231, d, src_reg(n.a, 1), src_any(n.b)); break;
+      default: {
+        // d differs from every source register: copy a into d first.
+        Opnd b = src_reg(n.b, 1);
+        Opnd c = src_any(n.c);
+        if (is_const(n.a) && hoisted_reg(n.a) >= 0) {
+          as.v(VI::vmovaps, d, vr(hoisted_reg(n.a)));
+        } else if (is_const(n.a)) {
+          as.v(VI::vbroadcastss, d, as.constant(nodes[static_cast<size_t>(n.a)].u, 4));
+        } else if (reg[loc(n.a)] >= 0) {
+          as.v(VI::vmovaps, d, vr(reg[loc(n.a)]));
+        } else {
+          as.v(VI::vmovups, d, slot_mem(n.a, vbytes));
+        }
+        // b reloaded into scratch 1 and d possibly scratch 0: still distinct.
+        as.v(f213, d, b, c);
       }
-      // b reloaded into scratch 1 and d possibly scratch 0: still distinct.
-      as.v(f213, d, b, c);
     }
     commit(i);
   }
 
-  // a | (b & c) in one vpternlogd. Its destination is one of the three
-  // inputs: truth table 0xF8 with a there, 0xEC with b or c there (b and c
-  // play symmetric parts).
+  // a | (b & c) in one vpternlogd: truth table 0xF8 with a in the
+  // destination, 0xEC with b or c there (b and c play symmetric parts).
   void or_and(int32_t i, const Node& n) {
     const Opnd d = dst(i);
-    auto reg_of = [&](int32_t v) { return is_const(v) ? -1 : reg[loc(v)]; };
-    const bool dreg = reg[loc(i)] >= 0;
-    if (dreg && reg_of(n.a) == d.reg) {
-      as.v(VI::vpternlogd, d, src_reg(n.b, 1), src_any(n.c), asmx::imm(0xF8));
-    } else if (dreg && reg_of(n.b) == d.reg) {
-      as.v(VI::vpternlogd, d, src_reg(n.a, 1), src_any(n.c), asmx::imm(0xEC));
-    } else if (dreg && reg_of(n.c) == d.reg) {
-      as.v(VI::vpternlogd, d, src_reg(n.a, 1), src_any(n.b), asmx::imm(0xEC));
-    } else {
-      // d differs from every source register: copy a into d first.
-      as.v(VI::vmovaps, d, src_reg(n.a, 1));
-      as.v(VI::vpternlogd, d, src_reg(n.b, 1), src_any(n.c), asmx::imm(0xF8));
+    switch (input_in_dst(i, n)) {
+      case 0: as.v(VI::vpternlogd, d, src_reg(n.b, 1), src_any(n.c), asmx::imm(0xF8)); break;
+      case 1: as.v(VI::vpternlogd, d, src_reg(n.a, 1), src_any(n.c), asmx::imm(0xEC)); break;
+      case 2: as.v(VI::vpternlogd, d, src_reg(n.a, 1), src_any(n.b), asmx::imm(0xEC)); break;
+      default:
+        as.v(VI::vmovaps, d, src_reg(n.a, 1));
+        as.v(VI::vpternlogd, d, src_reg(n.b, 1), src_any(n.c), asmx::imm(0xF8));
     }
     commit(i);
   }

@@ -79,7 +79,7 @@ struct IrBuilder {
   std::vector<Node> nodes;
   std::vector<std::pair<uint32_t, int32_t>> consts;  // dedup of Const nodes
   int scratch_rows = 0;
-  bool has_scalef = false;  // the target is AVX-512: vscalefps, vpternlogd
+  bool avx512 = false;  // the target is AVX-512 (vscalefps, vpternlogd; AVX2 composes both)
 
   void clear() {
     nodes.clear();
@@ -162,7 +162,7 @@ struct JitVec {
   DVM_SIMD_INLINE static JitVec bit_andnot(JitVec a, JitVec b) { return mk(IrOp::AndN, a.id, b.id); }
   // The same primitive sequence the target's interpreter type runs.
   DVM_SIMD_INLINE static JitVec bit_or_and(JitVec a, JitVec b, JitVec c) {
-    if (t_ir->has_scalef) return mk(IrOp::OrAnd, a.id, b.id, c.id);
+    if (t_ir->avx512) return mk(IrOp::OrAnd, a.id, b.id, c.id);
     return bit_or(a, bit_and(b, c));
   }
 
@@ -188,7 +188,7 @@ struct JitVec {
   }
   // The same primitive sequence the target's interpreter type runs.
   DVM_SIMD_INLINE static JitVec scale_pow2(JitVec y, JitVec n) {
-    if (t_ir->has_scalef) return mk(IrOp::Scalef, y.id, n.id);
+    if (t_ir->avx512) return mk(IrOp::Scalef, y.id, n.id);
     return simd::scale_pow2_halves(y, n);
   }
 

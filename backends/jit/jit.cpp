@@ -53,7 +53,7 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   auto code = std::make_unique<JitCodeImpl>();
   if (!arg_patterns(vp.program, &code->patterns, reason)) return nullptr;
   thread_local IrBuilder ir;
-  ir.has_scalef = isa == Isa::Avx512;
+  ir.avx512 = isa == Isa::Avx512;
   const Tuning& tune = tuning();
   const vm::Form form = vp.program.form;
   // Elementwise: one copy of the body per main-loop iteration unless tuning

@@ -18,7 +18,8 @@ namespace dvm::backends::jit {
 //
 // Elementwise: one call runs `n` elements of each of `rows` rows, (p, r) to
 //              (p, r + rows - 1); row k starts at base[a] + k * rs[a].
-// RowReduce:   one call runs one whole row (n = C): every pass, every fold.
+// RowReduce:   one call runs `rows` whole rows (n = C) the same way: every
+//              pass, every fold, row after row.
 // ColReduce:   one call runs one (p, c-tile) of n columns, folding `rows` rows.
 //
 // For argument a, base[a] is the address of its element at the call's first
@@ -27,8 +28,8 @@ namespace dvm::backends::jit {
 //   LDS:     element i at base[a] + i * cs[a]
 //   LDB:     one value at base[a] (one per row)
 //   STB:     writes one value to base[a]
-//   Elementwise rows and ColReduce prologue loads: row r (0 <= r < rows) adds
-//   r * rs[a] elements.
+//   Elementwise and RowReduce rows, ColReduce prologue loads: row r
+//   (0 <= r < rows) adds r * rs[a] elements.
 struct JitArgs {
   const float* base[vm::kMaxArgs];
   int64_t cs[vm::kMaxArgs];

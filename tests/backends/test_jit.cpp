@@ -21,6 +21,8 @@
 #include "vm/kernel.h"
 #include "vm/verifier.h"
 
+#include "tests/backends/jit_isas.h"
+
 namespace dvm::backends::jit {
 namespace {
 
@@ -33,12 +35,7 @@ constexpr float kGuard = -12345.678f;
 int64_t g_nan_sign_differences = 0;
 constexpr int64_t kGuards = 16;
 
-std::vector<Isa> jit_isas() {
-  std::vector<Isa> out;
-  for (Isa i : {Isa::Avx2, Isa::Avx512})
-    if (microkernels_for(i)) out.push_back(i);
-  return out;
-}
+using testing::jit_isas;
 
 std::shared_ptr<vm::Kernel> make_kernel(const Encoder& e) {
   vm::Bytecode bc = e.finish();

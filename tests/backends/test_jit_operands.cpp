@@ -9,8 +9,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,7 +17,7 @@
 #include "backends/jit/ir.h"
 #include "backends/jit/jit.h"
 #include "backends/jit/lower.h"
-#include "backends/microkernels.h"
+#include "tests/backends/jit_isas.h"
 
 namespace dvm::backends::jit {
 namespace {
@@ -56,7 +54,7 @@ float apply(IrOp op, float a, float b, float c) {
 // instruction where a placement needs them not to die there.
 void run_case(Isa isa, const Case& c) {
   IrBuilder ir;
-  ir.has_scalef = isa == Isa::Avx512;
+  ir.avx512 = isa == Isa::Avx512;
   Node lb{IrOp::LoopBegin};
   lb.u = 1;
   const int32_t loop = ir.add(lb);
@@ -125,9 +123,7 @@ void run_case(Isa isa, const Case& c) {
 }
 
 TEST(JitOperands, EveryPlacementOfTheResultRegister) {
-  std::vector<Isa> isas;
-  for (Isa i : {Isa::Avx2, Isa::Avx512})
-    if (microkernels_for(i)) isas.push_back(i);
+  const std::vector<Isa> isas = testing::jit_isas();
   if (isas.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (Isa isa : isas)
     for (IrOp op : {IrOp::Fma, IrOp::Fnma, IrOp::OrAnd}) {
