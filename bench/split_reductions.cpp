@@ -1,5 +1,5 @@
 // Split reductions (16M floats each) fold in row chunks combined in chunk
-// order (vm/interpreter.h: splits_rows), on the JIT (a ColReduce's fold
+// order (vm/schedule.h: splits_rows), on the JIT (a ColReduce's fold
 // kernel, a RowReduce's split passes) or on the interpreter:
 //   split/col_mean/<system>/262144x64/threads:<N>      x.mean(0), 1 column tile
 //   split/col_sum/<system>/16x10000x100/threads:<N>    x.sum(1), 16 tiles of 100

@@ -222,13 +222,13 @@ void run_elementwise(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   const auto& info = k.verified().info;
   Frame& f = t_frame;
   f.prepare(p, kTile, mk.lanes);
-  const int64_t chunks = (l.C + kChunk - 1) / kChunk;
+  const int64_t chunks = elementwise_chunks(l);
   const size_t ni = p.code.size();
   for (int64_t item = begin; item < end; ++item) {
-    const int64_t chunk = item % chunks, row = item / chunks;
-    Tile t{row / l.R, row % l.R, 0, 0};
-    const int64_t c_end = std::min(l.C, (chunk + 1) * kChunk);
-    for (t.c0 = chunk * kChunk; t.c0 < c_end; t.c0 += kTile) {
+    const ItemStart at = elementwise_item(l, chunks, item);
+    Tile t{at.p, at.r, 0, 0};
+    const int64_t c_end = at.c0 + at.n;
+    for (t.c0 = at.c0; t.c0 < c_end; t.c0 += kTile) {
       t.n = std::min(kTile, c_end - t.c0);
       for (size_t i = 0; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
     }
@@ -336,10 +336,10 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
   const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
   Frame& f = t_frame;
   f.prepare(p, kTile, mk.lanes);
-  const int64_t ctiles = (l.C + kTile - 1) / kTile;
+  const int64_t ctiles = col_tiles(l);
   for (int64_t item = begin; item < end; ++item) {
-    Tile t{item / ctiles, 0, (item % ctiles) * kTile, 0};
-    t.n = std::min(kTile, l.C - t.c0);
+    const ItemStart at = col_item(l, ctiles, item);
+    Tile t{at.p, 0, at.c0, at.n};
     for (size_t i = r0; i <= r1; ++i) {
       const int op = static_cast<int>(p.code[i].op);
       if (info[i].dst_kind == Kind::Vec) mk.fill(f.colacc(i, p.nregs), mk.reduce_identity[op], t.n);
@@ -389,8 +389,8 @@ void interpret_split_cols(const Kernel& k, const Launch& l, const backends::Micr
     f.prepare(p, kTile, mk.lanes);
     for (int64_t idx = b; idx < e; ++idx) {
       const int64_t item = idx / sp.chunks, chunk = idx % sp.chunks;
-      Tile t{item / sp.ctiles, 0, (item % sp.ctiles) * kTile, 0};
-      t.n = std::min(kTile, l.C - t.c0);
+      const ItemStart at = col_item(l, sp.ctiles, item);
+      Tile t{at.p, 0, at.c0, at.n};
       for (size_t i = r0; i <= r1; ++i)
         mk.fill(sp.at(partial.data(), chunk, i - r0, t.p, t.c0),
                 mk.reduce_identity[static_cast<int>(p.code[i].op)], info[i].dst_kind == Kind::Vec ? t.n : 1);
@@ -411,19 +411,6 @@ void interpret_split_cols(const Kernel& k, const Launch& l, const backends::Micr
 
 }  // namespace
 
-ColSplit col_split(const Kernel& k, const Launch& l) {
-  ColSplit s;
-  s.P = l.P;
-  s.C = l.C;
-  s.ctiles = (l.C + kTile - 1) / kTile;
-  s.items = l.P * s.ctiles;
-  // About kRowChunk floats of one column tile per chunk: a shape-only rule.
-  s.rows = std::max<int64_t>(1, kRowChunk / std::min(std::max<int64_t>(l.C, 1), kTile));
-  s.chunks = (l.R + s.rows - 1) / s.rows;
-  s.nred = static_cast<size_t>(k.verified().last_reduce - k.verified().first_reduce + 1);
-  return s;
-}
-
 void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, const backends::MicroKernels& mk,
                        float* partial) {
   const Program& p = k.program();
@@ -436,8 +423,8 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
     Frame& f = t_frame;
     f.prepare(p, kTile, mk.lanes);
     for (int64_t item = b; item < e; ++item) {
-      Tile t{item / sp.ctiles, 0, (item % sp.ctiles) * kTile, 0};
-      t.n = std::min(kTile, l.C - t.c0);
+      const ItemStart at = col_item(l, sp.ctiles, item);
+      Tile t{at.p, 0, at.c0, at.n};
       for (size_t i = r0; i <= r1; ++i) {
         const int comb = static_cast<int>(combine_op(p.code[i].op));
         const int64_t n = info[i].dst_kind == Kind::Vec ? t.n : 1;
@@ -449,15 +436,6 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
       for (size_t i = r1 + 1; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
     }
   });
-}
-
-bool splits_rows(const Kernel& k, const Launch& l) {
-  if (k.form() == Form::ColReduce) {
-    const ColSplit s = col_split(k, l);
-    return l.C >= kSplitColsMin && l.R > 2 * s.rows &&
-           l.R * std::min(l.C, kTile) > kSplitRowMin;
-  }
-  return k.form() == Form::RowReduce && l.C > kSplitRowMin && l.P * l.R < kSplitRowsBelow;
 }
 
 void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
@@ -546,27 +524,6 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
         results[static_cast<size_t>(row) * ni + i] = mk.reduce_finish[op](first);
       }
   }
-}
-
-int64_t work_items(const Kernel& k, const Launch& l) {
-  switch (k.form()) {
-    case Form::Elementwise:
-      return l.C == 0 ? 0 : l.P * l.R * ((l.C + kChunk - 1) / kChunk);
-    case Form::RowReduce:
-      return l.P * l.R;
-    case Form::ColReduce:
-      return l.P * ((l.C + kTile - 1) / kTile);
-  }
-  return 0;
-}
-
-int64_t item_elements(const Kernel& k, const Launch& l) {
-  switch (k.form()) {
-    case Form::Elementwise: return std::min(l.C, kChunk);
-    case Form::RowReduce: return l.C * (k.verified().max_level + 1);
-    case Form::ColReduce: return std::min(l.C, kTile) * std::max<int64_t>(l.R, 1);
-  }
-  return 1;
 }
 
 void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,

@@ -1,4 +1,4 @@
-// Split launches (vm/interpreter.h: splits_rows) on the best tier that can
+// Split launches (vm/schedule.h: splits_rows) on the best tier that can
 // serve them: a split ColReduce folds its row chunks in machine code through
 // the kernel's fold kernel, a split RowReduce runs each pass per chunk
 // through its split passes; what they cannot serve splits on the

@@ -8,7 +8,7 @@
 
 #include "backends/jit/asmjit_adapter.h"
 #include "backends/jit/lower.h"
-#include "vm/interpreter.h"
+#include "vm/schedule.h"
 
 namespace dvm::backends::jit {
 namespace {
@@ -126,28 +126,27 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   };
   switch (vp.program.form) {
     case vm::Form::Elementwise: {
-      const int64_t chunks = (l.C + vm::kChunk - 1) / vm::kChunk;
+      const int64_t chunks = vm::elementwise_chunks(l);
       if (chunks == 1) {
         row_runs();
         break;
       }
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t chunk = item % chunks, row = item / chunks;
-        const int64_t c0 = chunk * vm::kChunk;
-        fill(row / l.R, row % l.R, c0);
-        args.n = std::min(vm::kChunk, l.C - c0);
+        const vm::ItemStart at = vm::elementwise_item(l, chunks, item);
+        fill(at.p, at.r, at.c0);
+        args.n = at.n;
         code.entry(&args);
       }
       break;
     }
     case vm::Form::RowReduce: row_runs(); break;
     case vm::Form::ColReduce: {
-      const int64_t ctiles = (l.C + vm::kTile - 1) / vm::kTile;
+      const int64_t ctiles = vm::col_tiles(l);
       args.rows = l.R;
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t c0 = (item % ctiles) * vm::kTile;
-        fill(item / ctiles, 0, c0);
-        args.n = std::min(vm::kTile, l.C - c0);
+        const vm::ItemStart at = vm::col_item(l, ctiles, item);
+        fill(at.p, 0, at.c0);
+        args.n = at.n;
         code.entry(&args);
       }
       break;

@@ -1,0 +1,87 @@
+// Schedule: how a launch of each kernel form is cut into work items (rows,
+// element chunks, column tiles) and when it splits rows into chunks. Every
+// backend runs the same items, so results never depend on which tier or how
+// many threads ran them.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "vm/kernel.h"
+#include "vm/launch.h"
+
+namespace dvm::vm {
+
+// Floats per tile. Contiguous inputs are read in place, so a tile costs only
+// the scratch for values the kernel computes.
+inline constexpr int64_t kTile = 512;
+// RowReduce rows up to this length are held whole (one read of the row);
+// longer rows take one pass per reduction level.
+inline constexpr int64_t kRowTileMax = 4096;
+// Elementwise work items split C into chunks of this many floats.
+inline constexpr int64_t kChunk = 16 * kTile;
+
+// RowReduce launches of fewer than kSplitRowsBelow rows longer than
+// kSplitRowMin floats split each row into chunks of kRowChunk floats that
+// threads fold independently; the chunks' accumulators then combine in chunk
+// order. All of it depends on the shape only, never on the thread count, so
+// the result bits do not either. Split launches run on machine code where
+// vm/split_launch.h can. With more rows, rows alone keep threads busy.
+inline constexpr int64_t kSplitRowMin = 256 * 1024;
+inline constexpr int64_t kSplitRowsBelow = 16;
+inline constexpr int64_t kRowChunk = 64 * 1024;
+// ColReduce launches split only from this many columns: narrower rows make
+// the interpreter's per-row dispatch dominate (C = 4: 5x the JIT's time).
+inline constexpr int64_t kSplitColsMin = 64;
+static_assert(kRowChunk % kTile == 0, "chunks start on tile boundaries");
+
+// Work items of a launch: independent pieces the launcher may run in any
+// order or in parallel (rows, row chunks or column tiles).
+int64_t work_items(const Kernel& k, const Launch& l);
+
+// Floats one work item touches (the parallel cost model's unit).
+int64_t item_elements(const Kernel& k, const Launch& l);
+
+// True when a launch runs split (vm/split_launch.h): the RowReduce case
+// above, and ColReduce launches of at least kSplitColsMin columns that fold
+// more than kSplitRowMin floats per column tile: their R splits into chunks
+// of about kRowChunk floats per tile. Few tiles gain threads; any number
+// gains the cache: a tile the JIT covers in several passes over its rows
+// (C = 100: blocks of 4 and 2 vectors, then a masked one) rereads a chunk
+// from L2 instead of the whole column from memory.
+bool splits_rows(const Kernel& k, const Launch& l);
+// A split ColReduce launch: R in chunks of `rows` rows (about kRowChunk floats
+// of one column tile; the last chunk may be shorter). Each chunk folds its
+// rows from the identity; reduction j's partial for (chunk, p, c) is at
+// at(partial, chunk, j, p, c), [chunk][j][P][C] with C innermost.
+struct ColSplit {
+  int64_t P = 0, C = 0, ctiles = 0, items = 0;  // items: P x column tiles
+  int64_t rows = 1, chunks = 0;
+  size_t nred = 0;  // reductions in the kernel's block
+  size_t floats() const { return static_cast<size_t>(chunks) * nred * static_cast<size_t>(P * C); }
+  float* at(float* partial, int64_t chunk, size_t j, int64_t p, int64_t c) const {
+    return partial + ((static_cast<size_t>(chunk) * nred + j) * static_cast<size_t>(P) + static_cast<size_t>(p)) *
+                         static_cast<size_t>(C) + static_cast<size_t>(c);
+  }
+};
+ColSplit col_split(const Kernel& k, const Launch& l);
+
+// Where a work item starts: Elementwise items are (row, chunk) with rows
+// p * R + r, C in chunks of kChunk; ColReduce items are (p, column tile) of
+// kTile columns over every row; RowReduce items are rows (c0 = 0, n = C).
+struct ItemStart {
+  int64_t p, r, c0, n;
+};
+inline int64_t elementwise_chunks(const Launch& l) { return (l.C + kChunk - 1) / kChunk; }
+inline ItemStart elementwise_item(const Launch& l, int64_t chunks, int64_t item) {
+  const int64_t row = item / chunks, c0 = (item % chunks) * kChunk;
+  return {row / l.R, row % l.R, c0, std::min(kChunk, l.C - c0)};
+}
+inline int64_t col_tiles(const Launch& l) { return (l.C + kTile - 1) / kTile; }
+inline ItemStart col_item(const Launch& l, int64_t ctiles, int64_t item) {
+  const int64_t c0 = (item % ctiles) * kTile;
+  return {item / ctiles, 0, c0, std::min(kTile, l.C - c0)};
+}
+
+}  // namespace dvm::vm
