@@ -163,13 +163,16 @@ std::vector<KernelStats> kernel_stats() {
     KernelStats s;
     s.hash = k->hash();
     s.form = vm::form_name(k->form());
-    const vm::JitSlot& slot = k->jit(isa);
-    const uint8_t state = slot.state.load(std::memory_order_acquire);
-    s.tier = state == vm::JitSlot::Ready ? "jit" : "interp";
+    s.tier = "interp";
     s.calls = k->calls.load();
     s.total_ns = k->total_ns.load();
-    if (state == vm::JitSlot::Ready || state == vm::JitSlot::Failed) s.compile_ns = slot.compile_ns;
-    if (state == vm::JitSlot::Failed) s.jit_failure = slot.failure;
+    if (const vm::BackendRef machine = vm::machine_code_for(isa)) {
+      const vm::BackendSlot& slot = k->slot(machine.slot);
+      const uint8_t state = slot.state.load(std::memory_order_acquire);
+      if (state == vm::BackendSlot::Ready) s.tier = "jit";
+      if (state == vm::BackendSlot::Ready || state == vm::BackendSlot::Failed) s.compile_ns = slot.compile_ns;
+      if (state == vm::BackendSlot::Failed) s.jit_failure = slot.failure;
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -188,7 +191,7 @@ Stats stats() {
   s.cache_hits = vm::KernelCache::global().hits() - c.hits_base.load();
   s.jit_compiles = vm::tier_stats().compiles.load() - c.jit_base.load();
   s.jit_failures = vm::tier_stats().failures.load() - c.jit_fail_base.load();
-  s.jit_code_bytes = static_cast<int64_t>(backends::jit::code_bytes_in_use());
+  s.jit_code_bytes = static_cast<int64_t>(vm::code_bytes_in_use());
   s.new_shapes = vm::new_shape_count().load() - c.shapes_base.load();
   if (s.new_shapes > 0)
     s.compiles_per_new_shape = static_cast<double>(s.kernels_compiled + s.jit_compiles) / static_cast<double>(s.new_shapes);

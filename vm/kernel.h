@@ -11,18 +11,18 @@
 #include <vector>
 #include <string>
 
-#include "backends/jit/jit.h"
+#include "vm/backend.h"
 #include "vm/bytecode.h"
 #include "vm/verifier.h"
 
 namespace dvm::vm {
 
-// Machine code for one ISA, filled in by the tiering policy.
-struct JitSlot {
+// What one backend made of a kernel, filled in by the tiering policy.
+struct BackendSlot {
   enum State : uint8_t { None = 0, Compiling = 1, Ready = 2, Failed = 3 };
   std::atomic<uint8_t> state{None};
-  std::unique_ptr<backends::jit::JitCode> code;  // valid once state == Ready
-  std::string failure;                           // valid once state == Failed
+  std::unique_ptr<CompiledKernel> code;  // valid once state == Ready
+  std::string failure;                   // valid once state == Failed
   int64_t compile_ns = 0;
 };
 
@@ -37,7 +37,8 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   const VerifiedProgram& verified() const { return vp_; }
   Form form() const { return vp_.program.form; }
 
-  JitSlot& jit(backends::Isa isa) const { return jit_[static_cast<int>(isa)]; }
+  // The slot of the backend registered at index `slot` (vm/backend.h).
+  BackendSlot& slot(int slot) const { return slots_[slot]; }
 
   // How each argument is accessed, derived once from the program so a launch
   // check does not walk the code.
@@ -87,7 +88,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   Bytecode bytecode_;
   uint64_t hash_;
   VerifiedProgram vp_;
-  mutable JitSlot jit_[3];
+  mutable BackendSlot slots_[kMaxBackends];
   std::vector<ArgUse> arg_uses_;
   mutable std::mutex shapes_mu_;
   mutable std::vector<std::array<int64_t, 3>> shapes_;  // bounded, see note_shape

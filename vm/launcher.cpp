@@ -68,17 +68,6 @@ void check_launch(const Kernel& k, const Launch& l) {
   }
 }
 
-namespace {
-
-// Runs items [b, e) of one kernel on the tier chosen for it.
-void run_range(const Kernel& k, const Launch& l, const backends::jit::JitCode* code,
-               const backends::MicroKernels& mk, int64_t b, int64_t e) {
-  if (code) backends::jit::run_items(*code, k.verified(), l, b, e);
-  else interpret(k, l, b, e, mk);
-}
-
-}  // namespace
-
 void launch_stack(const std::vector<StackEntry>& entries) {
   for (const StackEntry& s : entries) check_launch(*s.kernel, *s.launch);
   for (const StackEntry& s : entries) s.kernel->note_shape(s.launch->P, s.launch->R, s.launch->C);
@@ -93,16 +82,16 @@ void launch_stack(const std::vector<StackEntry>& entries) {
     // (no malloc per launch); larger ones on the heap.
     constexpr size_t kInlineEntries = 32;
     int64_t first_buf[kInlineEntries + 1];
-    const backends::jit::JitCode* code_buf[kInlineEntries];
+    Tier tier_buf[kInlineEntries];
     std::vector<int64_t> first_heap;
-    std::vector<const backends::jit::JitCode*> code_heap;
+    std::vector<Tier> tier_heap;
     int64_t* first = first_buf;
-    const backends::jit::JitCode** code = code_buf;
+    Tier* tier = tier_buf;
     if (n > kInlineEntries) {
       first_heap.resize(n + 1);
-      code_heap.resize(n);
+      tier_heap.resize(n);
       first = first_heap.data();
-      code = code_heap.data();
+      tier = tier_heap.data();
     }
     first[0] = 0;
     int64_t elems = 0;
@@ -112,7 +101,7 @@ void launch_stack(const std::vector<StackEntry>& entries) {
       const int64_t items = splits_rows(*s.kernel, *s.launch) ? 0 : work_items(*s.kernel, *s.launch);
       first[i + 1] = first[i] + items;
       elems += items * item_elements(*s.kernel, *s.launch);
-      code[i] = select_tier(*s.kernel, s.kernel->calls.load(std::memory_order_relaxed), mk.isa);
+      tier[i] = select_tier(*s.kernel, s.kernel->calls.load(std::memory_order_relaxed), mk.isa);
     }
     const int64_t total = first[n];
     auto t0 = std::chrono::steady_clock::now();
@@ -124,7 +113,7 @@ void launch_stack(const std::vector<StackEntry>& entries) {
       for (; b < e; ++i) {
         const int64_t stop = std::min(e, first[i + 1]);
         const StackEntry& s = entries[begin + i];
-        run_range(*s.kernel, *s.launch, code[i], mk, b - first[i], stop - first[i]);
+        tier[i].run_items(*s.kernel, *s.launch, b - first[i], stop - first[i]);
         b = stop;
       }
     });
@@ -142,18 +131,12 @@ bool launch(const Kernel& k, const Launch& l) {
   const int64_t items = work_items(k, l);
   auto t0 = std::chrono::steady_clock::now();
   const backends::MicroKernels& mk = backends::active_microkernels();
-  const backends::jit::JitCode* code =
-      select_tier(k, k.calls.load(std::memory_order_relaxed), mk.isa);
-  bool on_jit = code != nullptr;
+  const Tier tier = select_tier(k, k.calls.load(std::memory_order_relaxed), mk.isa);
+  bool on_jit = tier.machine_code();
   if (splits_rows(k, l)) {
     on_jit = run_split(k, l, mk);  // the chunked order, on the fold kernel where it has one
-  } else if (code) {
-    parallel_items(items, item_elements(k, l), [&](int64_t b, int64_t e) {
-      backends::jit::run_items(*code, k.verified(), l, b, e);
-    });
   } else {
-    parallel_items(items, item_elements(k, l),
-                   [&](int64_t b, int64_t e) { interpret(k, l, b, e, mk); });
+    parallel_items(items, item_elements(k, l), [&](int64_t b, int64_t e) { tier.run_items(k, l, b, e); });
   }
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   k.calls_add(ns);

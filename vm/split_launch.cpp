@@ -146,21 +146,21 @@ bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKerne
   const int64_t lanes = mk.reduce_lanes;
   const int64_t calls = k.calls.load(std::memory_order_relaxed);
   std::vector<const Kernel::SplitPass*> passes(static_cast<size_t>(vp.max_level) + 1, nullptr);
-  std::vector<const backends::jit::JitCode*> codes(passes.size(), nullptr);
+  std::vector<Tier> tiers(passes.size());
   // A last pass of STBs alone streams nothing (split_row_reduce).
   const bool last_streams =
       std::any_of(p.code.begin(), p.code.end(), [](const Instr& i) { return i.op == Op::ST; });
   bool all = true;
   for (size_t pass = 0; pass < passes.size(); ++pass) {
     passes[pass] = k.split_pass(static_cast<int>(pass));
-    if (passes[pass]) codes[pass] = select_tier(*passes[pass]->kernel, calls, mk.isa);
+    if (passes[pass]) tiers[pass] = select_tier(*passes[pass]->kernel, calls, mk.isa);
     const bool streams = static_cast<int>(pass) < vp.max_level || last_streams;
-    all &= !streams || codes[pass] != nullptr;
+    all &= !streams || (tiers[pass].backend && tiers[pass].machine_code());
   }
   RowChunkPass machine = [&](int pass, int64_t row, int64_t c0, int64_t c1, float* partial,
                              const float* results) -> int64_t {
-    const backends::jit::JitCode* code = codes[static_cast<size_t>(pass)];
-    if (!code) return 0;
+    const Tier& tier = tiers[static_cast<size_t>(pass)];
+    if (!tier.backend || !tier.machine_code()) return 0;
     const Kernel::SplitPass& sp = *passes[static_cast<size_t>(pass)];
     const Program& f = sp.kernel->program();
     const bool last = pass == vp.max_level;
@@ -197,7 +197,7 @@ bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKerne
       ab.cs = 1;
     }
     const int64_t items = last ? (len + kChunk - 1) / kChunk : 1;
-    backends::jit::run_items(*code, sp.kernel->verified(), cl, 0, items);
+    tier.run_items(*sp.kernel, cl, 0, items);
     return len;
   };
   split_row_reduce(k, l, mk, &machine);
@@ -210,8 +210,8 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
   const Kernel* fold = k.fold_kernel();
   if (!fold) return false;
   // The fold kernel tiers up with its parent's calls: it is hot when they are.
-  const backends::jit::JitCode* code = select_tier(*fold, k.calls.load(std::memory_order_relaxed), mk.isa);
-  if (!code) return false;
+  const Tier tier = select_tier(*fold, k.calls.load(std::memory_order_relaxed), mk.isa);
+  if (!tier.machine_code()) return false;
   const ColSplit sp = col_split(k, l);
   std::vector<float> partial(sp.floats());
   const size_t nargs = l.args.size();
@@ -242,7 +242,7 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
         ab.ps = l.C;
         ab.cs = 1;
       }
-      backends::jit::run_items(*code, fold->verified(), cl, first, last);
+      tier.run_items(*fold, cl, first, last);
       b += last - first;
     }
   });
@@ -273,7 +273,7 @@ bool run_split(const Kernel& k, const Launch& l, const backends::MicroKernels& m
     interpret_split_rows(k, l, mk);
     return false;
   }
-  if (mk.isa == backends::Isa::Portable) {
+  if (!machine_code_for(mk.isa)) {
     interpret_split_rows(k, l, mk);
     return false;
   }

@@ -87,15 +87,14 @@ Compiler& compiler() {
   return c;
 }
 
-void compile_now(const Kernel& k, backends::Isa isa) {
-  JitSlot& slot = k.jit(isa);
+void compile_now(const Kernel& k, const Backend& b, BackendSlot& slot) {
   auto t0 = std::chrono::steady_clock::now();
   std::string reason;
-  std::unique_ptr<backends::jit::JitCode> code;
+  std::unique_ptr<CompiledKernel> code;
   try {
-    code = backends::jit::compile(k.verified(), isa, &reason);
+    if (!b.supports || b.supports(k, &reason)) code = b.compile(k, &reason);
   } catch (const std::exception& e) {
-    reason = std::string("jit threw: ") + e.what();
+    reason = std::string(b.name) + " threw: " + e.what();
   }
   slot.compile_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - t0)
@@ -103,11 +102,11 @@ void compile_now(const Kernel& k, backends::Isa isa) {
   if (code) {
     slot.code = std::move(code);
     tier_stats().compiles.fetch_add(1, std::memory_order_relaxed);
-    slot.state.store(JitSlot::Ready, std::memory_order_release);
+    slot.state.store(BackendSlot::Ready, std::memory_order_release);
   } else {
-    slot.failure = reason.empty() ? "jit declined without a reason" : reason;
+    slot.failure = reason.empty() ? std::string(b.name) + " declined without a reason" : reason;
     tier_stats().failures.fetch_add(1, std::memory_order_relaxed);
-    slot.state.store(JitSlot::Failed, std::memory_order_release);
+    slot.state.store(BackendSlot::Failed, std::memory_order_release);
   }
 }
 
@@ -123,25 +122,31 @@ void set_tier_mode(TierMode mode) { g_mode.store(mode, std::memory_order_relaxed
 int64_t jit_threshold() { return g_threshold.load(std::memory_order_relaxed); }
 void set_jit_threshold(int64_t calls) { g_threshold.store(calls < 1 ? 1 : calls, std::memory_order_relaxed); }
 
-const backends::jit::JitCode* select_tier(const Kernel& k, int64_t calls, backends::Isa isa) {
+Tier select_tier(const Kernel& k, int64_t calls, backends::Isa isa) {
+  const Tier interp{interpreter_for(isa).backend, nullptr};
   const TierMode mode = tier_mode();
-  if (mode == TierMode::Off || isa == backends::Isa::Portable) return nullptr;
-  JitSlot& slot = k.jit(isa);
+  if (mode == TierMode::Off) return interp;
+  const BackendRef machine = machine_code_for(isa);
+  if (!machine) return interp;
+  BackendSlot& slot = k.slot(machine.slot);
   uint8_t state = slot.state.load(std::memory_order_acquire);
-  if (state == JitSlot::Ready) return slot.code.get();
-  if (state != JitSlot::None) return nullptr;
-  if (mode == TierMode::Auto && calls + 1 < jit_threshold()) return nullptr;
-  uint8_t expected = JitSlot::None;
-  if (!slot.state.compare_exchange_strong(expected, JitSlot::Compiling, std::memory_order_acq_rel))
-    return nullptr;  // another launch started it
+  if (state == BackendSlot::Ready) return {machine.backend, slot.code.get()};
+  if (state != BackendSlot::None) return interp;
+  if (mode == TierMode::Auto && calls + 1 < jit_threshold()) return interp;
+  uint8_t expected = BackendSlot::None;
+  if (!slot.state.compare_exchange_strong(expected, BackendSlot::Compiling, std::memory_order_acq_rel))
+    return interp;  // another launch started it
   if (mode == TierMode::Eager) {
-    compile_now(k, isa);
-    return slot.state.load(std::memory_order_acquire) == JitSlot::Ready ? slot.code.get() : nullptr;
+    compile_now(k, *machine.backend, slot);
+    return slot.state.load(std::memory_order_acquire) == BackendSlot::Ready
+               ? Tier{machine.backend, slot.code.get()}
+               : interp;
   }
   // The task keeps the kernel alive even if the cache evicts it meanwhile.
   std::shared_ptr<const Kernel> keep = k.shared_from_this();
-  compiler().submit([keep, isa] { compile_now(*keep, isa); });
-  return nullptr;
+  const Backend* b = machine.backend;
+  compiler().submit([keep, b, &slot] { compile_now(*keep, *b, slot); });
+  return interp;
 }
 
 void wait_for_compiles() { compiler().wait(); }

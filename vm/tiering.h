@@ -8,7 +8,9 @@
 
 #include "backends/isa.h"
 #include "dvm/runtime.h"
+#include "vm/backend.h"
 #include "vm/kernel.h"
+#include "vm/launch.h"
 
 namespace dvm::vm {
 
@@ -17,10 +19,21 @@ void set_tier_mode(TierMode mode);
 int64_t jit_threshold();
 void set_jit_threshold(int64_t calls);
 
-// Called once per launch with the call count so far: returns the machine
-// code to run for isa, or null for the interpreter. May start a compile
-// (Auto: in the background; Eager: right here).
-const backends::jit::JitCode* select_tier(const Kernel& k, int64_t calls, backends::Isa isa);
+// The backend a launch runs on and what it compiled of the kernel (null for
+// interpreters).
+struct Tier {
+  const Backend* backend = nullptr;
+  const CompiledKernel* code = nullptr;
+  bool machine_code() const { return backend->kind == BackendKind::MachineCode; }
+  void run_items(const Kernel& k, const Launch& l, int64_t begin, int64_t end) const {
+    backend->run_items(code, k, l, begin, end);
+  }
+};
+
+// Called once per launch with the call count so far: isa's machine-code
+// backend once it has compiled k, else isa's interpreter. May start a
+// compile (Auto: in the background; Eager: right here).
+Tier select_tier(const Kernel& k, int64_t calls, backends::Isa isa);
 
 // Waits for every background compile started so far.
 void wait_for_compiles();

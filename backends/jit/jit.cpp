@@ -13,7 +13,7 @@
 namespace dvm::backends::jit {
 namespace {
 
-std::atomic<size_t> g_code_bytes{0};
+std::atomic<size_t> g_code_bytes[3];  // per Isa
 
 // ColReduce: column vectors per pass over the rows (an accumulator each):
 // 16 zmm (1 KiB of every row per pass) or 8 ymm.
@@ -28,7 +28,7 @@ class JitCodeImpl final : public JitCode {
   ~JitCodeImpl() override {
     if (entry) {
       asmx::release(reinterpret_cast<void*>(entry));
-      g_code_bytes.fetch_sub(code_bytes, std::memory_order_relaxed);
+      g_code_bytes[static_cast<int>(isa)].fetch_sub(code_bytes, std::memory_order_relaxed);
     }
   }
 };
@@ -87,7 +87,7 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   code->code_bytes = bytes;
   code->form = vp.program.form;
   code->scratch_rows = ir.scratch_rows;
-  g_code_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  g_code_bytes[static_cast<int>(isa)].fetch_add(bytes, std::memory_order_relaxed);
   return code;
 }
 
@@ -154,6 +154,12 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   }
 }
 
-size_t code_bytes_in_use() { return g_code_bytes.load(std::memory_order_relaxed); }
+size_t code_bytes_in_use(Isa isa) { return g_code_bytes[static_cast<int>(isa)].load(std::memory_order_relaxed); }
+
+size_t code_bytes_in_use() {
+  size_t n = 0;
+  for (const auto& b : g_code_bytes) n += b.load(std::memory_order_relaxed);
+  return n;
+}
 
 }  // namespace dvm::backends::jit

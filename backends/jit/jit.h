@@ -1,6 +1,6 @@
 // The JIT backend: lowers a verified kernel to one machine-code function for
-// AVX2 or AVX-512 with asmjit. The vm's tiering calls compile() and, per work
-// item, the returned entry point with a JitArgs block.
+// AVX2 or AVX-512 with asmjit. backends/jit/jit_backend.h puts compile() and
+// run_items() behind the vm's backend interface.
 #pragma once
 
 #include <cstdint>
@@ -8,13 +8,14 @@
 #include <string>
 
 #include "backends/isa.h"
+#include "vm/backend.h"
 #include "vm/bytecode.h"
 #include "vm/launch.h"
 #include "vm/verifier.h"
 
 namespace dvm::backends::jit {
 
-// One call's arguments, filled by the vm's driver (vm/jit_tier.cpp).
+// One call's arguments, filled by run_items() below.
 //
 // Elementwise: one call runs `n` elements of each of `rows` rows, (p, r) to
 //              (p, r + rows - 1); row k starts at base[a] + k * rs[a].
@@ -44,13 +45,12 @@ struct JitArgs {
 
 using EntryFn = void (*)(const JitArgs* args);
 
-// Machine code for one kernel and one ISA. Destroying it frees the code.
-class JitCode {
+// Machine code for one kernel and one ISA (code_bytes of it). Destroying it
+// frees the code.
+class JitCode : public vm::CompiledKernel {
  public:
-  virtual ~JitCode() = default;
   EntryFn entry = nullptr;
   Isa isa = Isa::Portable;
-  size_t code_bytes = 0;
   int scratch_rows = 0;  // rows of JitArgs::scratch the entry point uses
 };
 
@@ -66,7 +66,9 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
 void run_items(const JitCode& code, const vm::VerifiedProgram& vp, const vm::Launch& l,
                int64_t begin, int64_t end);
 
-// Bytes of executable memory held by live JitCode objects.
+// Bytes of executable memory held by live JitCode objects, of every ISA or
+// of one.
 size_t code_bytes_in_use();
+size_t code_bytes_in_use(Isa isa);
 
 }  // namespace dvm::backends::jit
