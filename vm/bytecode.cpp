@@ -6,12 +6,13 @@
 namespace dvm::vm {
 
 const char* form_name(Form f) {
-  switch (f) {
-    case Form::Elementwise: return "elementwise";
-    case Form::RowReduce: return "row_reduce";
-    case Form::ColReduce: return "col_reduce";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {
+#define DVM_X(name, str) str,
+      DVM_FORMS(DVM_X)
+#undef DVM_X
+  };
+  const int i = static_cast<int>(f);
+  return i < kNumForms ? kNames[i] : "?";
 }
 
 uint64_t Bytecode::hash() const {

@@ -27,14 +27,31 @@ inline constexpr int kMaxRegs = 250;
 inline constexpr int kMaxArgs = 64;
 inline constexpr int kHeaderFixed = 7;  // magic, version, form, nregs, nargs
 
-// The kernel's iteration space is [P, R, C]; C is innermost.
+// The kernel forms, in encoding order; vm/forms.h holds each one's row (its
+// verify rules, schedule and cost). The iteration space is [P, R, C], C
+// innermost.
 //   Elementwise: every instruction runs over all of [P, R, C].
 //   RowReduce:   reductions fold C; their results are one value per (p, r),
 //                and may be reduced again (multi-phase: softmax, layer_norm).
 //   ColReduce:   reductions fold R; instructions after the reductions run
 //                over [P, C] only (the epilogue).
-enum class Form : uint8_t { Elementwise = 0, RowReduce = 1, ColReduce = 2 };
-inline constexpr int kNumForms = 3;
+//
+//   X(Name,        name in logs and stats)
+#define DVM_FORMS(X)              \
+  X(Elementwise, "elementwise")   \
+  X(RowReduce,   "row_reduce")    \
+  X(ColReduce,   "col_reduce")
+
+enum class Form : uint8_t {
+#define DVM_X(name, str) name,
+  DVM_FORMS(DVM_X)
+#undef DVM_X
+};
+inline constexpr int kNumForms = 0
+#define DVM_X(name, str) +1
+    DVM_FORMS(DVM_X)
+#undef DVM_X
+    ;
 const char* form_name(Form f);
 
 enum class ArgRole : uint8_t { Input = 0, Output = 1 };

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "backends/microkernels.h"
@@ -29,10 +30,11 @@ struct Frame {
 
   ~Frame() { std::free(scratch); }
 
-  void prepare(const Program& p, int64_t tile_len, int lanes) {
+  // col_accs: one accumulator tile per instruction (outer reductions).
+  void prepare(const Program& p, int64_t tile_len, int lanes, bool col_accs = false) {
     tile = (tile_len + 15) / 16 * 16;
-    // registers, 3 broadcast temporaries, ColReduce: one accumulator per instruction
-    const size_t accs = p.form == Form::ColReduce ? p.code.size() : 0;
+    // registers, 3 broadcast temporaries, the column accumulators
+    const size_t accs = col_accs ? p.code.size() : 0;
     size_t need = static_cast<size_t>(tile) * (static_cast<size_t>(p.nregs) + 3 + accs);
     if (need > capacity) {
       std::free(scratch);
@@ -335,7 +337,7 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
   const size_t ni = p.code.size();
   const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
   Frame& f = t_frame;
-  f.prepare(p, kTile, mk.lanes);
+  f.prepare(p, kTile, mk.lanes, true);
   const int64_t ctiles = col_tiles(l);
   for (int64_t item = begin; item < end; ++item) {
     const ItemStart at = col_item(l, ctiles, item);
@@ -438,9 +440,38 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
   });
 }
 
+namespace {
+
+void split_rows_interpreted(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
+  split_row_reduce(k, l, mk, nullptr);
+}
+
+// The interpreter's entry per form of the form table (vm/forms.h): its
+// driver for work items and, for forms that split, its split launch.
+struct Driver {
+  Form form;
+  void (*run)(const Kernel&, const Launch&, int64_t, int64_t, const backends::MicroKernels&);
+  void (*split)(const Kernel&, const Launch&, const backends::MicroKernels&);
+};
+constexpr Driver kDrivers[] = {
+    {Form::Elementwise, run_elementwise, nullptr},
+    {Form::RowReduce, run_row_reduce, split_rows_interpreted},
+    {Form::ColReduce, run_col_reduce, interpret_split_cols},
+};
+static_assert(std::size(kDrivers) == kNumForms, "an interpreter driver per form");
+constexpr bool drivers_in_form_order() {
+  for (int i = 0; i < kNumForms; ++i)
+    if (static_cast<int>(kDrivers[i].form) != i || !kDrivers[i].run) return false;
+  return true;
+}
+static_assert(drivers_in_form_order(), "driver i runs form i");
+
+}  // namespace
+
 void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
-  if (k.form() == Form::ColReduce) interpret_split_cols(k, l, mk);
-  else split_row_reduce(k, l, mk, nullptr);
+  const Driver& d = kDrivers[static_cast<int>(k.form())];
+  if (d.split) d.split(k, l, mk);
+  else d.run(k, l, 0, work_items(k, l), mk);
 }
 
 void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKernels& mk,
@@ -529,11 +560,7 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
 void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
                const backends::MicroKernels& mk) {
   if (begin >= end) return;
-  switch (k.form()) {
-    case Form::Elementwise: run_elementwise(k, l, begin, end, mk); break;
-    case Form::RowReduce: run_row_reduce(k, l, begin, end, mk); break;
-    case Form::ColReduce: run_col_reduce(k, l, begin, end, mk); break;
-  }
+  kDrivers[static_cast<int>(k.form())].run(k, l, begin, end, mk);
 }
 
 }  // namespace dvm::vm

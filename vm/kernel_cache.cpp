@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "dvm/error.h"
+#include "vm/forms.h"
 
 namespace dvm::vm {
 
@@ -14,7 +15,8 @@ Kernel::Kernel(Bytecode bc, VerifiedProgram vp)
     const Instr& ins = p.code[i];
     const OpClass cls = op_class(ins.op);
     if (cls != OpClass::Load && cls != OpClass::Store) continue;
-    const bool prologue = p.form == Form::ColReduce && static_cast<int>(i) < vp_.first_reduce;
+    const bool prologue =
+        form_row(p.form).reduces == ReduceAxis::Outer && static_cast<int>(i) < vp_.first_reduce;
     arg_uses_.push_back({cls == OpClass::Load ? ins.r[1] : ins.r[0], ins.op, prologue});
   }
 }

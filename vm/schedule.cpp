@@ -3,27 +3,37 @@
 
 #include <algorithm>
 
+#include "vm/forms.h"
+
 namespace dvm::vm {
 
-int64_t work_items(const Kernel& k, const Launch& l) {
-  switch (k.form()) {
-    case Form::Elementwise:
-      return l.C == 0 ? 0 : l.P * l.R * elementwise_chunks(l);
-    case Form::RowReduce:
-      return l.P * l.R;
-    case Form::ColReduce:
-      return l.P * col_tiles(l);
-  }
-  return 0;
+int64_t elementwise_work_items(const Kernel&, const Launch& l) {
+  return l.C == 0 ? 0 : l.P * l.R * elementwise_chunks(l);
+}
+int64_t elementwise_item_elements(const Kernel&, const Launch& l) { return std::min(l.C, kChunk); }
+
+int64_t row_reduce_work_items(const Kernel&, const Launch& l) { return l.P * l.R; }
+int64_t row_reduce_item_elements(const Kernel& k, const Launch& l) {
+  return l.C * (k.verified().max_level + 1);
+}
+bool row_reduce_splits(const Kernel&, const Launch& l) {
+  return l.C > kSplitRowMin && l.P * l.R < kSplitRowsBelow;
 }
 
-int64_t item_elements(const Kernel& k, const Launch& l) {
-  switch (k.form()) {
-    case Form::Elementwise: return std::min(l.C, kChunk);
-    case Form::RowReduce: return l.C * (k.verified().max_level + 1);
-    case Form::ColReduce: return std::min(l.C, kTile) * std::max<int64_t>(l.R, 1);
-  }
-  return 1;
+int64_t col_reduce_work_items(const Kernel&, const Launch& l) { return l.P * col_tiles(l); }
+int64_t col_reduce_item_elements(const Kernel&, const Launch& l) {
+  return std::min(l.C, kTile) * std::max<int64_t>(l.R, 1);
+}
+bool col_reduce_splits(const Kernel& k, const Launch& l) {
+  const ColSplit s = col_split(k, l);
+  return l.C >= kSplitColsMin && l.R > 2 * s.rows && l.R * std::min(l.C, kTile) > kSplitRowMin;
+}
+
+int64_t work_items(const Kernel& k, const Launch& l) { return form_row(k.form()).work_items(k, l); }
+int64_t item_elements(const Kernel& k, const Launch& l) { return form_row(k.form()).item_elements(k, l); }
+bool splits_rows(const Kernel& k, const Launch& l) {
+  const FormRow& row = form_row(k.form());
+  return row.splits && row.splits(k, l);
 }
 
 ColSplit col_split(const Kernel& k, const Launch& l) {
@@ -37,15 +47,6 @@ ColSplit col_split(const Kernel& k, const Launch& l) {
   s.chunks = (l.R + s.rows - 1) / s.rows;
   s.nred = static_cast<size_t>(k.verified().last_reduce - k.verified().first_reduce + 1);
   return s;
-}
-
-bool splits_rows(const Kernel& k, const Launch& l) {
-  if (k.form() == Form::ColReduce) {
-    const ColSplit s = col_split(k, l);
-    return l.C >= kSplitColsMin && l.R > 2 * s.rows &&
-           l.R * std::min(l.C, kTile) > kSplitRowMin;
-  }
-  return k.form() == Form::RowReduce && l.C > kSplitRowMin && l.P * l.R < kSplitRowsBelow;
 }
 
 }  // namespace dvm::vm

@@ -67,6 +67,16 @@ struct ColSplit {
 };
 ColSplit col_split(const Kernel& k, const Launch& l);
 
+// The schedule of each form (its row in vm/forms.h points here).
+int64_t elementwise_work_items(const Kernel& k, const Launch& l);
+int64_t elementwise_item_elements(const Kernel& k, const Launch& l);
+int64_t row_reduce_work_items(const Kernel& k, const Launch& l);
+int64_t row_reduce_item_elements(const Kernel& k, const Launch& l);
+bool row_reduce_splits(const Kernel& k, const Launch& l);
+int64_t col_reduce_work_items(const Kernel& k, const Launch& l);
+int64_t col_reduce_item_elements(const Kernel& k, const Launch& l);
+bool col_reduce_splits(const Kernel& k, const Launch& l);
+
 // Where a work item starts: Elementwise items are (row, chunk) with rows
 // p * R + r, C in chunks of kChunk; ColReduce items are (p, column tile) of
 // kTile columns over every row; RowReduce items are rows (c0 = 0, n = C).

@@ -3,11 +3,13 @@
 #include "vm/split_launch.h"
 
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <string>
 #include <vector>
 
 #include "backends/microkernels.h"
+#include "vm/forms.h"
 #include "vm/interpreter.h"
 #include "vm/parallel.h"
 #include "vm/tiering.h"
@@ -22,7 +24,7 @@ namespace {
 std::shared_ptr<Kernel> make_fold_kernel(const Kernel& k) {
   const VerifiedProgram& vp = k.verified();
   const Program& p = vp.program;
-  if (p.form != Form::ColReduce || vp.first_reduce < 0) return nullptr;
+  if (form_row(p.form).reduces != ReduceAxis::Outer || vp.first_reduce < 0) return nullptr;
   const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
   if (p.roles.size() + (r1 - r0 + 1) > static_cast<size_t>(kMaxArgs)) return nullptr;
   Program f;
@@ -259,7 +261,7 @@ const Kernel* Kernel::fold_kernel() const {
 
 const Kernel::SplitPass* Kernel::split_pass(int pass) const {
   std::call_once(passes_once_, [&] {
-    if (form() != Form::RowReduce) return;
+    if (form_row(form()).reduces != ReduceAxis::Inner) return;
     for (int L = 0; L <= vp_.max_level; ++L) passes_.push_back(make_split_pass(*this, L));
   });
   if (pass < 0 || static_cast<size_t>(pass) >= passes_.size() || !passes_[static_cast<size_t>(pass)].kernel)
@@ -267,17 +269,38 @@ const Kernel::SplitPass* Kernel::split_pass(int pass) const {
   return &passes_[static_cast<size_t>(pass)];
 }
 
+namespace {
+
+// Machine code for each form that splits (vm/forms.h: FormRow::splits).
+// Returns false when it ran nothing (the interpreter then runs the launch);
+// otherwise sets *all when machine code ran every pass.
+struct MachineSplit {
+  Form form;
+  bool (*run)(const Kernel&, const Launch&, const backends::MicroKernels&, bool* all);
+};
+bool machine_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk, bool* all) {
+  if (!machine_code_for(mk.isa)) return false;
+  *all = jit_split_rows(k, l, mk);  // every chunk, on machine code where its pass has it
+  return true;
+}
+bool machine_split_cols(const Kernel& k, const Launch& l, const backends::MicroKernels& mk, bool* all) {
+  return *all = jit_split_cols(k, l, mk);
+}
+constexpr MachineSplit kMachineSplits[] = {
+    {Form::Elementwise, nullptr},
+    {Form::RowReduce, machine_split_rows},
+    {Form::ColReduce, machine_split_cols},
+};
+static_assert(std::size(kMachineSplits) == kNumForms, "an entry per form");
+
+}  // namespace
+
 bool run_split(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
-  if (k.form() == Form::ColReduce) {
-    if (jit_split_cols(k, l, mk)) return true;
-    interpret_split_rows(k, l, mk);
-    return false;
-  }
-  if (!machine_code_for(mk.isa)) {
-    interpret_split_rows(k, l, mk);
-    return false;
-  }
-  return jit_split_rows(k, l, mk);
+  const MachineSplit& m = kMachineSplits[static_cast<int>(k.form())];
+  bool all = false;
+  if (m.run && m.run(k, l, mk, &all)) return all;
+  interpret_split_rows(k, l, mk);
+  return false;
 }
 
 }  // namespace dvm::vm

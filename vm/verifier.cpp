@@ -4,6 +4,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "vm/forms.h"
+
 namespace dvm::vm {
 namespace {
 
@@ -38,6 +40,8 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   if (b[4] >= kNumForms) return c.fail("unknown kernel form " + std::to_string(b[4]));
   Program& p = out->program;
   p.form = static_cast<Form>(b[4]);
+  const FormRow& rules = form_row(p.form);
+  const bool outer = rules.reduces == ReduceAxis::Outer;
   p.nregs = b[5];
   int nargs = b[6];
   if (p.nregs > kMaxRegs)
@@ -61,13 +65,13 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   std::vector<Kind> kind(static_cast<size_t>(p.nregs), Kind::Vec);
   std::vector<uint8_t> level(static_cast<size_t>(p.nregs), 0);
   std::vector<int8_t> stored(static_cast<size_t>(nargs), 0);
-  // ColReduce: 0 constant, 1 written in the prologue, 2 reduction or epilogue.
+  // Outer reductions: 0 constant, 1 written in the prologue, 2 reduction or epilogue.
   std::vector<int8_t> phase(static_cast<size_t>(p.nregs), 0);
   p.code.clear();
   out->info.clear();
   out->max_level = 0;
   out->first_reduce = out->last_reduce = -1;
-  bool after_reduce_block = false;  // ColReduce: past the reductions
+  bool after_reduce_block = false;  // outer reductions: past the reductions
 
   for (int i = 0; i < count; ++i) {
     std::string at = "instruction " + std::to_string(i);
@@ -124,12 +128,12 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
     }
 
     OpClass cls = oi.cls;
-    if (p.form == Form::ColReduce) {
+    if (outer) {
       // Layout: prologue, then one block of reductions, then the epilogue.
       if (cls == OpClass::Reduce) {
         if (after_reduce_block)
-          return c.fail(at + ": ColReduce kernels keep their reductions in one block");
-        if (lvl != 0) return c.fail(at + ": ColReduce cannot reduce a reduced value");
+          return c.fail(at + ": " + form_name(p.form) + " kernels keep their reductions in one block");
+        if (lvl != 0) return c.fail(at + ": " + form_name(p.form) + " cannot reduce a reduced value");
       } else if (out->last_reduce >= 0) {
         after_reduce_block = true;
       }
@@ -138,7 +142,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         // loads and reductions, never a per-r value from the prologue.
         for (int k = 0; k < ins.nr; ++k)
           if (oi.signature[k] == 'R' && phase[ins.r[k]] == 1)
-            return c.fail(at + ": the ColReduce epilogue reads r" + std::to_string(ins.r[k]) +
+            return c.fail(at + ": the " + form_name(p.form) + " epilogue reads r" + std::to_string(ins.r[k]) +
                           ", a per-row value from before the reductions");
       }
     }
@@ -148,18 +152,18 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         if (p.roles[static_cast<size_t>(arg)] != ArgRole::Input)
           return c.fail(at + ": loads from argument " + std::to_string(arg) + ", which is an output");
         info.dst_kind = ins.op == Op::LDB ? Kind::Row : Kind::Vec;
-        lvl = (p.form == Form::ColReduce && after_reduce_block) ? 1 : 0;
+        lvl = (outer && after_reduce_block) ? 1 : 0;
         break;
       case OpClass::Const:
         info.dst_kind = Kind::Row;
-        lvl = (p.form == Form::ColReduce && after_reduce_block) ? 1 : 0;
+        lvl = (outer && after_reduce_block) ? 1 : 0;
         break;
       case OpClass::Store:
         if (p.roles[static_cast<size_t>(arg)] != ArgRole::Output)
           return c.fail(at + ": stores to argument " + std::to_string(arg) + ", which is an input");
         if (ins.op == Op::STB) {
-          if (p.form != Form::RowReduce)
-            return c.fail(at + ": stb (one value per row) needs a RowReduce kernel");
+          if (!rules.row_stores)
+            return c.fail(at + ": stb (one value per row) is not allowed in " + form_name(p.form) + " kernels");
           if (info.src_kind[0] != Kind::Row)
             return c.fail(at + ": stb stores a vec register; it needs a row value");
         }
@@ -171,12 +175,12 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         info.dst_kind = any_vec ? Kind::Vec : Kind::Row;
         break;
       case OpClass::Reduce:
-        if (p.form == Form::Elementwise)
-          return c.fail(at + ": reductions need a RowReduce or ColReduce kernel");
+        if (rules.reduces == ReduceAxis::None)
+          return c.fail(at + ": reductions are not allowed in " + form_name(p.form) + " kernels");
         if (out->first_reduce < 0) out->first_reduce = i;
         out->last_reduce = i;
         // Folding C leaves one value per row; folding R keeps the C variation.
-        info.dst_kind = p.form == Form::RowReduce ? Kind::Row : info.src_kind[0];
+        info.dst_kind = rules.reduces == ReduceAxis::Inner ? Kind::Row : info.src_kind[0];
         lvl = static_cast<uint8_t>(lvl + 1);
         if (lvl == 0) return c.fail(at + ": more than 255 reductions in sequence");
         break;
@@ -196,7 +200,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   if (c.pos != b.size())
     return c.fail(std::to_string(b.size() - c.pos) + " trailing byte(s) after " +
                   std::to_string(count) + " instructions");
-  if ((p.form == Form::RowReduce || p.form == Form::ColReduce) && out->first_reduce < 0)
+  if (rules.reduces != ReduceAxis::None && out->first_reduce < 0)
     return c.fail(std::string(form_name(p.form)) + " kernel has no reduction");
   for (int a = 0; a < nargs; ++a)
     if (p.roles[static_cast<size_t>(a)] == ArgRole::Output && !stored[static_cast<size_t>(a)])

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <vector>
 
 #include "backends/jit/asmjit_adapter.h"
@@ -44,6 +45,67 @@ inline int64_t item_offset(const vm::ArgBinding& a, uint8_t pattern, int64_t p, 
 }
 
 inline const float* arg_base(const vm::ArgBinding& a) { return a.in ? a.in : a.out; }
+
+// One run_items call: the argument block, aimed at one item after another.
+struct ItemRunner {
+  const JitCodeImpl& code;
+  const vm::Launch& l;
+  size_t nargs;
+  JitArgs& args;
+
+  // Points every argument at element (p, r, c0) and runs n elements of
+  // `rows` rows from there.
+  void call(int64_t p, int64_t r, int64_t c0, int64_t n, int64_t rows) {
+    for (size_t a = 0; a < nargs; ++a)
+      args.base[a] = arg_base(l.args[a]) + item_offset(l.args[a], code.patterns[a], p, r, c0);
+    args.n = n;
+    args.rows = rows;
+    code.entry(&args);
+  }
+};
+
+// Items that are whole rows: one call per run of rows of one p (the entry
+// point loops over JitArgs::rows rows).
+void run_row_runs(ItemRunner& run, int64_t begin, int64_t end) {
+  const vm::Launch& l = run.l;
+  for (int64_t item = begin; item < end;) {
+    const int64_t p = item / l.R, r = item % l.R;
+    const int64_t rows = std::min(end - item, l.R - r);
+    run.call(p, r, 0, l.C, rows);
+    item += rows;
+  }
+}
+
+// Elementwise: (row, chunk) items; rows of one chunk run as row runs.
+void run_elementwise(ItemRunner& run, int64_t begin, int64_t end) {
+  const int64_t chunks = vm::elementwise_chunks(run.l);
+  if (chunks == 1) return run_row_runs(run, begin, end);
+  for (int64_t item = begin; item < end; ++item) {
+    const vm::ItemStart at = vm::elementwise_item(run.l, chunks, item);
+    run.call(at.p, at.r, at.c0, at.n, 1);
+  }
+}
+
+// ColReduce: (p, column tile) items, each folding every row.
+void run_col_tiles(ItemRunner& run, int64_t begin, int64_t end) {
+  const int64_t ctiles = vm::col_tiles(run.l);
+  for (int64_t item = begin; item < end; ++item) {
+    const vm::ItemStart at = vm::col_item(run.l, ctiles, item);
+    run.call(at.p, 0, at.c0, at.n, run.l.R);
+  }
+}
+
+// The JIT's entry per form of the form table (vm/forms.h).
+struct FormDriver {
+  vm::Form form;
+  void (*run)(ItemRunner& run, int64_t begin, int64_t end);
+};
+constexpr FormDriver kFormDrivers[] = {
+    {vm::Form::Elementwise, run_elementwise},
+    {vm::Form::RowReduce, run_row_runs},
+    {vm::Form::ColReduce, run_col_tiles},
+};
+static_assert(std::size(kFormDrivers) == vm::kNumForms, "a JIT driver per form");
 
 }  // namespace
 
@@ -96,6 +158,7 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   const auto& code = static_cast<const JitCodeImpl&>(jc);
   const size_t nargs = std::min(l.args.size(), code.patterns.size());
   JitArgs args;
+  args.n = 0;
   for (size_t a = 0; a < nargs; ++a) {
     args.cs[a] = l.args[a].cs;
     args.rs[a] = l.args[a].rs;
@@ -108,50 +171,8 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
     if (scratch.size() < need) scratch.resize(need);
     args.scratch = scratch.data();
   }
-  auto fill = [&](int64_t p, int64_t r, int64_t c0) {
-    for (size_t a = 0; a < nargs; ++a)
-      args.base[a] = arg_base(l.args[a]) + item_offset(l.args[a], code.patterns[a], p, r, c0);
-  };
-  // Items that are whole rows: one call per run of rows of one p (the entry
-  // point loops over JitArgs::rows rows).
-  auto row_runs = [&] {
-    args.n = l.C;
-    for (int64_t item = begin; item < end;) {
-      const int64_t p = item / l.R, r = item % l.R;
-      args.rows = std::min(end - item, l.R - r);
-      fill(p, r, 0);
-      code.entry(&args);
-      item += args.rows;
-    }
-  };
-  switch (vp.program.form) {
-    case vm::Form::Elementwise: {
-      const int64_t chunks = vm::elementwise_chunks(l);
-      if (chunks == 1) {
-        row_runs();
-        break;
-      }
-      for (int64_t item = begin; item < end; ++item) {
-        const vm::ItemStart at = vm::elementwise_item(l, chunks, item);
-        fill(at.p, at.r, at.c0);
-        args.n = at.n;
-        code.entry(&args);
-      }
-      break;
-    }
-    case vm::Form::RowReduce: row_runs(); break;
-    case vm::Form::ColReduce: {
-      const int64_t ctiles = vm::col_tiles(l);
-      args.rows = l.R;
-      for (int64_t item = begin; item < end; ++item) {
-        const vm::ItemStart at = vm::col_item(l, ctiles, item);
-        fill(at.p, 0, at.c0);
-        args.n = at.n;
-        code.entry(&args);
-      }
-      break;
-    }
-  }
+  ItemRunner run{code, l, nargs, args};
+  kFormDrivers[static_cast<int>(vp.program.form)].run(run, begin, end);
 }
 
 size_t code_bytes_in_use(Isa isa) { return g_code_bytes[static_cast<int>(isa)].load(std::memory_order_relaxed); }

@@ -8,6 +8,7 @@
 #include "dvm/error.h"
 #include "vm/disasm.h"
 #include "vm/encoder.h"
+#include "vm/forms.h"
 #include "vm/kernel_cache.h"
 #include "vm/verifier.h"
 
@@ -140,7 +141,7 @@ TEST(Verifier, RejectsFormRules) {
     Encoder e(Form::Elementwise);
     int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
     e.store(Op::ST, out, e.reduce(Op::RSUM, e.load(Op::LD, in)));
-    EXPECT_NE(verify_error(e.finish()).find("reductions need"), std::string::npos);
+    EXPECT_NE(verify_error(e.finish()).find("reductions are not allowed in elementwise"), std::string::npos);
   }
   // stb of a vec value.
   {
@@ -173,6 +174,52 @@ TEST(Verifier, RejectsFormRules) {
     int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
     e.store(Op::ST, out, e.reduce(Op::RSUM, e.reduce(Op::RSUM, e.load(Op::LD, in))));
     EXPECT_NE(verify_error(e.finish()).find("reduced value"), std::string::npos);
+  }
+}
+
+bool accepted(const Bytecode& bc) {
+  VerifiedProgram vp;
+  std::string err;
+  return verify(bc, &vp, &err);
+}
+
+// The form table's verify rules, form by form: each kernel shape below is
+// accepted exactly when the form's row allows it.
+TEST(Verifier, FollowsEachFormsRow) {
+  for (int f = 0; f < kNumForms; ++f) {
+    const Form form = static_cast<Form>(f);
+    const FormRow& row = form_row(form);
+    EXPECT_EQ(row.form, form);
+    EXPECT_STRNE(form_name(form), "?");
+    // A plain copy: a form without reductions accepts it, the others need one.
+    {
+      Encoder e(form);
+      int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+      e.store(Op::ST, out, e.load(Op::LD, in));
+      EXPECT_EQ(accepted(e.finish()), row.reduces == ReduceAxis::None) << form_name(form);
+    }
+    // A sum stored per element.
+    {
+      Encoder e(form);
+      int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+      e.store(Op::ST, out, e.reduce(Op::RSUM, e.load(Op::LD, in)));
+      EXPECT_EQ(accepted(e.finish()), row.reduces != ReduceAxis::None) << form_name(form);
+    }
+    // A sum stored once per row.
+    {
+      Encoder e(form);
+      int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+      e.store(Op::STB, out, e.reduce(Op::RSUM, e.load(Op::LD, in)));
+      const bool ok = row.row_stores && row.reduces == ReduceAxis::Inner;
+      EXPECT_EQ(accepted(e.finish()), ok) << form_name(form);
+    }
+    // A sum of a sum: only inner reductions chain.
+    {
+      Encoder e(form);
+      int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+      e.store(Op::ST, out, e.reduce(Op::RSUM, e.reduce(Op::RSUM, e.load(Op::LD, in))));
+      EXPECT_EQ(accepted(e.finish()), row.reduces == ReduceAxis::Inner) << form_name(form);
+    }
   }
 }
 

@@ -1,0 +1,29 @@
+// The form table's rows.
+#include "vm/forms.h"
+
+#include <iterator>
+
+#include "vm/schedule.h"
+
+namespace dvm::vm {
+namespace {
+
+constexpr FormRow kRows[] = {
+    {Form::Elementwise, ReduceAxis::None, false, elementwise_work_items, elementwise_item_elements, nullptr},
+    {Form::RowReduce, ReduceAxis::Inner, true, row_reduce_work_items, row_reduce_item_elements, row_reduce_splits},
+    {Form::ColReduce, ReduceAxis::Outer, false, col_reduce_work_items, col_reduce_item_elements, col_reduce_splits},
+};
+static_assert(std::size(kRows) == kNumForms, "one row per form of DVM_FORMS");
+
+constexpr bool rows_in_form_order() {
+  for (int i = 0; i < kNumForms; ++i)
+    if (static_cast<int>(kRows[i].form) != i) return false;
+  return true;
+}
+static_assert(rows_in_form_order(), "row i describes form i");
+
+}  // namespace
+
+const FormRow& form_row(Form f) { return kRows[static_cast<int>(f)]; }
+
+}  // namespace dvm::vm
