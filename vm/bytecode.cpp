@@ -15,6 +15,17 @@ const char* form_name(Form f) {
   return i < kNumForms ? kNames[i] : "?";
 }
 
+const char* elem_name(Dtype t) {
+  switch (t) {
+    case Dtype::F32: return "f32";
+    case Dtype::F16: return "f16";
+    case Dtype::BF16: return "bf16";
+    case Dtype::I32: return "i32";
+    case Dtype::Bool: return "bool";
+  }
+  return "?";
+}
+
 uint64_t Bytecode::hash() const {
   uint64_t h = 1469598103934665603ull;
   for (uint8_t c : bytes) {
@@ -31,7 +42,10 @@ Program decode(const Bytecode& bc) {
   p.nregs = b[5];
   int nargs = b[6];
   size_t pos = kHeaderFixed;
-  for (int i = 0; i < nargs; ++i) p.roles.push_back(static_cast<ArgRole>(b[pos++]));
+  for (int i = 0; i < nargs; ++i) {
+    p.roles.push_back(static_cast<ArgRole>(b[pos++]));
+    p.types.push_back(static_cast<Dtype>(b[pos++]));
+  }
   int count = b[pos] | (b[pos + 1] << 8);
   pos += 2;
   p.code.reserve(static_cast<size_t>(count));
@@ -56,13 +70,16 @@ Program decode(const Bytecode& bc) {
 Bytecode encode(const Program& p) {
   Bytecode bc;
   auto& b = bc.bytes;
-  size_t bytes = kHeaderFixed + p.roles.size() + 2;
+  size_t bytes = kHeaderFixed + kArgBytes * p.roles.size() + 2;
   for (const Instr& ins : p.code) bytes += static_cast<size_t>(instr_bytes(ins.op));
   b.reserve(bytes);
   const uint8_t header[kHeaderFixed] = {'D', 'V', 'M', kBytecodeVersion, static_cast<uint8_t>(p.form),
                                         static_cast<uint8_t>(p.nregs), static_cast<uint8_t>(p.roles.size())};
   for (uint8_t h : header) b.push_back(h);
-  for (ArgRole r : p.roles) b.push_back(static_cast<uint8_t>(r));
+  for (size_t a = 0; a < p.roles.size(); ++a) {
+    b.push_back(static_cast<uint8_t>(p.roles[a]));
+    b.push_back(static_cast<uint8_t>(p.types.at(a)));  // one type per role
+  }
   b.push_back(static_cast<uint8_t>(p.code.size() & 0xFF));
   b.push_back(static_cast<uint8_t>(p.code.size() >> 8));
   for (const Instr& ins : p.code) {

@@ -6,7 +6,8 @@
 //   byte  4     form (Form)
 //   byte  5     number of registers
 //   byte  6     number of arguments
-//   then        one role byte per argument (ArgRole)
+//   then        per argument: its role byte (ArgRole), then its element
+//               type byte (Dtype)
 //   then        instruction count, u16 little-endian
 //   then        instructions: opcode byte, then operands per the signature
 //               (registers and argument indices one byte, floats four bytes
@@ -18,14 +19,16 @@
 #include <string_view>
 #include <vector>
 
+#include "dvm/dtype.h"
 #include "vm/opcodes.h"
 
 namespace dvm::vm {
 
-inline constexpr uint8_t kBytecodeVersion = 1;
+inline constexpr uint8_t kBytecodeVersion = 2;
 inline constexpr int kMaxRegs = 250;
 inline constexpr int kMaxArgs = 64;
 inline constexpr int kHeaderFixed = 7;  // magic, version, form, nregs, nargs
+inline constexpr int kArgBytes = 2;     // per argument: role, element type
 
 // The kernel forms, in encoding order; vm/forms.h holds each one's row (its
 // verify rules, schedule and cost). The iteration space is [P, R, C], C
@@ -56,6 +59,23 @@ const char* form_name(Form f);
 
 enum class ArgRole : uint8_t { Input = 0, Output = 1 };
 
+// Element types an argument may have in the bytecode (dvm::Dtype's values),
+// their size in memory and their short name in disassembly. Loads and stores
+// are the only places that convert between an argument's type and the
+// vector unit's f32 registers.
+inline constexpr int kNumElemTypes = 5;
+constexpr size_t elem_bytes(Dtype t) {
+  switch (t) {
+    case Dtype::F32: case Dtype::I32: return 4;
+    case Dtype::F16: case Dtype::BF16: return 2;
+    case Dtype::Bool: return 1;
+  }
+  return 0;
+}
+const char* elem_name(Dtype t);
+// Whether this vm's loads and stores convert the type (float32 only so far).
+constexpr bool elem_supported(Dtype t) { return t == Dtype::F32; }
+
 struct Bytecode {
   std::vector<uint8_t> bytes;
 
@@ -81,6 +101,7 @@ struct Program {
   Form form = Form::Elementwise;
   int nregs = 0;
   std::vector<ArgRole> roles;
+  std::vector<Dtype> types;  // one per argument, beside its role
   std::vector<Instr> code;
 };
 Program decode(const Bytecode& bc);

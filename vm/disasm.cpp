@@ -17,7 +17,7 @@ std::string disassemble(const Bytecode& bc) {
   for (size_t a = 0; a < p.roles.size(); ++a) {
     if (a) out += ", ";
     out += p.roles[a] == ArgRole::Input ? "in a" : "out a";
-    out += std::to_string(a);
+    out += std::to_string(a) + ":" + elem_name(p.types[a]);
   }
   out += ") instrs=" + std::to_string(p.code.size()) + "\n";
   char buf[96];

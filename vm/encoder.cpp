@@ -7,8 +7,9 @@
 
 namespace dvm::vm {
 
-int Encoder::add_arg(ArgRole role) {
+int Encoder::add_arg(ArgRole role, Dtype type) {
   roles_.push_back(role);
+  types_.push_back(type);
   return static_cast<int>(roles_.size()) - 1;
 }
 
@@ -45,6 +46,7 @@ Bytecode Encoder::finish() const {
   Program prog;
   prog.form = form_;
   prog.roles = roles_;
+  prog.types = types_;
   prog.code.reserve(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) {
     const PendingOp& p = ops_[i];

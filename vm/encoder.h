@@ -16,7 +16,7 @@ class Encoder {
 
   explicit Encoder(Form form) : form_(form) {}
 
-  int add_arg(ArgRole role);
+  int add_arg(ArgRole role, Dtype type = Dtype::F32);
   Value load(Op load_op, int arg);          // LD, LDB, LDS, LDG
   Value constant(float v);
   Value unary(Op op, Value a);
@@ -43,6 +43,7 @@ class Encoder {
 
   Form form_;
   std::vector<ArgRole> roles_;
+  std::vector<Dtype> types_;
   std::vector<PendingOp> ops_;
   Value next_ = 0;
 };

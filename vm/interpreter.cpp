@@ -70,6 +70,12 @@ struct Tile {
 
 inline int64_t base_offset(const ArgBinding& a, int64_t p, int64_t r) { return p * a.ps + r * a.rs; }
 
+// Where an argument's untyped address becomes typed: loads, stores and the
+// store a computing instruction writes straight into. Every argument is f32
+// (the verifier admits no other type yet), read in place and written as is.
+inline const float* f32_in(const ArgBinding& a, int64_t off) { return static_cast<const float*>(a.in) + off; }
+inline float* f32_out(const ArgBinding& a, int64_t off) { return static_cast<float*>(a.out) + off; }
+
 // Offset of one index within one part (P, R or C) of an LDG argument.
 inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
   int64_t off = 0;
@@ -96,7 +102,7 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
   auto dest = [&](int d) {
     if (direct >= 0) {
       const ArgBinding& a = l.args[static_cast<size_t>(direct)];
-      return a.out + base_offset(a, t.p, t.r) + t.c0;
+      return f32_out(a, base_offset(a, t.p, t.r) + t.c0);
     }
     return f.reg(d);
   };
@@ -106,19 +112,19 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       const int d = ins.r[0];
       switch (ins.op) {
         case Op::LD:
-          f.ptr[static_cast<size_t>(d)] = a.in + base_offset(a, t.p, t.r) + t.c0;
+          f.ptr[static_cast<size_t>(d)] = f32_in(a, base_offset(a, t.p, t.r) + t.c0);
           break;
         case Op::LDB:
-          f.sval[static_cast<size_t>(d)] = a.in[base_offset(a, t.p, t.r)];
+          f.sval[static_cast<size_t>(d)] = *f32_in(a, base_offset(a, t.p, t.r));
           break;
         case Op::LDS:
-          mk.gather_strided(f.reg(d), a.in + base_offset(a, t.p, t.r) + t.c0 * a.cs, a.cs, n);
+          mk.gather_strided(f.reg(d), f32_in(a, base_offset(a, t.p, t.r) + t.c0 * a.cs), a.cs, n);
           f.ptr[static_cast<size_t>(d)] = f.reg(d);
           break;
         default: {  // LDG
           const int64_t base = part_offset(a, 0, t.p) + part_offset(a, 1, t.r);
           float* dst = f.reg(d);
-          for (int64_t i = 0; i < n; ++i) dst[i] = a.in[base + part_offset(a, 2, t.c0 + i)];
+          for (int64_t i = 0; i < n; ++i) dst[i] = *f32_in(a, base + part_offset(a, 2, t.c0 + i));
           f.ptr[static_cast<size_t>(d)] = dst;
           break;
         }
@@ -129,9 +135,9 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       const ArgBinding& a = l.args[ins.r[0]];
       const int s = ins.r[1];
       if (ins.op == Op::STB) {
-        a.out[base_offset(a, t.p, t.r)] = f.sval[static_cast<size_t>(s)];
+        *f32_out(a, base_offset(a, t.p, t.r)) = f.sval[static_cast<size_t>(s)];
       } else {
-        float* dst = a.out + base_offset(a, t.p, t.r) + t.c0;
+        float* dst = f32_out(a, base_offset(a, t.p, t.r) + t.c0);
         if (info.src_kind[0] == Kind::Row) mk.fill(dst, f.sval[static_cast<size_t>(s)], n);
         else if (f.ptr[static_cast<size_t>(s)] != dst)
           std::memcpy(dst, f.ptr[static_cast<size_t>(s)], static_cast<size_t>(n) * sizeof(float));

@@ -31,6 +31,7 @@ std::shared_ptr<Kernel> make_fold_kernel(const Kernel& k) {
   f.form = Form::ColReduce;
   f.nregs = p.nregs;
   for (ArgRole r : p.roles) f.roles.push_back(r == ArgRole::Output ? ArgRole::Input : r);
+  f.types = p.types;
   std::vector<uint8_t> dst_seen(static_cast<size_t>(p.nregs), 0);
   for (size_t i = 0; i <= r1; ++i) {
     const Instr& ins = p.code[i];
@@ -50,6 +51,7 @@ std::shared_ptr<Kernel> make_fold_kernel(const Kernel& k) {
     st.r[1] = p.code[i].r[0];
     st.nr = 2;
     f.roles.push_back(ArgRole::Output);
+    f.types.push_back(Dtype::F32);  // raw f32 accumulators
     f.code.push_back(st);
   }
   Bytecode bc = encode(f);
@@ -104,6 +106,7 @@ Kernel::SplitPass make_split_pass(const Kernel& k, int pass) {
   f.nregs = p.nregs;
   for (size_t a = 0; a < nargs; ++a)
     f.roles.push_back(p.roles[a] == ArgRole::Output && stored[a] ? ArgRole::Output : ArgRole::Input);
+  f.types = p.types;
   std::vector<uint32_t> fold_regs;
   for (size_t i = 0; i < ni; ++i) {
     if (!need[i]) continue;
@@ -121,6 +124,7 @@ Kernel::SplitPass make_split_pass(const Kernel& k, int pass) {
       sp.finished.push_back(static_cast<uint32_t>(i));
       ins = Instr{Op::LDB, {ins.r[0], static_cast<uint8_t>(f.roles.size()), 0, 0}, 2, 0.0f};
       f.roles.push_back(ArgRole::Input);
+      f.types.push_back(Dtype::F32);  // the row's finished reduction
     }
     f.code.push_back(ins);
   }
@@ -128,6 +132,7 @@ Kernel::SplitPass make_split_pass(const Kernel& k, int pass) {
     if (f.roles.size() >= static_cast<size_t>(kMaxArgs)) return {};
     f.code.push_back(Instr{Op::ST, {static_cast<uint8_t>(f.roles.size()), static_cast<uint8_t>(r), 0, 0}, 2, 0.0f});
     f.roles.push_back(ArgRole::Output);
+    f.types.push_back(Dtype::F32);  // raw f32 accumulators
   }
   Bytecode bc = encode(f);
   VerifiedProgram fvp;
@@ -185,11 +190,12 @@ bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKerne
       // the element: LDB reads base + p * ps + r * rs, both 0 here).
       ab.cs = src.cs;
       ab.rs = last ? 0 : lanes * src.cs;
-      if (src.in) ab.in = src.in + at + c0 * src.cs;
-      if (src.out) ab.out = src.out + at + c0 * src.cs;
+      const Dtype t = p.types[a];
+      if (src.in) ab.in = advance(src.in, at + c0 * src.cs, t);
+      if (src.out) ab.out = advance(src.out, at + c0 * src.cs, t);
       if (sp.per_row[a]) {
         ab = ArgBinding{};
-        ab.in = src.in + at;
+        ab.in = advance(src.in, at, t);
       }
     }
     for (uint32_t i : sp.finished) cl.args[next++].in = results + i;
@@ -235,7 +241,7 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
           continue;
         }
         ab = l.args[a];
-        if (ab.in) ab.in += r_begin * ab.rs;
+        if (ab.in) ab.in = advance(ab.in, r_begin * ab.rs, p.types[a]);
       }
       for (size_t j = 0; j < sp.nred; ++j) {
         ArgBinding& ab = cl.args[nargs + j];

@@ -49,12 +49,21 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   if (nargs > kMaxArgs)
     return c.fail(std::to_string(nargs) + " arguments, at most " + std::to_string(kMaxArgs));
   c.pos = kHeaderFixed;
-  if (!c.need(static_cast<size_t>(nargs), "argument roles")) return false;
+  if (!c.need(static_cast<size_t>(kArgBytes * nargs), "argument roles and types")) return false;
   p.roles.clear();
+  p.types.clear();
   for (int i = 0; i < nargs; ++i) {
     uint8_t r = b[c.pos++];
     if (r > 1) return c.fail("argument " + std::to_string(i) + " has unknown role " + std::to_string(r));
     p.roles.push_back(static_cast<ArgRole>(r));
+    uint8_t t = b[c.pos++];
+    if (t >= kNumElemTypes)
+      return c.fail("argument " + std::to_string(i) + " has unknown element type " + std::to_string(t));
+    const Dtype type = static_cast<Dtype>(t);
+    if (!elem_supported(type))
+      return c.fail("argument " + std::to_string(i) + " has element type " + elem_name(type) +
+                    ", which this vm's loads and stores do not convert yet (f32 only)");
+    p.types.push_back(type);
   }
   if (!c.need(2, "instruction count")) return false;
   int count = b[c.pos] | (b[c.pos + 1] << 8);

@@ -44,7 +44,7 @@ inline int64_t item_offset(const vm::ArgBinding& a, uint8_t pattern, int64_t p, 
   return off;
 }
 
-inline const float* arg_base(const vm::ArgBinding& a) { return a.in ? a.in : a.out; }
+inline const void* arg_base(const vm::ArgBinding& a) { return a.in ? a.in : a.out; }
 
 // One run_items call: the argument block, aimed at one item after another.
 struct ItemRunner {
@@ -57,7 +57,8 @@ struct ItemRunner {
   // `rows` rows from there.
   void call(int64_t p, int64_t r, int64_t c0, int64_t n, int64_t rows) {
     for (size_t a = 0; a < nargs; ++a)
-      args.base[a] = arg_base(l.args[a]) + item_offset(l.args[a], code.patterns[a], p, r, c0);
+      args.base[a] = vm::advance(arg_base(l.args[a]), item_offset(l.args[a], code.patterns[a], p, r, c0),
+                                 Dtype::F32);
     args.n = n;
     args.rows = rows;
     code.entry(&args);
@@ -112,6 +113,13 @@ static_assert(std::size(kFormDrivers) == vm::kNumForms, "a JIT driver per form")
 std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::string* reason) {
   std::string local;
   if (!reason) reason = &local;
+  // Loads and stores of the generated code read and write f32 elements.
+  for (size_t a = 0; a < vp.program.types.size(); ++a)
+    if (vp.program.types[a] != Dtype::F32) {
+      *reason = "argument " + std::to_string(a) + " has element type " + vm::elem_name(vp.program.types[a]) +
+                "; the JIT loads and stores f32 only";
+      return nullptr;
+    }
   auto code = std::make_unique<JitCodeImpl>();
   if (!arg_patterns(vp.program, &code->patterns, reason)) return nullptr;
   thread_local IrBuilder ir;

@@ -32,7 +32,7 @@ namespace dvm::backends::jit {
 //   Elementwise and RowReduce rows, ColReduce prologue loads: row r
 //   (0 <= r < rows) adds r * rs[a] elements.
 struct JitArgs {
-  const float* base[vm::kMaxArgs];
+  const void* base[vm::kMaxArgs];  // elements of the kernel's type (f32 only so far)
   int64_t cs[vm::kMaxArgs];
   int64_t rs[vm::kMaxArgs];
   int64_t n;

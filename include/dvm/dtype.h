@@ -21,9 +21,4 @@ constexpr const char* dtype_name(Dtype t) {
   return "?";
 }
 
-// Bytes per element as stored by dvm (bool masks use 4-byte 0/1 floats).
-constexpr size_t dtype_storage_size(Dtype t) {
-  return (t == Dtype::F16 || t == Dtype::BF16) ? 2 : 4;
-}
-
 }  // namespace dvm
