@@ -147,7 +147,7 @@ void BM_verify(benchmark::State& state, W w, const std::string& name) {
   const dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
   const dvm::fuser::Group& g = kernel_group(plan);
   const dvm::fuser::Lowered low = dvm::fuser::lower(g);
-  verified_kernel(low, name);
+  const size_t instructions = verified_kernel(low, name).program.code.size();
   for (auto _ : state) {
     dvm::vm::VerifiedProgram vp;
     std::string err;
@@ -156,7 +156,7 @@ void BM_verify(benchmark::State& state, W w, const std::string& name) {
     benchmark::DoNotOptimize(vp.info.data());
   }
   finish(r, w, name);
-  state.counters["instructions"] = static_cast<double>(dvm::vm::decode(low.bytecode).code.size());
+  state.counters["instructions"] = static_cast<double>(instructions);
   state.counters["bytecode_bytes"] = static_cast<double>(low.bytecode.bytes.size());
 }
 
@@ -199,7 +199,7 @@ void BM_jit(benchmark::State& state, W w, const std::string& name) {
   }
   finish(r, w, name);
   state.counters["code_bytes"] = static_cast<double>(code_bytes);
-  state.counters["instructions"] = static_cast<double>(dvm::vm::decode(low.bytecode).code.size());
+  state.counters["instructions"] = static_cast<double>(vp.program.code.size());
   state.SetLabel(dvm::backends::isa_name(isa));
 }
 

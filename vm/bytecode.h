@@ -95,8 +95,8 @@ struct Instr {
   float imm = 0.0f;
 };
 
-// The decoded header and instruction list. decode() assumes verified bytes;
-// verify() in vm/verifier.h is the one that checks them.
+// The decoded header and instruction list: verify() in vm/verifier.h is the
+// one decoder, and it checks every byte.
 struct Program {
   Form form = Form::Elementwise;
   int nregs = 0;
@@ -104,8 +104,7 @@ struct Program {
   std::vector<Dtype> types;  // one per argument, beside its role
   std::vector<Instr> code;
 };
-Program decode(const Bytecode& bc);
-// The bytes of a program (decode's inverse); verify() them before use.
+// The bytes of a program (verify()'s inverse); verify() them before use.
 Bytecode encode(const Program& p);
 
 }  // namespace dvm::vm
