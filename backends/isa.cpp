@@ -1,11 +1,10 @@
-// CPU feature detection (cpuid + xgetbv), the DVM_ISA override, and the choice
-// of micro-kernel table. Compiled at the baseline ISA.
+// CPU feature detection (cpuid + xgetbv), the ISA in use, and the choice of
+// micro-kernel table. Compiled at the baseline ISA.
 #include "backends/isa.h"
 
 #include <cpuid.h>
 
 #include <atomic>
-#include <cstdlib>
 
 #include "backends/microkernels.h"
 #include "backends/microkernels_impl.h"
@@ -49,17 +48,6 @@ Isa clamp(Isa wanted) {
   return static_cast<uint8_t>(wanted) > static_cast<uint8_t>(best) ? best : wanted;
 }
 
-// The ISA at first use: detected, lowered by DVM_ISA (an unknown value is
-// ignored; a higher one is clamped).
-Isa initial_isa() {
-  Isa isa = detected_isa();
-  if (const char* env = std::getenv("DVM_ISA")) {
-    Isa wanted;
-    if (parse_isa(env, &wanted)) isa = clamp(wanted);
-  }
-  return isa;
-}
-
 std::atomic<int> g_active{-1};  // -1: not yet decided
 
 }  // namespace
@@ -90,7 +78,7 @@ Isa active_isa() {
   int v = g_active.load(std::memory_order_acquire);
   if (v < 0) {
     int expected = -1;
-    g_active.compare_exchange_strong(expected, static_cast<int>(initial_isa()),
+    g_active.compare_exchange_strong(expected, static_cast<int>(detected_isa()),
                                      std::memory_order_acq_rel);
     v = g_active.load(std::memory_order_acquire);
   }

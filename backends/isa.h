@@ -1,5 +1,5 @@
 // Which SIMD instruction set the backends use: detected from the CPU at run
-// time, and forcible lower (never higher) for tests via DVM_ISA or set_isa().
+// time, and forcible lower (never higher) with set_isa().
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@ bool parse_isa(std::string_view text, Isa* out);
 // The best ISA this CPU and OS support (AVX2 needs FMA too; AVX-512 needs
 // F, DQ, BW and VL with the OS saving zmm state).
 Isa detected_isa();
-// The ISA in use: detected_isa(), lowered by DVM_ISA when set.
+// The ISA in use: detected_isa() until set_isa() lowers it.
 Isa active_isa();
 // Forces the ISA in use (clamped to detected_isa()); returns the one now active.
 Isa set_isa(Isa isa);

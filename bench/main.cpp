@@ -1,13 +1,15 @@
-// bench_dvm's entry point. libtorch (PyTorch eager in C++) is a comparison
-// system where the Debian package libtorch-dev was found at configure time
-// (bench/CMakeLists.txt); elsewhere the benchmark builds without it and says
-// once at start that it skipped those comparisons.
+// bench_dvm's entry point. It applies the environment's settings first (some
+// benchmarks drive the vm directly). libtorch (PyTorch eager in C++) is a
+// comparison system where the Debian package libtorch-dev was found at
+// configure time (bench/CMakeLists.txt); elsewhere the benchmark builds
+// without it and says once at start that it skipped those comparisons.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <string>
 
 #include "bench/common.h"
+#include "runtime/environment.h"
 
 namespace {
 const bool announced = [] {
@@ -34,4 +36,11 @@ const bool announced = [] {
 }();
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  dvm::runtime::apply_environment();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

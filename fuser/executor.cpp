@@ -2,15 +2,14 @@
 #include "fuser/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <deque>
 
-#include "dvm/runtime.h"
+#include "dvm/error.h"
 #include "fuser/lower.h"
 #include "fuser/partition.h"
 #include "fuser/plan_cache.h"
-#include "dvm/error.h"
-#include <cstdlib>
 #include "vm/kernel_cache.h"
 #include "vm/launcher.h"
 #include "vm/parallel.h"
@@ -22,7 +21,18 @@ using detail::NodeKind;
 namespace {
 thread_local bool t_log_on = false;
 thread_local std::vector<KernelRun> t_log;
+std::atomic<bool> g_check_plans{false};
 }  // namespace
+
+void set_kernel_log(bool on) { t_log_on = on; }
+
+std::vector<KernelRun> take_kernel_log() {
+  std::vector<KernelRun> out;
+  out.swap(t_log);
+  return out;
+}
+
+void set_plan_check(bool on) { g_check_plans.store(on, std::memory_order_relaxed); }
 
 ExecStats& exec_stats() {
   static ExecStats s;
@@ -125,11 +135,6 @@ class Runner {
   int stage_ = 0;
 };
 
-bool check_plans() {
-  static const bool on = std::getenv("DVM_PLAN_CHECK") != nullptr;
-  return on;
-}
-
 // Rebuilds a cached group over this flush's nodes (into g, whose member
 // list keeps its capacity).
 void replay_group(const CachedGroup& cg, const std::vector<Node*>& nodes, int index, Group& g) {
@@ -166,7 +171,7 @@ int64_t execute(const std::vector<Node*>& nodes) {
       const CachedGroup& cg = cached->groups[gi];
       thread_local Group g;
       replay_group(cg, nodes, static_cast<int>(gi), g);
-      if (check_plans()) {
+      if (g_check_plans.load(std::memory_order_relaxed)) {
         Lowered full = lower(g);
         if (!(full.bytecode == cg.kernel->bytecode()))
           throw Error("internal: plan cache replay would run a different kernel");
@@ -220,12 +225,3 @@ int64_t execute(const std::vector<Node*>& nodes) {
 }
 
 }  // namespace dvm::fuser
-
-namespace dvm {
-void set_kernel_log(bool on) { fuser::t_log_on = on; }
-std::vector<KernelRun> take_kernel_log() {
-  std::vector<KernelRun> out;
-  out.swap(fuser::t_log);
-  return out;
-}
-}  // namespace dvm

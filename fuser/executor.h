@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "dvm/runtime.h"
 #include "tracer/node.h"
 
 namespace dvm::fuser {
@@ -17,5 +18,14 @@ struct ExecStats {
   int64_t kernels_run = 0;       // kernels executed
 };
 ExecStats& exec_stats();
+
+// The calling thread's kernel log: while on, every launch runs alone and is
+// timed and recorded; take_kernel_log() returns and clears the records.
+void set_kernel_log(bool on);
+std::vector<KernelRun> take_kernel_log();
+
+// While on, every plan-cache replay is lowered again and compared with the
+// cached kernel (off by default; DVM_PLAN_CHECK).
+void set_plan_check(bool on);
 
 }  // namespace dvm::fuser

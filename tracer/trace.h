@@ -1,5 +1,5 @@
 // The per-thread trace: recorded nodes not yet computed, and the flush that
-// hands them to the fuser and the vm.
+// hands them to the pipeline (tracer/pipeline.h).
 #pragma once
 
 #include <atomic>
@@ -25,7 +25,7 @@ class Trace {
   // the fuser directly).
   const std::vector<Node*>& pending_nodes() const { return nodes_; }
 
-  int64_t limit = 4096;
+  int64_t limit;  // flush when this many nodes are pending
 
  private:
   Trace();
@@ -43,10 +43,9 @@ std::vector<Node*> mark_needed(const std::vector<Node*>& nodes);
 // The same into *needed (cleared first; its capacity is kept).
 void mark_needed(const std::vector<Node*>& nodes, std::vector<Node*>* needed);
 
-// Counters behind dvm::stats().
+// The tracer's counters behind dvm::stats(), for every thread.
 struct Counters {
-  std::atomic<int64_t> flushes{0}, nodes_recorded{0}, nodes_computed{0},
-      kernels_launched{0}, misses_base{0}, hits_base{0}, jit_base{0}, jit_fail_base{0}, shapes_base{0};
+  std::atomic<int64_t> flushes{0}, nodes_recorded{0}, nodes_computed{0};
 };
 Counters& counters();
 

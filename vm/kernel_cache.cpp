@@ -1,8 +1,6 @@
 // Kernel and KernelCache.
 #include "vm/kernel_cache.h"
 
-#include <cstdlib>
-
 #include "dvm/error.h"
 #include "vm/forms.h"
 
@@ -37,11 +35,7 @@ bool Kernel::note_shape(int64_t P, int64_t R, int64_t C) const {
   return true;
 }
 
-KernelCache::KernelCache() {
-  const char* e = std::getenv("DVM_KERNEL_CACHE");
-  long long v = e ? std::atoll(e) : 0;
-  capacity_ = v > 0 ? v : 4096;
-}
+KernelCache::KernelCache() : capacity_(4096) {}
 
 KernelCache& KernelCache::global() {
   static KernelCache cache;

@@ -25,7 +25,7 @@ class KernelCache {
   int64_t size() const;
   // Every cached kernel (for statistics).
   std::vector<std::shared_ptr<Kernel>> snapshot() const;
-  // At most this many kernels stay cached (default 4096, DVM_KERNEL_CACHE);
+  // At most this many kernels stay cached (default 4096);
   // beyond it the oldest are evicted, and their machine code is freed once
   // no launch uses them.
   void set_capacity(int64_t kernels);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -15,21 +14,10 @@ namespace dvm::vm {
 namespace {
 
 std::mutex g_mu;
-std::atomic<int> g_threads{-1};  // -1: not read yet; 0: caller's arena
+std::atomic<int> g_threads{0};  // 0: the caller's arena
 std::unique_ptr<tbb::task_arena> g_arena;
 
-int configured() {
-  int t = g_threads.load(std::memory_order_acquire);
-  if (t >= 0) return t;
-  std::lock_guard<std::mutex> lock(g_mu);
-  t = g_threads.load(std::memory_order_relaxed);
-  if (t >= 0) return t;
-  const char* e = std::getenv("DVM_NUM_THREADS");
-  t = e ? std::max(0, std::atoi(e)) : 0;
-  if (t > 0) g_arena = std::make_unique<tbb::task_arena>(t);
-  g_threads.store(t, std::memory_order_release);
-  return t;
-}
+int configured() { return g_threads.load(std::memory_order_acquire); }
 
 }  // namespace
 
@@ -39,7 +27,6 @@ int num_threads() {
 }
 
 void set_num_threads(int n) {
-  configured();
   std::lock_guard<std::mutex> lock(g_mu);
   n = std::max(0, n);
   g_arena.reset();

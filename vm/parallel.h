@@ -13,7 +13,7 @@ inline constexpr int64_t kMinParallelElements = 64 * 1024;
 // Elements one task should own at least, so scheduling stays a small share.
 inline constexpr int64_t kMinTaskElements = 16 * 1024;
 
-// Threads dvm may use: DVM_NUM_THREADS, else set_num_threads(), else the
+// Threads dvm may use: set_num_threads()'s n, or with 0 (the default) the
 // concurrency of the TBB arena the caller runs in (so a host engine's
 // task_arena bounds dvm).
 int num_threads();

@@ -2,8 +2,6 @@
 #include "vm/tiering.h"
 
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 #include <condition_variable>
@@ -14,22 +12,8 @@
 namespace dvm::vm {
 namespace {
 
-TierMode mode_from_env() {
-  const char* e = std::getenv("DVM_TIER");
-  if (!e) return TierMode::Auto;
-  if (!std::strcmp(e, "off")) return TierMode::Off;
-  if (!std::strcmp(e, "eager")) return TierMode::Eager;
-  return TierMode::Auto;
-}
-
-int64_t threshold_from_env() {
-  const char* e = std::getenv("DVM_JIT_THRESHOLD");
-  long long v = e ? std::atoll(e) : 0;
-  return v > 0 ? v : 4;
-}
-
-std::atomic<TierMode> g_mode{mode_from_env()};
-std::atomic<int64_t> g_threshold{threshold_from_env()};
+std::atomic<TierMode> g_mode{TierMode::Auto};
+std::atomic<int64_t> g_threshold{4};
 
 // One background compile thread, started on first use. It blocks on a
 // condition variable when idle (no spinning), and does not take a TBB worker

@@ -4,8 +4,8 @@
 
 #include <asmjit/x86.h>
 
+#include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -71,17 +71,18 @@ class FirstError : public asmjit::ErrorHandler {
 
 inline ax::Gp gp64(uint8_t g) { return ax::Gpq(g); }
 
-// DVM_JIT_LOG=1 prints every generated function's assembly to stderr (a
-// debugging aid; off by default, and it slows compiles).
+std::atomic<bool> g_log_on{false};
+
+// The logger that set_log() turns on, or null.
 asmjit::Logger* asm_log() {
-  static asmjit::FileLogger* log = [] {
-    const char* e = std::getenv("DVM_JIT_LOG");
-    return e && *e && *e != '0' ? new asmjit::FileLogger(stderr) : nullptr;
-  }();
+  if (!g_log_on.load(std::memory_order_relaxed)) return nullptr;
+  static asmjit::FileLogger* log = new asmjit::FileLogger(stderr);
   return log;
 }
 
 }  // namespace
+
+void set_log(bool on) { g_log_on.store(on, std::memory_order_relaxed); }
 
 struct Assembler::Impl {
   asmjit::CodeHolder code;

@@ -191,4 +191,6 @@ size_t code_bytes_in_use() {
   return n;
 }
 
+void set_log(bool on) { asmx::set_log(on); }
+
 }  // namespace dvm::backends::jit

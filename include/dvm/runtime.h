@@ -1,5 +1,10 @@
 // Runtime configuration and statistics: trace limits, ISA and tier choice,
 // counters a user or a test can read.
+//
+// Each setting can also come from an environment variable (README.md,
+// "Settings"), read once at the first call into dvm; a bad value there is a
+// warning on stderr and the default stays. A setter given a value outside
+// its range throws dvm::Error.
 #pragma once
 
 #include <cstdint>

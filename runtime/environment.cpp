@@ -1,0 +1,61 @@
+// Reading the environment through the settings table and applying it.
+#include "runtime/environment.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "backends/isa.h"
+#include "backends/jit/jit.h"
+#include "fuser/executor.h"
+#include "vm/kernel_cache.h"
+#include "vm/parallel.h"
+#include "vm/tiering.h"
+
+namespace dvm::runtime {
+namespace {
+
+EnvironmentValues g_env;
+
+// Sets s to v in the layer that uses it.
+void push(Setting s, int64_t v) {
+  switch (s) {
+    case Setting::Isa: backends::set_isa(static_cast<backends::Isa>(v)); return;
+    case Setting::TraceLimit: return;  // the tracer asks for it (tracer/pipeline.h)
+    case Setting::Tier: vm::set_tier_mode(static_cast<TierMode>(v)); return;
+    case Setting::JitThreshold: vm::set_jit_threshold(v); return;
+    case Setting::NumThreads: vm::set_num_threads(static_cast<int>(v)); return;
+    case Setting::KernelCache: vm::KernelCache::global().set_capacity(v); return;
+    case Setting::PlanCheck: fuser::set_plan_check(v != 0); return;
+    case Setting::JitLog: backends::jit::set_log(v != 0); return;
+  }
+}
+
+}  // namespace
+
+EnvironmentValues read_environment() {
+  EnvironmentValues env;
+  for (int k = 0; k < kSettingCount; ++k) {
+    const Setting s = static_cast<Setting>(k);
+    const SettingInfo& i = info(s);
+    env.value[k] = default_value(s);
+    const char* text = std::getenv(std::string(i.env).c_str());
+    if (!text || parse_value(s, text, &env.value[k])) continue;
+    env.warnings += "dvm: ignoring " + std::string(i.env) + "='" + text + "': expected " + accepted_text(s) +
+                    "; keeping the default " + std::string(i.default_text) + "\n";
+  }
+  return env;
+}
+
+void apply_environment() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_env = read_environment();
+    if (!g_env.warnings.empty()) std::fputs(g_env.warnings.c_str(), stderr);
+    for (int k = 0; k < kSettingCount; ++k) push(static_cast<Setting>(k), g_env.value[k]);
+  });
+}
+
+int64_t environment_value(Setting s) { return g_env.value[static_cast<int>(s)]; }
+
+}  // namespace dvm::runtime

@@ -1,0 +1,68 @@
+// The settings calls of include/dvm/runtime.h: each applies the environment
+// first, validates through the settings table and sets the layer that owns
+// the setting.
+#include "backends/isa.h"
+#include "dvm/runtime.h"
+#include "runtime/environment.h"
+#include "runtime/settings.h"
+#include "tracer/trace.h"
+#include "vm/parallel.h"
+#include "vm/tiering.h"
+
+namespace dvm {
+using runtime::apply_environment;
+using runtime::Setting;
+
+void set_trace_limit(int64_t nodes) {
+  apply_environment();
+  detail::Trace::current().limit = runtime::check_api_value(Setting::TraceLimit, nodes);
+}
+int64_t trace_limit() {
+  apply_environment();
+  return detail::Trace::current().limit;
+}
+void flush() {
+  apply_environment();
+  detail::Trace::current().flush();
+}
+
+std::string isa() {
+  apply_environment();
+  return backends::isa_name(backends::active_isa());
+}
+void set_isa(const std::string& name) {
+  apply_environment();
+  backends::set_isa(static_cast<backends::Isa>(runtime::check_api_text(Setting::Isa, name)));
+}
+
+void set_num_threads(int n) {
+  apply_environment();
+  vm::set_num_threads(static_cast<int>(runtime::check_api_value(Setting::NumThreads, n)));
+}
+int num_threads() {
+  apply_environment();
+  return vm::num_threads();
+}
+
+void set_tier_mode(TierMode mode) {
+  apply_environment();
+  vm::set_tier_mode(static_cast<TierMode>(runtime::check_api_value(Setting::Tier, static_cast<int64_t>(mode))));
+}
+TierMode tier_mode() {
+  apply_environment();
+  return vm::tier_mode();
+}
+void set_jit_threshold(int64_t calls) {
+  apply_environment();
+  vm::set_jit_threshold(runtime::check_api_value(Setting::JitThreshold, calls));
+}
+int64_t jit_threshold() {
+  apply_environment();
+  return vm::jit_threshold();
+}
+void wait_for_jit() {
+  apply_environment();
+  vm::wait_for_compiles();
+}
+
+}  // namespace dvm
