@@ -176,6 +176,11 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
           if (info.src_kind[0] != Kind::Row)
             return c.fail(at + ": stb stores a vec register; it needs a row value");
         }
+        // One store per output: a second would make the result depend on
+        // which store an executor performs last (the interpreter writes some
+        // values straight into the output before their store).
+        if (stored[static_cast<size_t>(arg)])
+          return c.fail(at + ": stores output argument " + std::to_string(arg) + " a second time");
         stored[static_cast<size_t>(arg)] = 1;
         break;
       case OpClass::Unary:

@@ -127,6 +127,14 @@ TEST(Verifier, RejectsWrongArgumentRoles) {
   e2.add_arg(ArgRole::Output);
   e2.store(Op::ST, o2, e2.load(Op::LD, i2));
   EXPECT_NE(verify_error(e2.finish()).find("never stored"), std::string::npos);
+  // An output stored twice.
+  Encoder e3(Form::Elementwise);
+  int i3 = e3.add_arg(ArgRole::Input);
+  int o3 = e3.add_arg(ArgRole::Output);
+  auto v3 = e3.load(Op::LD, i3);
+  e3.store(Op::ST, o3, v3);
+  e3.store(Op::ST, o3, e3.unary(Op::NEG, v3));
+  EXPECT_NE(verify_error(e3.finish()).find("stores output argument 1 a second time"), std::string::npos);
 }
 
 TEST(Verifier, RejectsBadRoleByte) {
