@@ -87,6 +87,16 @@ inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
   return off;
 }
 
+// An outer-reduction epilogue may read constants set in the prologue; the
+// prologue runs per row (not at all when R = 0) and a split launch's
+// epilogue may run on another thread's frame, so the epilogue sets them
+// again first (in program order: a register a later constant reuses holds
+// the later value).
+void set_prologue_constants(const Program& p, size_t first_reduce, Frame& f) {
+  for (size_t i = 0; i < first_reduce; ++i)
+    if (p.code[i].op == Op::CONST) f.sval[p.code[i].r[0]] = p.code[i].imm;
+}
+
 Op combine_op(Op reduce) {
   return reduce == Op::RSUM ? Op::ADD : reduce == Op::RMAX ? Op::MAX : Op::MIN;
 }
@@ -373,6 +383,7 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
       else f.sval[ins.r[0]] = f.result[i];
     }
     t.r = 0;  // epilogue arguments have no R extent
+    set_prologue_constants(p, r0, f);
     for (size_t i = r1 + 1; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
   }
 }
@@ -441,6 +452,7 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
         if (info[i].dst_kind == Kind::Vec) f.ptr[p.code[i].r[0]] = acc;
         else f.sval[p.code[i].r[0]] = acc[0];
       }
+      set_prologue_constants(p, r0, f);
       for (size_t i = r1 + 1; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
     }
   });

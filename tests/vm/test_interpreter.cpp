@@ -15,6 +15,7 @@
 #include "vm/interpreter.h"
 #include "vm/kernel_cache.h"
 #include "vm/launcher.h"
+#include "vm/tiering.h"
 
 namespace dvm::vm {
 namespace {
@@ -220,6 +221,45 @@ TEST(Interpreter, ColReduceWithEpilogue) {
       }
     }
   }
+}
+
+// The epilogue reads a constant the prologue sets: right for every R,
+// including R = 0 where the prologue never runs, on every ISA and tier.
+TEST(Interpreter, ColReduceEpilogueReadsAPrologueConstantAtEveryR) {
+  Encoder e(Form::ColReduce);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
+  auto two = e.constant(2.0f);
+  auto s = e.reduce(Op::RSUM, e.binary(Op::MUL, e.load(Op::LD, ax), two));
+  e.store(Op::ST, ay, e.binary(Op::ADD, s, two));
+  auto k = KernelCache::global().get(e.finish());
+  const TierMode saved_mode = vm::tier_mode();
+  const backends::Isa saved_isa = backends::active_isa();
+  for (backends::Isa isa : isas()) {
+    for (TierMode tier : {TierMode::Off, TierMode::Eager}) {
+      backends::set_isa(isa);
+      vm::set_tier_mode(tier);
+      for (int64_t R : {int64_t{0}, int64_t{1}, int64_t{5}}) {
+        const int64_t C = 37;
+        std::vector<float> xv(static_cast<size_t>(R * C));
+        for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 7) - 3.0f;
+        Out y(C);
+        Launch l;
+        l.R = R;
+        l.C = C;
+        l.args = {{xv.data(), nullptr, 0, C, 1}, {nullptr, y.data(), 0, 0, 1}};
+        launch(*k, l);
+        for (int64_t c = 0; c < C; ++c) {
+          double want = 2.0;  // small integers: every sum is exact
+          for (int64_t r = 0; r < R; ++r) want += 2.0 * xv[static_cast<size_t>(r * C + c)];
+          ASSERT_EQ(y[c], want) << backends::isa_name(isa) << " tier " << static_cast<int>(tier) << " R=" << R
+                                << " c=" << c;
+        }
+        y.expect_guards(C);
+      }
+    }
+  }
+  backends::set_isa(saved_isa);
+  vm::set_tier_mode(saved_mode);
 }
 
 // Launch checks fail before anything is written.
