@@ -89,9 +89,9 @@ inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
 
 // An outer-reduction epilogue may read constants set in the prologue; the
 // prologue runs per row (not at all when R = 0) and a split launch's
-// epilogue may run on another thread's frame, so the epilogue sets them
-// again first (in program order: a register a later constant reuses holds
-// the later value).
+// epilogue may run on another thread's frame, so they are set again before
+// the reductions' results are (in program order: a register a later
+// constant or a result reuses holds the later value).
 void set_prologue_constants(const Program& p, size_t first_reduce, Frame& f) {
   for (size_t i = 0; i < first_reduce; ++i)
     if (p.code[i].op == Op::CONST) f.sval[p.code[i].r[0]] = p.code[i].imm;
@@ -377,13 +377,13 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
         }
       }
     }
+    set_prologue_constants(p, r0, f);  // before the results: a result may reuse a constant's register
     for (size_t i = r0; i <= r1; ++i) {
       const Instr& ins = p.code[i];
       if (info[i].dst_kind == Kind::Vec) f.ptr[ins.r[0]] = f.colacc(i, p.nregs);
       else f.sval[ins.r[0]] = f.result[i];
     }
     t.r = 0;  // epilogue arguments have no R extent
-    set_prologue_constants(p, r0, f);
     for (size_t i = r1 + 1; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
   }
 }
@@ -444,6 +444,7 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
     for (int64_t item = b; item < e; ++item) {
       const ItemStart at = col_item(l, sp.ctiles, item);
       Tile t{at.p, 0, at.c0, at.n};
+      set_prologue_constants(p, r0, f);  // before the results: a result may reuse a constant's register
       for (size_t i = r0; i <= r1; ++i) {
         const int comb = static_cast<int>(combine_op(p.code[i].op));
         const int64_t n = info[i].dst_kind == Kind::Vec ? t.n : 1;
@@ -452,7 +453,6 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
         if (info[i].dst_kind == Kind::Vec) f.ptr[p.code[i].r[0]] = acc;
         else f.sval[p.code[i].r[0]] = acc[0];
       }
-      set_prologue_constants(p, r0, f);
       for (size_t i = r1 + 1; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
     }
   });
