@@ -7,7 +7,7 @@
 #include <iterator>
 #include <vector>
 
-#include "backends/jit/asmjit_adapter.h"
+#include "backends/jit/x86/asmjit_adapter.h"
 #include "backends/jit/lower.h"
 #include "vm/schedule.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/jit/asmjit_adapter.h"
+#include "backends/jit/x86/asmjit_adapter.h"
 #include "backends/jit/ir.h"
 #include "backends/jit/jit.h"
 #include "backends/jit/lower.h"

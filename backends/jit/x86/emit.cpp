@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "backends/jit/asmjit_adapter.h"
+#include "backends/jit/x86/asmjit_adapter.h"
 #include "backends/jit/jit.h"
 #include "backends/jit/lower.h"
 

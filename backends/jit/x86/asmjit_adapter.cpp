@@ -1,6 +1,6 @@
 // asmjit behind the adapter: operand translation, the constant pool, and the
 // JitRuntime that owns executable memory.
-#include "backends/jit/asmjit_adapter.h"
+#include "backends/jit/x86/asmjit_adapter.h"
 
 #include <asmjit/x86.h>
 
