@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/jit/caps.h"
+#include "backends/jit/ir_ops.h"
 #include "backends/simd/scale_pow2.h"
 
 #ifndef DVM_SIMD_INLINE
@@ -16,48 +18,19 @@
 
 namespace dvm::backends::jit {
 
-enum class IrOp : uint8_t {
-  Const,     // u = 32-bit pattern splatted; lives in the constant pool
-  Init,      // u = pattern, materialised in a register (accumulators)
-  Load,      // arg, phase: element i of the argument (masked in the tail);
-             // imm = copy k of an unrolled body: elements i + k * lanes
-  LoadB,     // arg, phase: one value broadcast
-  LoadS,     // arg, phase, imm = copy: element i at i * cs (strided)
-  Store,     // arg, phase, a = value, imm = copy
-  StoreB,    // arg, phase, a = row value: lane 0 to the argument
-  Add, Sub, Mul, Div, Min, Max, Sqrt,
-  And, Or, Xor, AndN,
-  Fma,       // a * b + c
-  Fnma,      // c - a * b (one rounding)
-  OrAnd,     // a | (b & c): vpternlogd 0xF8 (AVX-512 only; AVX2 records And, Or)
-  Scalef,    // a * 2^b (vscalefps; AVX-512 only, AVX2 lowers scale_pow2 in halves)
-  Round,     // imm = rounding mode (0 nearest-even, 1 floor, 2 ceil, 3 trunc)
-  Cmp,       // imm = vcmpps predicate; a mask
-  MAnd, MOr, MNot,
-  Select,    // a = mask, b where set, c elsewhere
-  CvtRound, CvtFloat, IAdd, ISub, IAnd,
-  Shl, Shr, Sra,  // imm = count
-  IEq, IGt,       // masks
-  TailSel,   // a = value, u = identity: in the masked tail, lanes >= rem take u
-  HReduce,   // a = value, imm = 0 sum, 1 max, 2 min: the fixed tree, broadcast
-  Copy,      // a = accumulator (written in place), b = new value
-  LoopBegin, // imm = 0 column loop (vectors of i), 1 row loop (r); a = its LoopEnd.
-             // Column loops: u = copies U of the body per iteration. U <= 1:
-             // one vector per iteration, then the masked tail; U > 1: U
-             // vectors per iteration while U fit, no tail (a U = 1 loop with
-             // b = 1 follows and finishes). b = 1: i continues from the
-             // previous column loop instead of starting at 0. b = 2 (RowReduce
-             // passes that fold, U > 1): the body is U copies one after
-             // another, each opened by a CopyBegin; after the U-vector loop,
-             // copy k runs once more masked to elements [i + k * lanes, n)
-             // (at most one vector), for each k while that range is not empty.
-             // b = 3 (ColReduce, after the U-vector loop): a masked block that
-             // runs once, when the r = n - i elements left need more than U/2
-             // vectors (U = 1: any); copies below U/2 are full, copy k >= U/2
-             // is masked to clip(r - k * lanes, 0, lanes); i becomes n.
-  LoopEnd,
-  CopyBegin, // imm = k: the nodes up to the next CopyBegin / LoopEnd are copy k
-};
+// Loops (IrOp::LoopBegin): imm = 0 column loop (vectors of i), 1 row loop
+// (r); a = its LoopEnd. Column loops: u = copies U of the body per
+// iteration. U <= 1: one vector per iteration, then the masked tail; U > 1:
+// U vectors per iteration while U fit, no tail (a U = 1 loop with b = 1
+// follows and finishes). b = 1: i continues from the previous column loop
+// instead of starting at 0. b = 2 (RowReduce passes that fold, U > 1): the
+// body is U copies one after another, each opened by a CopyBegin; after the
+// U-vector loop, copy k runs once more masked to elements [i + k * lanes, n)
+// (at most one vector), for each k while that range is not empty. b = 3
+// (ColReduce, after the U-vector loop): a masked block that runs once, when
+// the r = n - i elements left need more than U/2 vectors (U = 1: any); copies
+// below U/2 are full, copy k >= U/2 is masked to clip(r - k * lanes, 0,
+// lanes); i becomes n.
 
 // Where a load or store finds its argument's address.
 //   base: JitArgs::base[arg];  row: the ColReduce row pointer of arg;
@@ -65,6 +38,9 @@ enum class IrOp : uint8_t {
 enum : uint8_t { kPhaseBase = 0, kPhaseRow = 1, kPhaseScratch = 2 };
 inline constexpr int kMaxScratchRows = 8;
 
+// One node: its op (ir_ops.h says what each reads and defines), the value
+// operands a, b, c (node ids, -1 where none), imm and u as the op defines
+// them, and for memory ops the argument and phase.
 struct Node {
   IrOp op;
   uint8_t imm = 0;
@@ -74,12 +50,20 @@ struct Node {
   uint32_t u = 0;
 };
 
+// The value ids n reads (its ir_operands(n.op) first operands), -1 for the rest.
+inline void operands_of(const Node& n, int32_t out[3]) {
+  const int k = ir_operands(n.op);
+  out[0] = k > 0 ? n.a : -1;
+  out[1] = k > 1 ? n.b : -1;
+  out[2] = k > 2 ? n.c : -1;
+}
+
 // The node list one kernel is lowered into.
 struct IrBuilder {
   std::vector<Node> nodes;
   std::vector<std::pair<uint32_t, int32_t>> consts;  // dedup of Const nodes
   int scratch_rows = 0;
-  bool avx512 = false;  // the target is AVX-512 (vscalefps, vpternlogd; AVX2 composes both)
+  TargetCaps caps;  // the target's: which fused ops JitVec records
 
   void clear() {
     nodes.clear();
@@ -112,10 +96,6 @@ struct IrBuilder {
 // The builder JitVec's primitives append to (one per thread; compile() sets it).
 inline thread_local IrBuilder* t_ir = nullptr;
 
-// vcmpps predicates of the primitive contract.
-enum : uint8_t { kCmpEQ_OQ = 0, kCmpLT_OQ = 17, kCmpLE_OQ = 18, kCmpUNORD_Q = 3,
-                 kCmpNEQ_UQ = 4, kCmpGE_OQ = 29, kCmpGT_OQ = 30 };
-
 // A SIMD value type satisfying the primitive contract of vec_scalar.h, where
 // every primitive records one IR node. Lane count is the target's; the IR does
 // not depend on it.
@@ -129,6 +109,9 @@ struct JitVec {
   };
   int32_t id;
 
+  static Mask cmp(CmpPred p, JitVec a, JitVec b) {
+    return mkm(IrOp::Cmp, a.id, b.id, static_cast<uint8_t>(p));
+  }
   static JitVec mk(IrOp o, int32_t a, int32_t b = -1, int32_t c = -1, uint8_t imm = 0) {
     return {t_ir->op(o, a, b, c, imm)};
   }
@@ -162,7 +145,7 @@ struct JitVec {
   DVM_SIMD_INLINE static JitVec bit_andnot(JitVec a, JitVec b) { return mk(IrOp::AndN, a.id, b.id); }
   // The same primitive sequence the target's interpreter type runs.
   DVM_SIMD_INLINE static JitVec bit_or_and(JitVec a, JitVec b, JitVec c) {
-    if (t_ir->avx512) return mk(IrOp::OrAnd, a.id, b.id, c.id);
+    if (t_ir->caps.fused_or_and) return mk(IrOp::OrAnd, a.id, b.id, c.id);
     return bit_or(a, bit_and(b, c));
   }
 
@@ -171,15 +154,13 @@ struct JitVec {
   DVM_SIMD_INLINE static JitVec ceil(JitVec a) { return mk(IrOp::Round, a.id, -1, -1, 2); }
   DVM_SIMD_INLINE static JitVec trunc(JitVec a) { return mk(IrOp::Round, a.id, -1, -1, 3); }
 
-  DVM_SIMD_INLINE static Mask eq(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpEQ_OQ); }
-  DVM_SIMD_INLINE static Mask ne(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpNEQ_UQ); }
-  DVM_SIMD_INLINE static Mask lt(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpLT_OQ); }
-  DVM_SIMD_INLINE static Mask le(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpLE_OQ); }
-  DVM_SIMD_INLINE static Mask gt(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpGT_OQ); }
-  DVM_SIMD_INLINE static Mask ge(JitVec a, JitVec b) { return mkm(IrOp::Cmp, a.id, b.id, kCmpGE_OQ); }
-  DVM_SIMD_INLINE static Mask unord(JitVec a, JitVec b) {
-    return mkm(IrOp::Cmp, a.id, b.id, kCmpUNORD_Q);
-  }
+  DVM_SIMD_INLINE static Mask eq(JitVec a, JitVec b) { return cmp(CmpPred::Eq, a, b); }
+  DVM_SIMD_INLINE static Mask ne(JitVec a, JitVec b) { return cmp(CmpPred::Ne, a, b); }
+  DVM_SIMD_INLINE static Mask lt(JitVec a, JitVec b) { return cmp(CmpPred::Lt, a, b); }
+  DVM_SIMD_INLINE static Mask le(JitVec a, JitVec b) { return cmp(CmpPred::Le, a, b); }
+  DVM_SIMD_INLINE static Mask gt(JitVec a, JitVec b) { return cmp(CmpPred::Gt, a, b); }
+  DVM_SIMD_INLINE static Mask ge(JitVec a, JitVec b) { return cmp(CmpPred::Ge, a, b); }
+  DVM_SIMD_INLINE static Mask unord(JitVec a, JitVec b) { return cmp(CmpPred::Unord, a, b); }
   DVM_SIMD_INLINE static Mask mask_and(Mask a, Mask b) { return mkm(IrOp::MAnd, a.id, b.id); }
   DVM_SIMD_INLINE static Mask mask_or(Mask a, Mask b) { return mkm(IrOp::MOr, a.id, b.id); }
   DVM_SIMD_INLINE static Mask mask_not(Mask a) { return mkm(IrOp::MNot, a.id); }
@@ -188,7 +169,7 @@ struct JitVec {
   }
   // The same primitive sequence the target's interpreter type runs.
   DVM_SIMD_INLINE static JitVec scale_pow2(JitVec y, JitVec n) {
-    if (t_ir->avx512) return mk(IrOp::Scalef, y.id, n.id);
+    if (t_ir->caps.scale_exp) return mk(IrOp::Scalef, y.id, n.id);
     return simd::scale_pow2_halves(y, n);
   }
 

@@ -7,8 +7,9 @@
 #include <iterator>
 #include <vector>
 
-#include "backends/jit/x86/asmjit_adapter.h"
+#include "backends/jit/codegen.h"
 #include "backends/jit/lower.h"
+#include "backends/jit/target.h"
 #include "vm/schedule.h"
 
 namespace dvm::backends::jit {
@@ -28,7 +29,7 @@ class JitCodeImpl final : public JitCode {
 
   ~JitCodeImpl() override {
     if (entry) {
-      asmx::release(reinterpret_cast<void*>(entry));
+      release_code(reinterpret_cast<void*>(entry));
       g_code_bytes[static_cast<int>(isa)].fetch_sub(code_bytes, std::memory_order_relaxed);
     }
   }
@@ -123,7 +124,7 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   auto code = std::make_unique<JitCodeImpl>();
   if (!arg_patterns(vp.program, &code->patterns, reason)) return nullptr;
   thread_local IrBuilder ir;
-  ir.avx512 = isa == Isa::Avx512;
+  if (!target_caps(isa, &ir.caps, reason)) return nullptr;
   const Tuning& tune = tuning();
   const vm::Form form = vp.program.form;
   // Elementwise: one copy of the body per main-loop iteration unless tuning
@@ -191,6 +192,6 @@ size_t code_bytes_in_use() {
   return n;
 }
 
-void set_log(bool on) { asmx::set_log(on); }
+void set_log(bool on) { set_target_log(on); }
 
 }  // namespace dvm::backends::jit

@@ -1,6 +1,6 @@
 // The JIT backend: lowers a verified kernel to one machine-code function for
-// AVX2 or AVX-512 with asmjit. backends/jit/jit_backend.h puts compile() and
-// run_items() behind the vm's backend interface.
+// AVX2 or AVX-512 (the x86 target, backends/jit/x86/). jit_backend.h puts
+// compile() and run_items() behind the vm's backend interface.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
-// The JIT's two stages: lower() turns a verified kernel into the vector IR of
-// ir.h (one straight-line body per loop, math ops expanded through the shared
-// templates), and generate() allocates registers and emits x86 code for it.
+// The JIT's first stage: lower() turns a verified kernel into the
+// target-neutral vector IR of ir.h (one straight-line body per loop, math ops
+// expanded through the shared templates, fused ops as the target's
+// TargetCaps allow); codegen.h takes it from there.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +31,7 @@ struct Tuning {
   int col_block = 0;     // ColReduce: column vectors per pass over the rows (1..16)
 };
 // ColReduce blocks have at most this many column vectors: a masked block keeps
-// a tail mask and a count per copy in the frame (codegen).
+// a tail mask and a count per copy in the frame (the emitter).
 inline constexpr int kMaxColBlock = 16;
 // The process-wide tuning (not synchronised: set it before compiling).
 Tuning& tuning();
@@ -41,12 +42,5 @@ Tuning& tuning();
 // `col_block` (ColReduce) is the number of column vectors per row pass.
 bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, int unroll = 1,
            bool interleave = true, int col_block = 1);
-
-// Emits the function `void entry(const JitArgs*)` for ir. Returns the entry
-// point (release it with asmx::release) or null with *reason.
-// With `no_spills`, returns null and sets *spilled instead of emitting code
-// that would spill a value to the stack.
-void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* reason,
-               bool no_spills = false, bool* spilled = nullptr);
 
 }  // namespace dvm::backends::jit

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/jit/x86/asmjit_adapter.h"
+#include "backends/jit/codegen.h"
 #include "backends/jit/ir.h"
 #include "backends/jit/jit.h"
-#include "backends/jit/lower.h"
+#include "backends/jit/target.h"
 #include "tests/backends/jit_isas.h"
 
 namespace dvm::backends::jit {
@@ -54,7 +54,8 @@ float apply(IrOp op, float a, float b, float c) {
 // instruction where a placement needs them not to die there.
 void run_case(Isa isa, const Case& c) {
   IrBuilder ir;
-  ir.avx512 = isa == Isa::Avx512;
+  std::string reason;
+  ASSERT_TRUE(target_caps(isa, &ir.caps, &reason)) << reason;
   Node lb{IrOp::LoopBegin};
   lb.u = 1;
   const int32_t loop = ir.add(lb);
@@ -93,7 +94,6 @@ void run_case(Isa isa, const Case& c) {
   ir.nodes[static_cast<size_t>(loop)].a = ir.add(le);
 
   size_t bytes = 0;
-  std::string reason;
   void* fn = generate(ir, isa, &bytes, &reason);
   ASSERT_NE(fn, nullptr) << name(c) << ": " << reason;
 
@@ -114,7 +114,7 @@ void run_case(Isa isa, const Case& c) {
   args.n = kN;
   args.rows = 1;
   reinterpret_cast<EntryFn>(fn)(&args);
-  asmx::release(fn);
+  release_code(fn);
   for (size_t i = 0; i < static_cast<size_t>(kN); ++i) {
     const float want = apply(c.op, a[i], b[i], cc[i]);
     ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
@@ -122,12 +122,19 @@ void run_case(Isa isa, const Case& c) {
   }
 }
 
+TargetCaps caps_of(Isa isa) {
+  TargetCaps caps;
+  std::string reason;
+  EXPECT_TRUE(target_caps(isa, &caps, &reason)) << reason;
+  return caps;
+}
+
 TEST(JitOperands, EveryPlacementOfTheResultRegister) {
   const std::vector<Isa> isas = testing::jit_isas();
   if (isas.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (Isa isa : isas)
     for (IrOp op : {IrOp::Fma, IrOp::Fnma, IrOp::OrAnd}) {
-      if (op == IrOp::OrAnd && isa != Isa::Avx512) continue;  // AVX2 records And, Or
+      if (op == IrOp::OrAnd && !caps_of(isa).fused_or_and) continue;  // recorded as And, Or
       for (Placement w : {Placement::A, Placement::B, Placement::C, Placement::Fresh})
         run_case(isa, {op, w});
     }

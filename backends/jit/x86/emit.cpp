@@ -1,14 +1,15 @@
-// Code generation: live intervals over the IR's linear order (values used in
-// a loop they were defined outside of stay live to its end), a linear-scan
-// register allocator that spills whole intervals to the stack, and x86
-// emission through the asmjit adapter. Each column-loop body is emitted twice
-// with the same allocation: full vectors, then the one masked tail.
+// x86 instruction selection and emission (AVX2, AVX-512) of allocated IR
+// through the asmjit adapter, and the x86 target's capabilities (target.h).
+// Each column-loop body is emitted twice with the same allocation: full
+// vectors, then the one masked tail.
 #include <algorithm>
 #include <cstddef>
 
-#include "backends/jit/x86/asmjit_adapter.h"
 #include "backends/jit/jit.h"
 #include "backends/jit/lower.h"
+#include "backends/jit/regalloc.h"
+#include "backends/jit/target.h"
+#include "backends/jit/x86/asmjit_adapter.h"
 
 namespace dvm::backends::jit {
 namespace {
@@ -50,56 +51,36 @@ constexpr int32_t kBlockRems = kBlockMasks + kMaxColBlock * 32;
 constexpr int32_t kSpills = kBlockRems + kMaxColBlock * 8;
 constexpr int32_t kOffScratch = offsetof(JitArgs, scratch);
 
-bool produces_value(IrOp op) {
-  switch (op) {
-    case IrOp::Const:
-    case IrOp::Store:
-    case IrOp::StoreB:
-    case IrOp::Copy:
-    case IrOp::LoopBegin:
-    case IrOp::LoopEnd:
-    case IrOp::CopyBegin: return false;
-    default: return true;
-  }
-}
-
-bool is_mask(IrOp op) {
-  return op == IrOp::Cmp || op == IrOp::MAnd || op == IrOp::MOr || op == IrOp::MNot ||
-         op == IrOp::IEq || op == IrOp::IGt;
-}
-
-// Operands a node reads (value ids), -1 where none.
-void uses_of(const Node& n, int32_t out[3]) {
-  out[0] = out[1] = out[2] = -1;
-  switch (n.op) {
-    case IrOp::Const:
-    case IrOp::Init:
-    case IrOp::Load:
-    case IrOp::LoadB:
-    case IrOp::LoadS:
-    case IrOp::LoopBegin:
-    case IrOp::LoopEnd:
-    case IrOp::CopyBegin: return;
-    default: out[0] = n.a; out[1] = n.b; out[2] = n.c; return;
-  }
-}
+// vcmpps immediate of each neutral predicate: the ordered, quiet forms
+// (false on NaN) except NEQ_UQ (true on NaN) and UNORD_Q.
+constexpr uint8_t kVcmpps[] = {
+    0,   // Eq: EQ_OQ
+    4,   // Ne: NEQ_UQ
+    17,  // Lt: LT_OQ
+    18,  // Le: LE_OQ
+    30,  // Gt: GT_OQ
+    29,  // Ge: GE_OQ
+    3,   // Unord: UNORD_Q
+};
+static_assert(sizeof(kVcmpps) == kNumCmpPreds, "a vcmpps predicate per CmpPred");
+constexpr uint8_t vcmpps_imm(CmpPred p) { return kVcmpps[static_cast<int>(p)]; }
 
 struct Gen {
+  const IrBuilder& ir;
   const std::vector<Node>& nodes;
+  const TargetCaps& caps;
   const bool avx512;
   const int lanes;
   const W w;
   const int vbytes;
   asmx::Assembler as;
 
-  std::vector<int32_t> end;    // last use of each value
-  std::vector<int32_t> nuses;
-  std::vector<int8_t> reg;     // register, or -1 when spilled
-  std::vector<int32_t> slot;   // spill slot index, or -1
-  std::vector<int32_t> alias;  // value whose location this one writes, or -1
-  std::vector<uint8_t> kcls;   // 1: AVX-512 mask register class
+  const Allocation& al;
+  const std::vector<int8_t>& reg;    // register, or -1 when spilled
+  const std::vector<int32_t>& slot;  // spill slot index, or -1
+  const std::vector<int32_t>& alias; // value whose location this one writes, or -1
   std::vector<int8_t> hoisted; // constant held in a register in this loop, or -1
-  int nslots = 0;
+  const int nslots;
   bool block_masks = false;  // emitting a masked block: per-copy masks (masked_block)
   int block_full = 0;        // ... whose copies below this are full
 
@@ -108,117 +89,14 @@ struct Gen {
   std::vector<Gp> saved;         // callee-saved registers pushed
   int scratch_rows = 0;
 
-  Gen(const IrBuilder& ir, bool is512)
-      : nodes(ir.nodes), avx512(is512), lanes(is512 ? 16 : 8), w(is512 ? W::Z : W::Y),
-        vbytes(is512 ? 64 : 32), as(is512 ? 4 : 32) {}
-
-  // ---------------------------------------------------------------------------
-  // Live intervals and linear scan.
-  // ---------------------------------------------------------------------------
-  void intervals() {
-    const size_t n = nodes.size();
-    end.assign(n, -1);
-    nuses.assign(n, 0);
-    kcls.assign(n, 0);
-    std::vector<int32_t> open;  // enclosing LoopBegin indices
-    for (size_t i = 0; i < n; ++i) {
-      const Node& nd = nodes[i];
-      if (nd.op == IrOp::LoopBegin) open.push_back(static_cast<int32_t>(i));
-      int32_t u[3];
-      uses_of(nd, u);
-      for (int32_t v : u) {
-        if (v < 0 || nodes[static_cast<size_t>(v)].op == IrOp::Const) continue;
-        int32_t e = static_cast<int32_t>(i);
-        for (int32_t lb : open)
-          if (lb > v) {
-            e = std::max(e, nodes[static_cast<size_t>(lb)].a);
-            break;  // the outermost such loop ends last
-          }
-        end[static_cast<size_t>(v)] = std::max(end[static_cast<size_t>(v)], e);
-        ++nuses[static_cast<size_t>(v)];
-      }
-      if (nd.op == IrOp::LoopEnd) open.pop_back();
-      if (produces_value(nd.op)) {
-        end[i] = std::max(end[i], static_cast<int32_t>(i));
-        kcls[i] = avx512 && is_mask(nd.op);
-      }
-    }
-    // Coalesce `t = op(...); acc <- t` when t has no other use: t is computed
-    // straight into the accumulator's location.
-    alias.assign(n, -1);
-    for (size_t i = 1; i < n; ++i) {
-      const Node& nd = nodes[i];
-      if (nd.op != IrOp::Copy) continue;
-      const size_t t = static_cast<size_t>(nd.b);
-      if (t == i - 1 && produces_value(nodes[t].op) && !kcls[t] && nuses[t] == 1 &&
-          nodes[t].op != IrOp::Init)
-        alias[t] = nd.a;
-    }
-  }
-
-  void allocate() {
-    const size_t n = nodes.size();
-    reg.assign(n, -1);
-    slot.assign(n, -1);
-    std::vector<int32_t> active[2];
-    uint32_t free_mask[2];
-    free_mask[0] = 0;
-    for (int r = kFirstVec; r < (avx512 ? 32 : 16); ++r) free_mask[0] |= 1u << r;
-    free_mask[1] = 0;
-    for (int r = kFirstK; r <= kLastK; ++r) free_mask[1] |= 1u << r;
-    for (size_t i = 0; i < n; ++i) {
-      if (!produces_value(nodes[i].op) || alias[i] >= 0) continue;
-      const int c = kcls[i];
-      const int32_t pos = static_cast<int32_t>(i);
-      // Expire intervals that end at or before this node (a source's register
-      // may become this node's destination: one instruction reads, then writes).
-      for (int cc = 0; cc < 2; ++cc) {
-        auto& act = active[cc];
-        size_t k = 0;
-        for (size_t j = 0; j < act.size(); ++j) {
-          const int32_t v = act[j];
-          if (end[static_cast<size_t>(v)] <= pos) free_mask[cc] |= 1u << reg[static_cast<size_t>(v)];
-          else act[k++] = v;
-        }
-        act.resize(k);
-      }
-      int r = -1;
-      // Prefer the register of the first source (fma 213, tail select moves).
-      const int32_t a = nodes[i].a;
-      if (nodes[i].op != IrOp::Copy && a >= 0 && a < pos && reg[static_cast<size_t>(a)] >= 0 &&
-          kcls[static_cast<size_t>(a)] == c && (free_mask[c] >> reg[static_cast<size_t>(a)] & 1u))
-        r = reg[static_cast<size_t>(a)];
-      if (r < 0 && free_mask[c]) r = __builtin_ctz(free_mask[c]);
-      auto& act = active[c];
-      if (r >= 0) {
-        free_mask[c] &= ~(1u << r);
-        reg[i] = static_cast<int8_t>(r);
-        act.push_back(pos);
-        continue;
-      }
-      // Spill the interval that ends last.
-      size_t far = 0;
-      for (size_t j = 1; j < act.size(); ++j)
-        if (end[static_cast<size_t>(act[j])] > end[static_cast<size_t>(act[far])]) far = j;
-      const size_t s = static_cast<size_t>(act[far]);
-      if (!act.empty() && end[s] > end[i]) {
-        reg[i] = reg[s];
-        reg[s] = -1;
-        slot[s] = nslots++;
-        act[far] = pos;
-      } else {
-        slot[i] = nslots++;
-      }
-    }
-  }
+  Gen(const IrBuilder& ir_, const Allocation& allocation, const TargetCaps& target, bool is512)
+      : ir(ir_), nodes(ir_.nodes), caps(target), avx512(is512), lanes(target.lanes), w(is512 ? W::Z : W::Y),
+        vbytes(is512 ? 64 : 32), as(is512 ? 4 : 32), al(allocation), reg(allocation.reg), slot(allocation.slot), alias(allocation.alias), nslots(allocation.nslots) {}
 
   // ---------------------------------------------------------------------------
   // Operand access.
   // ---------------------------------------------------------------------------
-  size_t loc(int32_t v) const {
-    const int32_t a = alias[static_cast<size_t>(v)];
-    return static_cast<size_t>(a >= 0 ? a : v);
-  }
+  size_t loc(int32_t v) const { return al.loc(v); }
   bool is_const(int32_t v) const { return nodes[static_cast<size_t>(v)].op == IrOp::Const; }
   Opnd vr(int r) const { return asmx::vreg(r, w); }
   Opnd slot_mem(int32_t v, int size) const {
@@ -368,35 +246,12 @@ struct Gen {
     }
   }
 
-  // Constants a loop uses most get registers no value holds during the loop
-  // (loaded once before it); the rest stay memory operands.
+  // Constants the loop (b, e) reads most go to registers no value holds
+  // during it (regalloc's choice), loaded once before it; the rest stay
+  // memory operands.
   void hoist_constants(int32_t b, int32_t e) {
     hoisted.assign(nodes.size(), -1);
-    uint32_t busy = (1u << kFirstVec) - 1;  // scratch
-    for (size_t v = 0; v < nodes.size(); ++v)
-      if (produces_value(nodes[v].op) && !kcls[v] && reg[loc(static_cast<int32_t>(v))] >= 0 &&
-          static_cast<int32_t>(v) <= e && end[v] >= b)
-        busy |= 1u << reg[loc(static_cast<int32_t>(v))];
-    const uint32_t all = avx512 ? 0xffffffffu : 0xffffu;
-    uint32_t avail = all & ~busy;
-    if (!avail) return;
-    std::vector<std::pair<int, int32_t>> count;  // (uses, const node)
-    for (int32_t i = b; i < e; ++i) {
-      int32_t u[3];
-      uses_of(nodes[static_cast<size_t>(i)], u);
-      for (int32_t v : u) {
-        if (v < 0 || !is_const(v)) continue;
-        auto it = std::find_if(count.begin(), count.end(), [&](auto& c) { return c.second == v; });
-        if (it == count.end()) count.emplace_back(1, v);
-        else ++it->first;
-      }
-    }
-    std::stable_sort(count.begin(), count.end(), [](auto& x, auto& y) { return x.first > y.first; });
-    for (auto& [uses, v] : count) {
-      (void)uses;
-      if (!avail) break;
-      const int r = __builtin_ctz(avail);
-      avail &= avail - 1;
+    for (auto [v, r] : hoisted_constants(ir, al, caps, b, e)) {
       hoisted[static_cast<size_t>(v)] = static_cast<int8_t>(r);
       as.v(VI::vbroadcastss, vr(r), as.constant(nodes[static_cast<size_t>(v)].u, 4));
     }
@@ -665,7 +520,7 @@ struct Gen {
       return;
     }
     as.v(kind == 1 ? VI::vmaxps : VI::vminps, hi, lo, hi);  // r = op(lo, hi)
-    as.v(VI::vcmpps, t, lo, lo, asmx::imm(kCmpUNORD_Q));
+    as.v(VI::vcmpps, t, lo, lo, asmx::imm(vcmpps_imm(CmpPred::Unord)));
     as.v(VI::vblendvps, lo, hi, lo, t);  // unord(lo, lo) ? lo : r
   }
 
@@ -844,7 +699,7 @@ struct Gen {
         const bool fcmp = n.op == IrOp::Cmp;
         const VI inst = fcmp ? VI::vcmpps : n.op == IrOp::IEq ? VI::vpcmpeqd : VI::vpcmpgtd;
         const Opnd d = avx512 ? kdst(i) : dst(i);
-        if (fcmp) as.v(inst, d, a, b, asmx::imm(n.imm));
+        if (fcmp) as.v(inst, d, a, b, asmx::imm(vcmpps_imm(static_cast<CmpPred>(n.imm))));
         else as.v(inst, d, a, b);
         if (avx512) kcommit(i);
         else commit(i);
@@ -921,30 +776,34 @@ struct Gen {
 
 }  // namespace
 
-void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* reason,
-               bool no_spills, bool* spilled) {
+bool target_caps(Isa isa, TargetCaps* caps, std::string* reason) {
   if (isa != Isa::Avx2 && isa != Isa::Avx512) {
     *reason = "the JIT emits AVX2 or AVX-512 only";
-    return nullptr;
+    return false;
   }
-  if (isa != Isa::Avx512)
-    for (const Node& n : ir.nodes)
-      if (n.op == IrOp::Scalef || n.op == IrOp::OrAnd) {
-        *reason = "IR lowered for AVX-512 (vscalefps, vpternlogd) cannot be emitted as AVX2";
-        return nullptr;
-      }
-  Gen g(ir, isa == Isa::Avx512);
+  const bool is512 = isa == Isa::Avx512;
+  caps->lanes = is512 ? 16 : 8;
+  caps->fused_or_and = is512;  // vpternlogd
+  caps->scale_exp = is512;     // vscalefps
+  caps->mask_regs = is512;     // k2..k5 (k1: the tail mask; k6, k7: reloads)
+  caps->vector_regs = is512 ? 32 : 16;
+  caps->first_vector_reg = kFirstVec;
+  caps->first_mask_reg = is512 ? kFirstK : 0;
+  caps->mask_reg_end = is512 ? kLastK + 1 : 0;
+  return true;
+}
+
+void* emit(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, Isa isa, size_t* code_bytes,
+           std::string* reason) {
+  Gen g(ir, al, caps, isa == Isa::Avx512);
   g.scratch_rows = ir.scratch_rows;
-  g.intervals();
-  g.allocate();
-  if (no_spills && g.nslots > 0) {
-    if (spilled) *spilled = true;
-    *reason = "spills";
-    return nullptr;
-  }
   g.plan_pointers();
   g.function();
   return g.as.finish(code_bytes, reason);
 }
+
+void release_code(void* fn) { asmx::release(fn); }
+
+void set_target_log(bool on) { asmx::set_log(on); }
 
 }  // namespace dvm::backends::jit
