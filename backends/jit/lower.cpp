@@ -509,7 +509,7 @@ struct Lowering {
 
   // Blocks of `block` column vectors, then one masked block for what is
   // left: the smallest of block, block/2, ..., 1 vectors that covers it
-  // (LoopBegin.b = 3; codegen picks it at run time). Every loop level is one
+  // (LoopBegin.b = 3, chosen at run time). Every loop level is one
   // pass over the rows, so any tile takes one pass beyond its full blocks: a
   // 100-column tile one 8-block pass (it took a 4-block, a 2-block and a
   // masked one-vector pass, each rereading the rows). Block 1 (the spill

@@ -27,7 +27,7 @@ inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // ---- shared helpers ------------------------------------------------------------
 
 // torch.maximum / torch.minimum: NaN if either operand is NaN.
-//   r = vmaxps(a, b)   (NaN in b, or in both, comes out of here)
+//   r = max(a, b)   (NaN in b, or in both, comes out of here)
 //   r = select(unord(a, a), a, r)
 template <class V>
 DVM_SIMD_INLINE V maximum(V a, V b) {
@@ -64,7 +64,7 @@ DVM_SIMD_INLINE V exp(V x) {
   p = V::fma(p, r, V::splat(4.9999994040e-1f));
   V y = V::add(V::fma(p, V::mul(r, r), r), V::splat(1.0f));
   // n in [-150, 128]: y * 2^n rounded once, so subnormal results are
-  // correctly rounded for the polynomial value (vscalefps, or in halves).
+  // correctly rounded for the polynomial value (one op, or in halves).
   return V::scale_pow2(y, n);
 }
 

@@ -1,9 +1,10 @@
-// y * 2^n in one rounding, for SIMD types without vscalefps (AVX2, the JIT's
-// AVX2 code): n is an integral float in [-150, 128] (exp's range). 2^n is not
-// representable near the ends, so it is applied in halves: n1 = n >> 1 and
-// n2 = n - n1 both lie in [-75, 64]; y * 2^n1 is exact for y near 1 (the only
-// use: exp's polynomial value in [0.7, 1.5]) and the second product rounds
-// once, exactly as vscalefps rounds y * 2^n (subnormal results included).
+// y * 2^n in one rounding, for SIMD types and JIT targets without a one-op
+// scale (VecScalar, VecAvx2, TargetCaps::scale_exp false): n is an integral
+// float in [-150, 128] (exp's range). 2^n is not representable near the ends,
+// so it is applied in halves: n1 = n >> 1 and n2 = n - n1 both lie in
+// [-75, 64]; y * 2^n1 is exact for y near 1 (the only use: exp's polynomial
+// value in [0.7, 1.5]) and the second product rounds once, exactly as y * 2^n
+// rounded once (subnormal results included).
 #pragma once
 
 namespace dvm::simd {

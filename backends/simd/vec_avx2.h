@@ -1,5 +1,29 @@
-// The 8-lane AVX2+FMA SIMD value type (one ymm register); the primitive
-// contract and the instruction each primitive maps to are in vec_scalar.h.
+// The 8-lane AVX2+FMA SIMD value type (one ymm register), implementing the
+// primitive contract of vec_scalar.h.
+//
+// The x86 instructions of each primitive (AVX2 / AVX-512 where they differ;
+// the JIT's x86 emitter uses the same ones):
+//   splat                      vbroadcastss
+//   load store                 vmovups
+//   load_partial store_partial vmaskmovps / vmovups{k}{z}, vmovups{k}
+//   add sub mul div sqrt       vaddps vsubps vmulps vdivps vsqrtps
+//   fma fnma                   vfmadd213ps vfnmadd213ps
+//   min max                    vminps vmaxps (the second operand unless true)
+//   abs neg                    vandnps / vxorps with -0.0f
+//   bit_and bit_or bit_xor     vandps vorps vxorps
+//   bit_andnot                 vandnps
+//   bit_or_and                 vandps + vorps / vpternlogd 0xF8
+//   round_even floor ceil trunc  vroundps / vrndscaleps imm 8 9 10 11
+//   eq ne lt le gt ge unord    vcmpps EQ_OQ NEQ_UQ LT_OQ LE_OQ GT_OQ GE_OQ UNORD_Q
+//   mask_and mask_or mask_not  vandps vorps vxorps-all-ones / kandw korw knotw
+//   select                     vblendvps / vblendmps
+//   scale_pow2                 in halves (scale_pow2.h) / vscalefps
+//   isplat                     vpbroadcastd
+//   cvt_round cvt_float        vcvtps2dq (MXCSR default: nearest-even) vcvtdq2ps
+//   iadd isub iand             vpaddd vpsubd vpand / vpandd
+//   shl shr sra                vpslld vpsrld vpsrad
+//   ieq igt                    vpcmpeqd vpcmpgtd
+//   hmax hmin step             vmaxps / vminps, vcmpps UNORD_Q, vblendvps
 //
 // Include only from a translation unit compiled with -mavx2 -mfma (today:
 // backends/kernels_avx2.cpp and kernels_avx512.cpp), and call its code only

@@ -1,5 +1,6 @@
 // The 16-lane AVX-512 (F+DQ+BW+VL) SIMD value type (one zmm register, masks in
-// k registers); the primitive contract is documented in vec_scalar.h.
+// k registers), implementing the primitive contract of vec_scalar.h; the x86
+// instruction of each primitive is listed in vec_avx2.h.
 //
 // Include only from a translation unit compiled with the AVX-512 flags (today:
 // backends/kernels_avx512.cpp), and call its code only after isa.h says the

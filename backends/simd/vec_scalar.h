@@ -1,62 +1,71 @@
-// The one-lane SIMD value type: plain scalar C++ with the exact IEEE semantics
-// of the x86 instructions that VecAvx2 / VecAvx512 (and the JIT) use.
+// The one-lane SIMD value type: plain scalar C++ whose IEEE single-precision
+// semantics define, lane by lane, what every SIMD type computes.
 //
 // ===========================================================================
 // The SIMD primitive contract (shared by VecScalar, VecAvx2, VecAvx512 and the
-// JIT's code-emitting type)
+// JIT's IR-recording type)
 // ===========================================================================
 // Style: a type V is a small value struct (one register); every operation is a
 // STATIC MEMBER FUNCTION of V, called as V::add(a, b). Math templates in
 // backends/math/vmath.h use nothing else, so the JIT can instantiate them with
-// a V whose static members emit instructions instead of executing them, and the
+// a V whose static members record IR instead of executing, and the
 // interpreter and the JIT then compute bit-identical results by construction.
+// Each primitive below is one IEEE operation per lane with one rounding
+// (round to nearest even) unless it says otherwise; which instruction
+// implements it is the implementing type's business (the x86 mapping is in
+// vec_avx2.h).
 //
 // Every V provides:
 //   static constexpr int kLanes;         floats per register
 //   struct Mask;                         one predicate per lane
 //   struct Int;                          kLanes int32 lanes (same register)
 //
-//   float lanes                          x86 (AVX2 ymm / AVX-512 zmm)
-//   splat(float)                         vbroadcastss (from a constant)
-//   load(p) / store(p, v)                vmovups
-//   load_partial(p, n)                   lanes >= n read as 0, never touch memory
-//                                        there: vmaskmovps / vmovups{k}{z}
-//   store_partial(p, v, n)               lanes < n only: vmaskmovps / vmovups{k}
+//   float lanes
+//   splat(float)                         every lane = the value
+//   load(p) / store(p, v)                kLanes consecutive floats, unaligned
+//   load_partial(p, n)                   lanes < n from p; lanes >= n read as 0
+//                                        and never touch memory there
+//   store_partial(p, v, n)               writes lanes < n only
 //   tail_mask(n)                         Mask of lanes < n (0 <= n <= kLanes)
-//   add sub mul div sqrt                 vaddps vsubps vmulps vdivps vsqrtps
-//   fma(a, b, c)                         a*b+c, one rounding: vfmadd213ps
-//   fnma(a, b, c)                        c-a*b, one rounding: vfnmadd213ps (the
-//                                        same bits as fma(neg(a), b, c), one op)
-//   min(a, b) / max(a, b)                vminps / vmaxps: a<b?a:b / a>b?a:b,
-//                                        so b is returned if either is NaN and
-//                                        for +0/-0 ties. Put the value whose NaN
-//                                        must survive SECOND.
-//   abs(a)                               vandnps with -0.0f (clears sign)
-//   neg(a)                               vxorps with -0.0f (flips sign)
-//   bit_and bit_or bit_xor               vandps vorps vxorps
-//   bit_andnot(a, b) = ~a & b            vandnps (first operand inverted)
-//   bit_or_and(a, b, c) = a | (b & c)    vpternlogd 0xF8 (AVX-512); vandps+vorps
-//   round_even floor ceil trunc          vroundps / vrndscaleps imm 8/9/10/11
-//                                        (round_even: nearest, ties to even)
-//   eq ne lt le gt ge unord -> Mask      vcmpps predicates EQ_OQ, NEQ_UQ (true
-//                                        on NaN), LT_OQ, LE_OQ, GT_OQ, GE_OQ,
-//                                        UNORD_Q
-//   mask_and mask_or mask_not            vandps/vorps/vxorps-all-ones; kandw
-//                                        korw knotw
-//   select(m, a, b) = m ? a : b          vblendvps (AVX2) / vblendmps (AVX-512)
+//   add sub mul div sqrt                 IEEE, correctly rounded
+//   fma(a, b, c)                         a*b+c, one rounding
+//   fnma(a, b, c)                        c-a*b, one rounding (the same bits as
+//                                        fma(neg(a), b, c))
+//   min(a, b) / max(a, b)                a<b?a:b / a>b?a:b, so b is returned if
+//                                        either is NaN and for +0/-0 ties. Put
+//                                        the value whose NaN must survive
+//                                        SECOND.
+//   abs(a)                               clears the sign bit (andnot -0.0f)
+//   neg(a)                               flips the sign bit (xor -0.0f)
+//   bit_and bit_or bit_xor               bitwise on the 32-bit patterns
+//   bit_andnot(a, b) = ~a & b            first operand inverted
+//   bit_or_and(a, b, c) = a | (b & c)    one op where the target fuses it, else
+//                                        bit_and then bit_or (same bits)
+//   round_even floor ceil trunc          to an integral float: nearest with
+//                                        ties to even, down, up, toward zero;
+//                                        NaN stays NaN, no exceptions raised
+//   eq ne lt le gt ge unord -> Mask      IEEE comparisons: eq lt le gt ge are
+//                                        false when either is NaN, ne is true
+//                                        then (not equal or unordered), unord
+//                                        is true exactly when either is NaN;
+//                                        -0 == +0
+//   mask_and mask_or mask_not            per-lane logic on masks
+//   select(m, a, b) = m ? a : b          per lane
 //   scale_pow2(y, n) = y * 2^n           n an integral float in [-150, 128], one
-//                                        rounding: vscalefps (AVX-512); in
-//                                        halves (scale_pow2.h) elsewhere
+//                                        rounding (subnormal results included):
+//                                        one op where the target has it, else
+//                                        in halves (scale_pow2.h)
 //
 //   int32 lanes
-//   isplat(int32_t)                      vpbroadcastd
-//   as_int(V) / as_float(Int)            bit reinterpretation (no instruction)
-//   cvt_round(V) -> Int                  vcvtps2dq: nearest-even (MXCSR default);
-//                                        NaN / out of range -> INT32_MIN
-//   cvt_float(Int) -> V                  vcvtdq2ps
-//   iadd isub iand                       vpaddd vpsubd vpandd
-//   shl<k> shr<k> sra<k>                 vpslld vpsrld (logical) vpsrad (arith.)
-//   ieq igt -> Mask                      vpcmpeqd vpcmpgtd (signed)
+//   isplat(int32_t)                      every lane = the value
+//   as_int(V) / as_float(Int)            bit reinterpretation (no operation)
+//   cvt_round(V) -> Int                  nearest-even; NaN / out of range ->
+//                                        INT32_MIN
+//   cvt_float(Int) -> V                  nearest-even
+//   iadd isub iand                       wrapping add and subtract, bitwise and
+//   shl<k> shr<k> sra<k>                 shift left, logical right, arithmetic
+//                                        right
+//   ieq igt -> Mask                      equal, greater (signed)
 //
 //   horizontal reductions (fixed tree; the JIT must mirror it exactly)
 //   hsum hmax hmin -> float              16 lanes: lane j (+) lane j+8, j<8;
@@ -67,12 +76,13 @@
 //                                        hsum; for hmax/hmin it is the
 //                                        NaN-propagating torch.maximum /
 //                                        torch.minimum step:
-//                                          r = vmaxps(lo, hi)   (vminps)
+//                                          r = max(lo, hi)   (min)
 //                                          r = select(unord(lo, lo), lo, r)
 //                                        with lo the lower-lane half.
 //
-// Assumptions: MXCSR in its default state (round to nearest, no FTZ/DAZ,
-// exceptions masked) — exactly what std::nearbyint & co. see in VecScalar.
+// Assumptions: the floating-point environment in its default state (round to
+// nearest even, subnormals neither flushed nor treated as zero, exceptions
+// masked) — exactly what std::nearbyint & co. see in VecScalar.
 // Alias rule for kernels built on these types: a destination may be the same
 // pointer as a source, but must not partially overlap it.
 #pragma once
@@ -123,7 +133,7 @@ struct VecScalar {
   DVM_SIMD_INLINE static VecScalar fnma(VecScalar a, VecScalar b, VecScalar c) {
     return {std::fma(-a.v, b.v, c.v)};
   }
-  // x86 minps/maxps: the second operand unless the comparison is true.
+  // The second operand unless the comparison is true.
   DVM_SIMD_INLINE static VecScalar min(VecScalar a, VecScalar b) { return {a.v < b.v ? a.v : b.v}; }
   DVM_SIMD_INLINE static VecScalar max(VecScalar a, VecScalar b) { return {a.v > b.v ? a.v : b.v}; }
   DVM_SIMD_INLINE static VecScalar sqrt(VecScalar a) { return {std::sqrt(a.v)}; }
@@ -149,7 +159,7 @@ struct VecScalar {
 
   // ---- rounding -------------------------------------------------------------
   // nearbyint honours the current rounding mode, which the contract assumes is
-  // the default round-to-nearest-even (as vroundps imm 8 / vrndscaleps imm 8).
+  // the default round-to-nearest-even.
   DVM_SIMD_INLINE static VecScalar round_even(VecScalar a) { return {std::nearbyint(a.v)}; }
   DVM_SIMD_INLINE static VecScalar floor(VecScalar a) { return {std::floor(a.v)}; }
   DVM_SIMD_INLINE static VecScalar ceil(VecScalar a) { return {std::ceil(a.v)}; }
@@ -179,14 +189,14 @@ struct VecScalar {
   DVM_SIMD_INLINE static Int isplat(int32_t x) { return {x}; }
   DVM_SIMD_INLINE static Int as_int(VecScalar a) { return {std::bit_cast<int32_t>(a.v)}; }
   DVM_SIMD_INLINE static VecScalar as_float(Int a) { return {std::bit_cast<float>(a.i)}; }
-  // cvtss2si semantics: nearest-even; NaN and out-of-range give INT32_MIN.
+  // Nearest-even; NaN and out-of-range give INT32_MIN.
   DVM_SIMD_INLINE static Int cvt_round(VecScalar a) {
     float r = std::nearbyint(a.v);
     if (!(r >= -2147483648.0f && r < 2147483648.0f)) return {INT32_MIN};
     return {static_cast<int32_t>(r)};
   }
   DVM_SIMD_INLINE static VecScalar cvt_float(Int a) { return {static_cast<float>(a.i)}; }
-  // Wrapping arithmetic, as vpaddd / vpsubd.
+  // Wrapping arithmetic.
   DVM_SIMD_INLINE static Int iadd(Int a, Int b) {
     return {static_cast<int32_t>(static_cast<uint32_t>(a.i) + static_cast<uint32_t>(b.i))};
   }
