@@ -17,10 +17,10 @@ namespace {
 
 std::atomic<size_t> g_code_bytes[3];  // per Isa
 
-// ColReduce: column vectors per pass over the rows (an accumulator each):
-// 16 zmm (1 KiB of every row per pass) or 8 ymm.
-constexpr int kColBlock512 = 16;
-constexpr int kColBlockAvx2 = 8;
+// ColReduce: column vectors per pass over the rows, an accumulator each: half
+// the target's vector registers (AVX-512: 16 zmm, 1 KiB of every row per
+// pass; AVX2: 8 ymm), leaving the rest for the prologue's values.
+int col_block(const TargetCaps& caps) { return std::min(caps.vector_regs / 2, kMaxColBlock); }
 
 class JitCodeImpl final : public JitCode {
  public:
@@ -129,15 +129,16 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   const vm::Form form = vp.program.form;
   // Elementwise: one copy of the body per main-loop iteration unless tuning
   // asks for more (docs/JIT.md: W1 with 4 interleaved copies was 1.3x slower
-  // at 16M and no faster at 4K or 1M). ColReduce: 16 (AVX2: 8) column vectors
-  // per row pass; a default block that would spill falls back to 4, then 1.
+  // at 16M and no faster at 4K or 1M). ColReduce: col_block(caps) column
+  // vectors per row pass; a default block that would spill falls back to 4,
+  // then 1.
   int copies = 1;
   const bool interleave = tune.interleave != 0;
   if (form == vm::Form::Elementwise) {
     if (tune.unroll > 0) copies = tune.unroll;
   } else if (form == vm::Form::ColReduce) {
     copies = tune.col_block > 0 ? std::min(tune.col_block, kMaxColBlock)
-                                : isa == Isa::Avx512 ? kColBlock512 : kColBlockAvx2;
+                                : col_block(ir.caps);
   }
   const bool forced = form == vm::Form::Elementwise ? tune.unroll > 0 : tune.col_block > 0;
   size_t bytes = 0;
