@@ -119,7 +119,7 @@ void BM_encode(benchmark::State& state, W w, const std::string& name) {
   const dvm::fuser::Group& g = kernel_group(plan);
   size_t bytes = 0;
   for (auto _ : state) {
-    dvm::fuser::Lowered low = dvm::fuser::lower(g);
+    dvm::fuser::Lowered low = dvm::fuser::lower(g, plan.placement);
     bytes = low.bytecode.bytes.size();
     benchmark::DoNotOptimize(low.bytecode.bytes.data());
   }
@@ -146,7 +146,7 @@ void BM_verify(benchmark::State& state, W w, const std::string& name) {
   Recorded r = record_nodes(w);
   const dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
   const dvm::fuser::Group& g = kernel_group(plan);
-  const dvm::fuser::Lowered low = dvm::fuser::lower(g);
+  const dvm::fuser::Lowered low = dvm::fuser::lower(g, plan.placement);
   const size_t instructions = verified_kernel(low, name).program.code.size();
   for (auto _ : state) {
     dvm::vm::VerifiedProgram vp;
@@ -172,7 +172,7 @@ void BM_jit(benchmark::State& state, W w, const std::string& name) {
   Recorded r = record_nodes(w);
   const dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
   const dvm::fuser::Group& g = kernel_group(plan);
-  const dvm::fuser::Lowered low = dvm::fuser::lower(g);
+  const dvm::fuser::Lowered low = dvm::fuser::lower(g, plan.placement);
   const dvm::vm::VerifiedProgram vp = verified_kernel(low, name);
   std::string reason;
   size_t code_bytes = 0;

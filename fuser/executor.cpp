@@ -137,18 +137,14 @@ class Runner {
 
 // Rebuilds a cached group over this flush's nodes (into g, whose member
 // list keeps its capacity).
-void replay_group(const CachedGroup& cg, const std::vector<Node*>& nodes, int index, Group& g) {
+void replay_group(const CachedGroup& cg, const std::vector<Node*>& nodes, Group& g) {
   g.form = cg.form;
   g.red_begin = cg.red_begin;
   g.red_end = cg.red_end;
   const Node* f = nodes[static_cast<size_t>(cg.full_from)];
   g.full = cg.full_from_input ? f->in[0]->shape : f->shape;
   g.members.clear();
-  for (int32_t m : cg.members) {
-    Node* n = nodes[static_cast<size_t>(m)];
-    n->group = index;
-    g.members.push_back(n);
-  }
+  for (int32_t m : cg.members) g.members.push_back(nodes[static_cast<size_t>(m)]);
 }
 
 }  // namespace
@@ -162,51 +158,40 @@ int64_t execute(const std::vector<Node*>& nodes) {
   int64_t computed = 0;
   if (const CachedPlan* cached = cache.find(sig)) {
     ++cache.hits;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      nodes[i]->group = -1;
-      nodes[i]->domain = cached->domain[i];
-      nodes[i]->output = cached->output[i] != 0;
-    }
-    for (size_t gi = 0; gi < cached->groups.size(); ++gi) {
-      const CachedGroup& cg = cached->groups[gi];
+    for (const CachedGroup& cg : cached->groups) {
       thread_local Group g;
-      replay_group(cg, nodes, static_cast<int>(gi), g);
+      replay_group(cg, nodes, g);
       if (g_check_plans.load(std::memory_order_relaxed)) {
-        Lowered full = lower(g);
+        Lowered full = lower(g, cached->placement);
         if (!(full.bytecode == cg.kernel->bytecode()))
           throw Error("internal: plan cache replay would run a different kernel");
       }
-      runner.add(g, replay_args(g, cg.args, nodes), cg.kernel);
+      runner.add(g, replay_args(g, cg.args, nodes, cached->placement), cg.kernel);
       computed += static_cast<int64_t>(g.members.size());
     }
   } else {
     ++cache.misses;
     Plan plan = partition(nodes);
     CachedPlan record;
-    record.domain.resize(nodes.size());
-    record.output.resize(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      record.domain[i] = nodes[i]->domain;
-      record.output[i] = nodes[i]->output;
-    }
+    record.placement = plan.placement;
     for (int gi : plan.order) {
       const Group& g = plan.groups[static_cast<size_t>(gi)];
-      Lowered low = lower(g);
+      Lowered low = lower(g, plan.placement);
       std::shared_ptr<vm::Kernel> k = vm::KernelCache::global().get(low.bytecode);
       CachedGroup cg;
       cg.form = g.form;
       cg.red_begin = g.red_begin;
       cg.red_end = g.red_end;
-      for (const Node* m : g.members) cg.members.push_back(m->seq);
-      cg.full_from = g.members.front()->seq;
+      for (const Node* m : g.members) cg.members.push_back(m->index);
+      cg.full_from = g.members.front()->index;
       for (const Node* m : g.members) {
         if (m->kind == NodeKind::Reduce) {
-          cg.full_from = m->seq;
+          cg.full_from = m->index;
           cg.full_from_input = true;
           break;
         }
-        if (m->shape == g.full && m->domain == static_cast<uint8_t>(Domain::Full)) {
-          cg.full_from = m->seq;
+        if (m->shape == g.full && plan.placement[static_cast<size_t>(m->index)].domain == Domain::Full) {
+          cg.full_from = m->index;
           break;
         }
       }

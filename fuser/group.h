@@ -27,9 +27,18 @@ struct Group {
   bool alive = true;      // false once merged into another group
 };
 
+// Where partition put one node of the flush. Kept per node, indexed by
+// Node::index (the node's position in the flushed list).
+struct Placement {
+  int32_t group = -1;             // fused group, -1 for none (views)
+  Domain domain = Domain::Full;   // within the group
+  bool output = false;            // stored by its group (observed or read elsewhere)
+};
+
 struct Plan {
-  std::vector<Group> groups;  // dead (merged) groups included
-  std::vector<int> order;     // live groups, dependencies first
+  std::vector<Group> groups;         // dead (merged) groups included
+  std::vector<int> order;            // live groups, dependencies first
+  std::vector<Placement> placement;  // per node of the flush
 };
 
 // True when s is F with the axes [a, b) removed or kept as size 1.

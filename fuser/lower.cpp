@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <string>
 
 #include "dvm/error.h"
+#include "fuser/op_map.h"
 #include "vm/encoder.h"
 
 namespace dvm::fuser {
@@ -52,19 +54,27 @@ void to_full_space(const Group& g, const Shape& s, const int64_t* in, int64_t* o
   for (int k = 0, j = 0; k < rank; ++k) out[k] = (k >= g.red_begin && k < g.red_end) ? 0 : in[j++];
 }
 
-// The shape an input of n is broadcast to, and where that shape lives.
-bool reads_full(const Node* n) {
-  return n->kind == NodeKind::Reduce || n->domain == static_cast<uint8_t>(Domain::Full);
-}
-
 struct Builder {
   const Group& g;
+  const std::vector<Placement>& placement;  // per node of the flush
   Lowered out;
   // Strides of every argument over the axes of g.full, before collapsing.
   std::vector<std::array<int64_t, kMaxRank>> full_strides;
   std::vector<uint8_t> arg_domain;  // Domain of the readers (loads) or member (stores)
 
-  explicit Builder(const Group& grp) : g(grp) {}
+  Builder(const Group& grp, const std::vector<Placement>& pl) : g(grp), placement(pl) {}
+
+  const Placement& at(const Node* n) const { return placement[static_cast<size_t>(n->index)]; }
+
+  // Is x computed by n's group (a value in a register, not an argument)?
+  bool same_group(const Node* x, const Node* n) const {
+    return x->pending && static_cast<size_t>(x->index) < placement.size() && at(x).group == at(n).group;
+  }
+
+  // The shape an input of n is broadcast to, and where that shape lives.
+  bool reads_full(const Node* n) const {
+    return n->kind == NodeKind::Reduce || at(n).domain == Domain::Full;
+  }
 
   int find_or_add_leaf(Node* leaf, const int64_t* fs, Domain d) {
     const int rank = g.full.rank();
@@ -93,19 +103,19 @@ struct Builder {
         Node* x = n->in[i];
         int arg = -1;
         if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
-        if (!(x->pending && x->group == n->group) && x->kind != NodeKind::Const) {
+        if (!same_group(x, n) && x->kind != NodeKind::Const) {
           int64_t fs[kMaxRank];
           const Domain d = leaf_strides(n, i, fs);
           arg = find_or_add_leaf(x, fs, d);
           ArgSpec& a = out.args[static_cast<size_t>(arg)];
           if (a.origin_node < 0) {
-            a.origin_node = n->seq;
+            a.origin_node = n->index;
             a.origin_slot = static_cast<int8_t>(i);
           }
         }
         leaf_arg.push_back(arg);
       }
-      if (n->output) add_output(n);
+      if (at(n).output) add_output(n);
     }
   }
 
@@ -133,7 +143,7 @@ struct Builder {
     ArgSpec a;
     a.node = x;
     a.offset = x->offset;
-    a.origin_node = n->seq;
+    a.origin_node = n->index;
     a.origin_slot = static_cast<int8_t>(slot);
     out.args.push_back(a);
     std::array<int64_t, kMaxRank> f{};
@@ -143,21 +153,22 @@ struct Builder {
   }
 
   void add_output(Node* n) {
-        ArgSpec s;
-        s.node = n;
-        s.output = true;
-        s.origin_node = n->seq;
-        out.args.push_back(s);
-        int64_t cs[kMaxRank], fs[kMaxRank];
-        detail::contiguous_strides(n->shape, cs);
-        for (int k = 0; k < n->shape.rank(); ++k)
-          if (n->shape[k] == 1) cs[k] = 0;
-        if (n->domain == static_cast<uint8_t>(Domain::Full)) std::copy(cs, cs + g.full.rank(), fs);
-        else to_full_space(g, n->shape, cs, fs);
-        std::array<int64_t, kMaxRank> f{};
-        std::copy(fs, fs + g.full.rank(), f.begin());
-        full_strides.push_back(f);
-        arg_domain.push_back(n->domain);
+    ArgSpec s;
+    s.node = n;
+    s.output = true;
+    s.origin_node = n->index;
+    out.args.push_back(s);
+    int64_t cs[kMaxRank], fs[kMaxRank];
+    detail::contiguous_strides(n->shape, cs);
+    for (int k = 0; k < n->shape.rank(); ++k)
+      if (n->shape[k] == 1) cs[k] = 0;
+    const Domain d = at(n).domain;
+    if (d == Domain::Full) std::copy(cs, cs + g.full.rank(), fs);
+    else to_full_space(g, n->shape, cs, fs);
+    std::array<int64_t, kMaxRank> f{};
+    std::copy(fs, fs + g.full.rank(), f.begin());
+    full_strides.push_back(f);
+    arg_domain.push_back(static_cast<uint8_t>(d));
   }
 
   // Pass 2: the iteration space. Reductions split the full shape at their
@@ -270,7 +281,7 @@ struct Builder {
     for (size_t m = 0; m < g.members.size(); ++m) {
       first_slot[m] = slot;
       slot += g.members[m]->nin;
-      if (!g.members[m]->output) continue;
+      if (!at(g.members[m]).output) continue;
       for (size_t a = 0; a < out.args.size(); ++a)
         if (out.args[a].output && out.args[a].node == g.members[m]) out_arg[m] = static_cast<int>(a);
     }
@@ -281,11 +292,15 @@ struct Builder {
       auto phase = [&](size_t m) {
         const Node* n = g.members[m];
         if (n->kind == NodeKind::Reduce) return 1;
-        return n->domain == static_cast<uint8_t>(Domain::Full) ? 0 : 2;
+        return at(n).domain == Domain::Full ? 0 : 2;
       };
       std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return phase(x) < phase(y); });
     }
 
+    // Each member's value, by Node::index (kept per thread: its capacity
+    // stays from group to group; only this group's members are read).
+    thread_local std::vector<vm::Encoder::Value> values;
+    if (values.size() < placement.size()) values.resize(placement.size());
     for (size_t m : order) {
       Node* n = g.members[m];
       vm::Encoder::Value v[3] = {-1, -1, -1};
@@ -299,7 +314,7 @@ struct Builder {
         } else if (x->kind == NodeKind::Const) {
           v[i] = constant(x->value);
         } else {
-          v[i] = x->enc_value;
+          v[i] = values[static_cast<size_t>(x->index)];
         }
       }
       if (n->scalar_pos >= 0) {  // an inline scalar operand
@@ -307,17 +322,20 @@ struct Builder {
         v[n->scalar_pos] = constant(n->value);
       }
       vm::Encoder::Value r;
-      switch (n->kind) {
-        case NodeKind::Copy: r = v[0]; break;
-        case NodeKind::Reduce: r = enc.reduce(n->op, v[0]); break;
-        default:
-          switch (vm::op_class(n->op)) {
-            case vm::OpClass::Unary: r = enc.unary(n->op, v[0]); break;
-            case vm::OpClass::Binary: r = enc.binary(n->op, v[0], v[1]); break;
-            default: r = enc.ternary(n->op, v[0], v[1], v[2]); break;
-          }
+      if (n->kind == NodeKind::Copy) {
+        r = v[0];
+      } else {
+        const vm::Op op = bytecode_op(n->op);
+        switch (vm::op_class(op)) {
+          case vm::OpClass::Unary: r = enc.unary(op, v[0]); break;
+          case vm::OpClass::Binary: r = enc.binary(op, v[0], v[1]); break;
+          case vm::OpClass::Ternary: r = enc.ternary(op, v[0], v[1], v[2]); break;
+          case vm::OpClass::Reduce: r = enc.reduce(op, v[0]); break;
+          default:
+            throw Error(std::string("internal: op '") + detail::op_name(n->op) + "' has no vector opcode");
+        }
       }
-      n->enc_value = r;
+      values[static_cast<size_t>(n->index)] = r;
       if (out_arg[m] >= 0)
         enc.store(out.args[static_cast<size_t>(out_arg[m])].access, arg_index[static_cast<size_t>(out_arg[m])], r);
     }
@@ -327,18 +345,11 @@ struct Builder {
 
 }  // namespace
 
-Lowered lower(const Group& g) {
-  Builder b(g);
+Lowered lower(const Group& g, const std::vector<Placement>& placement) {
+  Builder b(g, placement);
   b.collect();
   b.make_space();
   b.encode();
-  return std::move(b.out);
-}
-
-Lowered analyze(const Group& g) {
-  Builder b(g);
-  b.collect();
-  b.make_space();
   return std::move(b.out);
 }
 
@@ -350,8 +361,8 @@ std::vector<ArgOrigin> arg_origins(const Lowered& low) {
 }
 
 Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
-                    const std::vector<Node*>& nodes) {
-  Builder b(g);
+                    const std::vector<Node*>& nodes, const std::vector<Placement>& placement) {
+  Builder b(g, placement);
   b.out.args.reserve(origins.size());
   b.full_strides.reserve(origins.size());
   b.arg_domain.reserve(origins.size());

@@ -24,8 +24,8 @@ struct Space {
 
 struct ArgSpec {
   detail::Node* node = nullptr;  // the leaf read, or the member stored
-  // Where it came from: the member (its seq) and which of its inputs (-1: the
-  // member itself, an output). A plan-cache replay rebuilds arguments from it.
+  // Where it came from: the member (its Node::index) and which of its inputs
+  // (-1: the member itself, an output). A plan-cache replay rebuilds arguments from it.
   int32_t origin_node = -1;
   int8_t origin_slot = -1;
   bool output = false;
@@ -42,7 +42,8 @@ struct Lowered {
 
 // The group's members must be computable now: every leaf they read is
 // materialized (pending views whose input ran earlier are resolved here).
-Lowered lower(const Group& g);
+// placement: the partition's, per node of the flush.
+Lowered lower(const Group& g, const std::vector<Placement>& placement);
 
 // Where each argument of a lowered group came from, to rebuild them later.
 struct ArgOrigin {
@@ -55,7 +56,7 @@ std::vector<ArgOrigin> arg_origins(const Lowered& low);
 // rebuilt from their origins over this flush's nodes (no walk over the
 // members), and the iteration space for this flush's sizes.
 Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
-                    const std::vector<detail::Node*>& nodes);
+                    const std::vector<detail::Node*>& nodes, const std::vector<Placement>& placement);
 
 // The launch for a lowered group once every output node has its buffer.
 vm::Launch bind(const Lowered& low);

@@ -23,12 +23,17 @@ bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b) {
 
 namespace {
 
-// A node computed by a group in this flush (not a leaf, constant or view).
-bool in_group(const Node* n) { return n->pending && n->group >= 0; }
-
 class Partitioner {
  public:
   Plan plan;
+
+  Placement& at(const Node* n) { return plan.placement[static_cast<size_t>(n->index)]; }
+  const Placement& at(const Node* n) const { return plan.placement[static_cast<size_t>(n->index)]; }
+
+  // A node computed by a group in this flush (not a leaf, constant or view).
+  bool in_group(const Node* n) const {
+    return n->pending && static_cast<size_t>(n->index) < plan.placement.size() && at(n).group >= 0;
+  }
 
   int find(int g) const {
     while (!plan.groups[static_cast<size_t>(g)].alive) g = forward_[static_cast<size_t>(g)];
@@ -38,7 +43,7 @@ class Partitioner {
   void place(Node* n) {
     if (n->kind == NodeKind::View) {
       // Views of pending nodes read their input from memory: it is stored.
-      if (n->in[0]->pending) n->in[0]->output = true;
+      if (n->in[0]->pending) at(n->in[0]).output = true;
       return;
     }
     if (n->kind == NodeKind::Reduce) place_reduce(n);
@@ -48,10 +53,10 @@ class Partitioner {
   void finish(const std::vector<Node*>& nodes) {
     for (Node* n : nodes) {
       if (n->kind == NodeKind::View) continue;
-      if (n->user_refs > 0) n->output = true;
+      if (n->user_refs > 0) at(n).output = true;
       for (int i = 0; i < n->nin; ++i) {
         Node* x = n->in[i];
-        if (in_group(x) && x->group != n->group) x->output = true;
+        if (in_group(x) && at(x).group != at(n).group) at(x).output = true;
       }
     }
     // Topological order of live groups (dependencies first).
@@ -106,14 +111,14 @@ class Partitioner {
   }
 
   void join(Node* n, int g, Domain d) {
-    n->group = g;
-    n->domain = static_cast<uint8_t>(d);
+    at(n).group = g;
+    at(n).domain = d;
     G(g).members.push_back(n);
     // Inputs from other groups (stored there) and from views of pending nodes.
     for (int i = 0; i < n->nin; ++i) {
       Node* x = n->in[i];
-      if (in_group(x) && find(x->group) != g) add_dep(g, x->group);
-      if (x->kind == NodeKind::View && x->pending) add_dep(g, x->in[0]->group);
+      if (in_group(x) && find(at(x).group) != g) add_dep(g, at(x).group);
+      if (x->kind == NodeKind::View && x->pending) add_dep(g, at(x->in[0]).group);
     }
   }
 
@@ -123,8 +128,8 @@ class Partitioner {
     for (int i = 0; i < n->nin; ++i) {
       const Node* x = n->in[i];
       int src = -1;
-      if (x->kind == NodeKind::View && x->pending) src = find(x->in[0]->group);
-      else if (in_group(x) && find(x->group) != g) src = find(x->group);
+      if (x->kind == NodeKind::View && x->pending) src = find(at(x->in[0]).group);
+      else if (in_group(x) && find(at(x).group) != g) src = find(at(x).group);
       if (src >= 0 && (src == g || depends(src, g))) return true;
     }
     return false;
@@ -174,8 +179,8 @@ class Partitioner {
       db = Domain::Full;  // members keep their own domains
     }
     for (Node* m : gb->members) {
-      m->group = a;
-      if (gb->form == vm::Form::Elementwise) m->domain = static_cast<uint8_t>(db);
+      at(m).group = a;
+      if (gb->form == vm::Form::Elementwise) at(m).domain = db;
       ga->members.push_back(m);
     }
     for (int d : gb->deps) add_dep(a, d);
@@ -185,7 +190,7 @@ class Partitioner {
     forward_[static_cast<size_t>(b)] = a;
     // Keep record order (members were pushed in it within each group).
     std::sort(ga->members.begin(), ga->members.end(),
-              [](const Node* x, const Node* y) { return x->seq < y->seq; });
+              [](const Node* x, const Node* y) { return x->index < y->index; });
     return a;
   }
 
@@ -195,7 +200,7 @@ class Partitioner {
     for (int i = 0; i < n->nin && ok; ++i) {
       Node* x = n->in[i];
       if (!in_group(x)) continue;
-      int g = find(x->group);
+      int g = find(at(x).group);
       if (target < 0) target = g;
       else if (g != target) {
         int m = merge(target, g);
@@ -210,9 +215,8 @@ class Partitioner {
       for (int i = 0; i < n->nin && ok; ++i) {
         const Node* x = n->in[i];
         if (in_group(x)) {
-          ok = readable(g, x, static_cast<Domain>(x->domain), dn) &&
-               (dn == Domain::Reduced || x->domain == static_cast<uint8_t>(Domain::Reduced) ||
-                x->shape == g.full);
+          ok = readable(g, x, at(x).domain, dn) &&
+               (dn == Domain::Reduced || at(x).domain == Domain::Reduced || x->shape == g.full);
         }
       }
       if (ok) {
@@ -227,8 +231,8 @@ class Partitioner {
     Node* x = n->in[0];
     const int a = n->red_begin, b = n->red_end;
     const vm::Form form = b == x->shape.rank() ? vm::Form::RowReduce : vm::Form::ColReduce;
-    if (in_group(x) && x->domain == static_cast<uint8_t>(Domain::Full)) {
-      int gi = find(x->group);
+    if (in_group(x) && at(x).domain == Domain::Full) {
+      int gi = find(at(x).group);
       Group& g = G(gi);
       if (g.full == x->shape && !would_cycle(n, gi)) {
         bool ok = false;
@@ -254,12 +258,8 @@ class Partitioner {
 
 Plan partition(const std::vector<Node*>& nodes) {
   Partitioner p;
-  int32_t order = 0;
-  for (Node* n : nodes) {
-    n->group = -1;
-    n->output = false;
-    n->seq = order++;  // keeps merged groups in record order
-  }
+  p.plan.placement.resize(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->index = static_cast<int32_t>(i);
   for (Node* n : nodes) p.place(n);
   p.finish(nodes);
   return std::move(p.plan);

@@ -16,8 +16,8 @@
 namespace dvm::fuser {
 
 // nodes: the pending nodes to compute, in record order (Views included; they
-// join no group but force their input to be stored). Sets each node's group,
-// domain and uses scratch fields.
+// join no group but force their input to be stored). Numbers them
+// (Node::index = position in nodes); the plan's placement is indexed by it.
 Plan partition(const std::vector<detail::Node*>& nodes);
 
 }  // namespace dvm::fuser

@@ -34,7 +34,7 @@ struct SigBuilder {
   }
   void input(const Node* x, int32_t index) {
     if (x->pending && x->needed) {
-      w.push_back(1 | static_cast<uint64_t>(index - x->seq) << 8);
+      w.push_back(1 | static_cast<uint64_t>(index - x->index) << 8);
       return;
     }
     if (x->kind == NodeKind::Const && !x->storage) {
@@ -68,7 +68,7 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
   sizes.clear();
   leaves.clear();
   SigBuilder b{out->words, sizes, leaves};
-  for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->seq = static_cast<int32_t>(i);
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->index = static_cast<int32_t>(i);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node* n = nodes[i];
     b.w.push_back(static_cast<uint64_t>(n->kind) | static_cast<uint64_t>(n->op) << 8 |

@@ -25,8 +25,8 @@ struct Signature {
   uint64_t hash = 0;
 };
 
-// Signature of `nodes` (a flush's needed nodes in record order). Sets each
-// node's seq to its index.
+// Signature of `nodes` (a flush's needed nodes in record order). Numbers
+// them (Node::index = position in nodes).
 void make_signature(const std::vector<detail::Node*>& nodes, Signature* out);
 
 struct CachedGroup {
@@ -40,9 +40,8 @@ struct CachedGroup {
 };
 
 struct CachedPlan {
-  std::vector<CachedGroup> groups;  // in execution order
-  std::vector<uint8_t> domain;      // per node
-  std::vector<uint8_t> output;      // per node
+  std::vector<CachedGroup> groups;     // in execution order
+  std::vector<Placement> placement;    // per node, as partition left it
 };
 
 class PlanCache {

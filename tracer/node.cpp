@@ -108,7 +108,7 @@ void contiguous_strides(const Shape& shape, int64_t* strides) {
   }
 }
 
-Node* new_node(NodeKind kind, vm::Op op, Dtype dtype, const Shape& shape) {
+Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape) {
   Node* n = new Node;
   n->kind = kind;
   n->op = op;

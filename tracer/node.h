@@ -8,7 +8,7 @@
 
 #include "dvm/dtype.h"
 #include "dvm/shape.h"
-#include "vm/opcodes.h"
+#include "tracer/ops.h"
 
 namespace dvm::detail {
 
@@ -30,8 +30,8 @@ enum class NodeKind : uint8_t {
   Const,        // one value broadcast to the shape; never needs a buffer to read
   View,         // strided view of its input (reshape, permute, slice, expand)
   Copy,         // identity: makes a view contiguous
-  Elementwise,  // op: a Unary, Binary or Ternary vm opcode
-  Reduce,       // op: RSUM, RMAX or RMIN over the axes [red_begin, red_end)
+  Elementwise,  // op: a Broadcast op of the op table
+  Reduce,       // op: a Reduce op over the axes [red_begin, red_end)
 };
 
 // Nodes belong to the thread that recorded them (as the trace does), so their
@@ -39,7 +39,7 @@ enum class NodeKind : uint8_t {
 struct Node {
   int32_t refs = 0;       // Tensor handles + consumers + the trace
   NodeKind kind = NodeKind::Leaf;
-  vm::Op op = vm::Op::LD;
+  OpKind op = OpKind::None;
   Dtype dtype = Dtype::F32;
   bool keepdim = false;
   bool pending = false;  // recorded, not yet computed, still in the trace
@@ -61,13 +61,11 @@ struct Node {
   int64_t offset = 0;
   int64_t strides[kMaxRank] = {};
 
-  // Scratch fields owned by the fuser during one flush.
-  int32_t group = -1;    // fused group, -1 for none
-  uint8_t domain = 0;    // fuser::Domain within the group
-  bool output = false;   // stored by its group (observed or read elsewhere)
-  bool needed = false;   // reachable from a live Tensor at flush
-  int32_t seq = 0;       // position in the flushed trace
-  int32_t enc_value = -1;  // encoder value while lowering its group
+  bool needed = false;  // reachable from a live Tensor at flush
+  // Position in the node list of the flush that computes it: the fuser
+  // numbers the list it is handed and keeps what it decides about each node
+  // in its own arrays, indexed by this.
+  int32_t index = 0;
 
   bool materialized() const { return storage != nullptr; }
   // Readable without running a kernel: a buffer or a constant.
@@ -96,7 +94,7 @@ void contiguous_strides(const Shape& shape, int64_t* strides);
 // order of construction) and the trace's last releases still find it.
 void node_pool_init();
 
-Node* new_node(NodeKind kind, vm::Op op, Dtype dtype, const Shape& shape);
+Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape);
 void set_input(Node* n, int i, Node* input);  // retains input
 
 }  // namespace dvm::detail

@@ -7,13 +7,14 @@
 #include <string>
 
 #include "tracer/node.h"
+#include "tracer/ops.h"
 #include "tracer/shape_rules.h"
 #include "tracer/trace.h"
 
 namespace dvm {
 using detail::Node;
 using detail::NodeKind;
-using vm::Op;
+using detail::OpKind;
 
 // ---------------------------------------------------------------------------
 // Handles
@@ -76,12 +77,14 @@ Tensor record(Node* n) {
 }
 
 Node* make_const(const Shape& s, float v) {
-  Node* n = detail::new_node(NodeKind::Const, Op::CONST, Dtype::F32, s);
+  Node* n = detail::new_node(NodeKind::Const, OpKind::None, Dtype::F32, s);
   n->value = v;
   return n;
 }
 
-Tensor elementwise(Op op, const char* name, std::initializer_list<const Tensor*> ins, Dtype out) {
+// An op of the Broadcast shape rule on its operands (as many as its arity).
+Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
+  const char* name = detail::op_name(op);
   Node* nodes[3];
   int k = 0;
   Shape shape;
@@ -91,19 +94,18 @@ Tensor elementwise(Op op, const char* name, std::initializer_list<const Tensor*>
     shape = k == 0 ? nodes[0]->shape : detail::broadcast_shapes(name, shape, nodes[k]->shape);
     ++k;
   }
-  Node* n = detail::new_node(NodeKind::Elementwise, op, out, shape);
+  Node* n = detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), shape);
   for (int i = 0; i < k; ++i) detail::set_input(n, i, nodes[i]);
   return record(n);
 }
 
 // A binary op with one float operand kept inline in the node (position pos):
 // one node per op instead of two.
-Tensor binary_scalar(Op op, const char* name, const Tensor& t, float s, int pos) {
+Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos) {
+  const char* name = detail::op_name(op);
   Node* x = need(t, name);
   check_computable(name, x);
-  const bool cmp = op == Op::EQ || op == Op::NE || op == Op::LT || op == Op::LE || op == Op::GT ||
-                   op == Op::GE;
-  Node* n = detail::new_node(NodeKind::Elementwise, op, cmp ? Dtype::Bool : Dtype::F32, x->shape);
+  Node* n = detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), x->shape);
   detail::set_input(n, 0, x);
   n->scalar_pos = static_cast<int8_t>(pos);
   n->value = s;
@@ -115,24 +117,20 @@ bool is_inline_scalar(const Tensor& t) {
   return n && n->kind == NodeKind::Const && !n->storage && n->shape.rank() == 0;
 }
 
-Tensor unary(Op op, const char* name, const Tensor& x) {
-  return elementwise(op, name, {&x}, Dtype::F32);
-}
-Tensor binary(Op op, const char* name, const Tensor& a, const Tensor& b) {
-  const bool cmp = op == Op::EQ || op == Op::NE || op == Op::LT || op == Op::LE || op == Op::GT ||
-                   op == Op::GE;
+Tensor unary(OpKind op, const Tensor& x) { return elementwise(op, {&x}); }
+Tensor binary(OpKind op, const Tensor& a, const Tensor& b) {
   if (is_inline_scalar(b) && a.defined() && !is_inline_scalar(a))
-    return binary_scalar(op, name, a, b.node()->value, 1);
+    return binary_scalar(op, a, b.node()->value, 1);
   if (is_inline_scalar(a) && b.defined() && !is_inline_scalar(b))
-    return binary_scalar(op, name, b, a.node()->value, 0);
-  return elementwise(op, name, {&a, &b}, cmp ? Dtype::Bool : Dtype::F32);
+    return binary_scalar(op, b, a.node()->value, 0);
+  return elementwise(op, {&a, &b});
 }
 
 // A view of x with the given shape, strides and offset (relative to x's
 // layout when x is pending, else to x's buffer).
 Tensor make_view(Node* x, const Shape& shape, const int64_t* strides, int64_t offset) {
   if (x->kind == NodeKind::Const && !x->storage) return Tensor(make_const(shape, x->value));
-  Node* v = detail::new_node(NodeKind::View, Op::LD, x->dtype, shape);
+  Node* v = detail::new_node(NodeKind::View, OpKind::None, x->dtype, shape);
   std::copy(strides, strides + shape.rank(), v->strides);
   v->offset = offset;
   if (x->storage) {  // a view of values that exist: no trace node at all
@@ -157,11 +155,15 @@ void layout_of(const Node* x, int64_t* strides, int64_t* offset) {
   }
 }
 
-Tensor reduce(Op op, const char* name, const Tensor& x, const std::vector<int>& axes_in, bool keepdim) {
+// A Reduce op over axes. Errors name the op, or the composition `caller`
+// that uses it.
+Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool keepdim,
+              const char* caller = nullptr) {
+  const char* name = caller ? caller : detail::op_name(op);
   Node* in = need(x, name);
   check_computable(name, in);
   std::vector<int> axes = detail::normalize_axes(name, axes_in, in->shape);
-  if (op != Op::RSUM)
+  if (op != OpKind::Sum)
     for (int a : axes)
       if (in->shape[a] == 0)
         throw Error(std::string(name) + ": reduction over axis " + std::to_string(a) + " of shape " +
@@ -184,7 +186,7 @@ Tensor reduce(Op op, const char* name, const Tensor& x, const std::vector<int>& 
       if (!red) out.push_back(src->shape[i]);
       else if (kd) out.push_back(1);
     }
-    Node* n = detail::new_node(NodeKind::Reduce, op, Dtype::F32, out);
+    Node* n = detail::new_node(NodeKind::Reduce, op, detail::op_result_dtype(op), out);
     n->red_begin = static_cast<int8_t>(axes[begin]);
     n->red_end = static_cast<int8_t>(axes[end - 1] + 1);
     n->keepdim = kd;
@@ -220,7 +222,7 @@ uint64_t splitmix64(uint64_t& state) {
 // one-element input rather than an immediate: the bytecode, and so the
 // kernel, stays the same whatever the sizes.
 Tensor size_scalar(double v) {
-  Node* n = detail::new_node(NodeKind::Leaf, Op::LD, Dtype::F32, Shape{});
+  Node* n = detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{});
   n->storage = detail::Storage::allocate(1);
   n->storage->data[0] = static_cast<float>(v);
   return Tensor(n);
@@ -228,7 +230,7 @@ Tensor size_scalar(double v) {
 
 Tensor leaf_from(const Shape& shape, const char* op) {
   check_shape(op, shape);
-  Node* n = detail::new_node(NodeKind::Leaf, Op::LD, Dtype::F32, shape);
+  Node* n = detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape);
   n->storage = detail::Storage::allocate(shape.numel());
   detail::contiguous_strides(shape, n->strides);
   return Tensor(n);
@@ -244,7 +246,7 @@ Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) {}
 Tensor Tensor::from_blob(const float* data, Shape shape) {
   check_shape("from_blob", shape);
   if (!data && shape.numel() > 0) throw Error("from_blob: null data for shape " + shape.to_string());
-  Node* n = detail::new_node(NodeKind::Leaf, Op::LD, Dtype::F32, shape);
+  Node* n = detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape);
   n->storage = detail::Storage::wrap(data, shape.numel());
   detail::contiguous_strides(shape, n->strides);
   return Tensor(n);
@@ -459,7 +461,7 @@ Tensor Tensor::contiguous() const {
   if ((x->storage && x->is_contiguous()) || (x->pending && x->kind != NodeKind::View) ||
       (x->kind == NodeKind::Const && !x->storage))
     return *this;
-  Node* n = detail::new_node(NodeKind::Copy, Op::LD, x->dtype, x->shape);
+  Node* n = detail::new_node(NodeKind::Copy, OpKind::None, x->dtype, x->shape);
   detail::set_input(n, 0, x);
   return record(n);
 }
@@ -468,69 +470,69 @@ Tensor Tensor::contiguous() const {
 // Reductions
 // ---------------------------------------------------------------------------
 Tensor Tensor::sum(std::initializer_list<int> axes, bool keepdim) const {
-  return reduce(Op::RSUM, "sum", *this, axes, keepdim);
+  return reduce(OpKind::Sum, *this, axes, keepdim);
 }
-Tensor Tensor::sum() const { return reduce(Op::RSUM, "sum", *this, {}, false); }
+Tensor Tensor::sum() const { return reduce(OpKind::Sum, *this, {}, false); }
 Tensor Tensor::max(std::initializer_list<int> axes, bool keepdim) const {
-  return reduce(Op::RMAX, "max", *this, axes, keepdim);
+  return reduce(OpKind::Max, *this, axes, keepdim);
 }
-Tensor Tensor::max() const { return reduce(Op::RMAX, "max", *this, {}, false); }
+Tensor Tensor::max() const { return reduce(OpKind::Max, *this, {}, false); }
 Tensor Tensor::min(std::initializer_list<int> axes, bool keepdim) const {
-  return reduce(Op::RMIN, "min", *this, axes, keepdim);
+  return reduce(OpKind::Min, *this, axes, keepdim);
 }
-Tensor Tensor::min() const { return reduce(Op::RMIN, "min", *this, {}, false); }
+Tensor Tensor::min() const { return reduce(OpKind::Min, *this, {}, false); }
 Tensor Tensor::mean(std::initializer_list<int> axes, bool keepdim) const {
-  Tensor s = reduce(Op::RSUM, "mean", *this, axes, keepdim);
+  Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   return s / size_scalar(static_cast<double>(reduced_count(shape(), axes)));
 }
 Tensor Tensor::mean() const {
-  Tensor s = reduce(Op::RSUM, "mean", *this, {}, false);
+  Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
   return s / size_scalar(static_cast<double>(numel()));
 }
 
 // ---------------------------------------------------------------------------
 // Elementwise ops
 // ---------------------------------------------------------------------------
-Tensor neg(const Tensor& x) { return unary(Op::NEG, "neg", x); }
-Tensor abs(const Tensor& x) { return unary(Op::ABS, "abs", x); }
-Tensor exp(const Tensor& x) { return unary(Op::EXP, "exp", x); }
-Tensor log(const Tensor& x) { return unary(Op::LOG, "log", x); }
-Tensor sqrt(const Tensor& x) { return unary(Op::SQRT, "sqrt", x); }
-Tensor rsqrt(const Tensor& x) { return unary(Op::RSQRT, "rsqrt", x); }
-Tensor reciprocal(const Tensor& x) { return unary(Op::RECIP, "reciprocal", x); }
-Tensor tanh(const Tensor& x) { return unary(Op::TANH, "tanh", x); }
-Tensor sigmoid(const Tensor& x) { return unary(Op::SIGMOID, "sigmoid", x); }
-Tensor relu(const Tensor& x) { return unary(Op::RELU, "relu", x); }
+Tensor neg(const Tensor& x) { return unary(OpKind::Neg, x); }
+Tensor abs(const Tensor& x) { return unary(OpKind::Abs, x); }
+Tensor exp(const Tensor& x) { return unary(OpKind::Exp, x); }
+Tensor log(const Tensor& x) { return unary(OpKind::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary(OpKind::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(OpKind::Rsqrt, x); }
+Tensor reciprocal(const Tensor& x) { return unary(OpKind::Reciprocal, x); }
+Tensor tanh(const Tensor& x) { return unary(OpKind::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary(OpKind::Sigmoid, x); }
+Tensor relu(const Tensor& x) { return unary(OpKind::Relu, x); }
 Tensor gelu(const Tensor& x, GeluApprox approx) {
-  return approx == GeluApprox::Tanh ? unary(Op::GELU_TANH, "gelu", x) : unary(Op::GELU_ERF, "gelu", x);
+  return approx == GeluApprox::Tanh ? unary(OpKind::GeluTanh, x) : unary(OpKind::GeluErf, x);
 }
-Tensor erf(const Tensor& x) { return unary(Op::ERF, "erf", x); }
-Tensor sin(const Tensor& x) { return unary(Op::SIN, "sin", x); }
-Tensor cos(const Tensor& x) { return unary(Op::COS, "cos", x); }
-Tensor floor(const Tensor& x) { return unary(Op::FLOOR, "floor", x); }
-Tensor ceil(const Tensor& x) { return unary(Op::CEIL, "ceil", x); }
-Tensor round(const Tensor& x) { return unary(Op::ROUND, "round", x); }
+Tensor erf(const Tensor& x) { return unary(OpKind::Erf, x); }
+Tensor sin(const Tensor& x) { return unary(OpKind::Sin, x); }
+Tensor cos(const Tensor& x) { return unary(OpKind::Cos, x); }
+Tensor floor(const Tensor& x) { return unary(OpKind::Floor, x); }
+Tensor ceil(const Tensor& x) { return unary(OpKind::Ceil, x); }
+Tensor round(const Tensor& x) { return unary(OpKind::Round, x); }
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(Op::ADD, "add", a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(Op::SUB, "sub", a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(Op::MUL, "mul", a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(Op::DIV, "div", a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::MAX, "maximum", a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::MIN, "minimum", a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::POW, "pow", a, b); }
-Tensor pow(const Tensor& a, float b) { return binary_scalar(Op::POW, "pow", a, b, 1); }
-Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::EQ, "eq", a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary(Op::NE, "ne", a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::LT, "lt", a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary(Op::LE, "le", a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary(Op::GT, "gt", a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::GE, "ge", a, b); }
+Tensor add(const Tensor& a, const Tensor& b) { return binary(OpKind::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(OpKind::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpKind::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(OpKind::Div, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpKind::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpKind::Minimum, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpKind::Pow, a, b); }
+Tensor pow(const Tensor& a, float b) { return binary_scalar(OpKind::Pow, a, b, 1); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(OpKind::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(OpKind::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(OpKind::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(OpKind::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(OpKind::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(OpKind::Ge, a, b); }
 
 Tensor where(const Tensor& mask, const Tensor& a, const Tensor& b) {
   Node* m = need(mask, "where");
   if (m->dtype != Dtype::Bool)
     throw Error("where: mask " + describe(m) + " must be bool (a comparison result such as lt(x, y))");
-  return elementwise(Op::SELECT, "where", {&mask, &a, &b}, Dtype::F32);
+  return elementwise(OpKind::Where, {&mask, &a, &b});
 }
 
 Tensor operator-(const Tensor& x) { return neg(x); }
@@ -538,14 +540,14 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, float b) { return binary_scalar(Op::ADD, "add", a, b, 1); }
-Tensor operator-(const Tensor& a, float b) { return binary_scalar(Op::SUB, "sub", a, b, 1); }
-Tensor operator*(const Tensor& a, float b) { return binary_scalar(Op::MUL, "mul", a, b, 1); }
-Tensor operator/(const Tensor& a, float b) { return binary_scalar(Op::DIV, "div", a, b, 1); }
-Tensor operator+(float a, const Tensor& b) { return binary_scalar(Op::ADD, "add", b, a, 0); }
-Tensor operator-(float a, const Tensor& b) { return binary_scalar(Op::SUB, "sub", b, a, 0); }
-Tensor operator*(float a, const Tensor& b) { return binary_scalar(Op::MUL, "mul", b, a, 0); }
-Tensor operator/(float a, const Tensor& b) { return binary_scalar(Op::DIV, "div", b, a, 0); }
+Tensor operator+(const Tensor& a, float b) { return binary_scalar(OpKind::Add, a, b, 1); }
+Tensor operator-(const Tensor& a, float b) { return binary_scalar(OpKind::Sub, a, b, 1); }
+Tensor operator*(const Tensor& a, float b) { return binary_scalar(OpKind::Mul, a, b, 1); }
+Tensor operator/(const Tensor& a, float b) { return binary_scalar(OpKind::Div, a, b, 1); }
+Tensor operator+(float a, const Tensor& b) { return binary_scalar(OpKind::Add, b, a, 0); }
+Tensor operator-(float a, const Tensor& b) { return binary_scalar(OpKind::Sub, b, a, 0); }
+Tensor operator*(float a, const Tensor& b) { return binary_scalar(OpKind::Mul, b, a, 0); }
+Tensor operator/(float a, const Tensor& b) { return binary_scalar(OpKind::Div, b, a, 0); }
 
 // ---------------------------------------------------------------------------
 // Compositions: built from the ops above; the fuser makes each one kernel.
@@ -586,7 +588,7 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
   for (int i = rank - k; i < rank; ++i) axes.push_back(i);
   const Tensor inv = size_scalar(1.0 / static_cast<double>(normalized_shape.numel()));
   // One run of trailing axes: a single reduction node each.
-  auto rowsum = [&](const Tensor& t) { return reduce(Op::RSUM, "layer_norm", t, axes, true); };
+  auto rowsum = [&](const Tensor& t) { return reduce(OpKind::Sum, t, axes, true, "layer_norm"); };
   Tensor xc = x - rowsum(x) * inv;
   Tensor var = rowsum(xc * xc) * inv;
   Tensor y = xc * rsqrt(var + eps);

@@ -43,7 +43,7 @@ TEST_F(Partition, SoftmaxLastAxisIsOneMultiPhaseRowKernel) {
   auto groups = live(plan);
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0]->form, vm::Form::RowReduce);
-  fuser::Lowered low = fuser::lower(*groups[0]);
+  fuser::Lowered low = fuser::lower(*groups[0], plan.placement);
   std::string text = vm::disassemble(low.bytecode);
   EXPECT_NE(text.find("rmax"), std::string::npos) << text;
   EXPECT_NE(text.find("rsum"), std::string::npos) << text;
@@ -101,7 +101,7 @@ TEST_F(Partition, ElementwiseCollapsesToOneLongRow) {
   fuser::Plan plan = plan_pending();
   auto groups = live(plan);
   ASSERT_EQ(groups.size(), 1u);
-  fuser::Lowered low = fuser::lower(*groups[0]);
+  fuser::Lowered low = fuser::lower(*groups[0], plan.placement);
   EXPECT_EQ(low.space.extent(2), 4 * 8 * 16);
   EXPECT_EQ(low.space.extent(0) * low.space.extent(1), 1);
   for (const auto& a : low.args) EXPECT_EQ(a.access, a.output ? vm::Op::ST : vm::Op::LD);
@@ -116,7 +116,7 @@ TEST_F(Partition, BroadcastPatternsPickTheirLoads) {
   fuser::Plan plan = plan_pending();
   auto groups = live(plan);
   ASSERT_EQ(groups.size(), 1u);
-  fuser::Lowered low = fuser::lower(*groups[0]);
+  fuser::Lowered low = fuser::lower(*groups[0], plan.placement);
   int ld = 0, ldb = 0, lds = 0;
   for (const auto& a : low.args) {
     ld += a.access == vm::Op::LD;

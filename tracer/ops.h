@@ -1,0 +1,102 @@
+// The tracer's op table: every op a node can record, with the name users
+// see, its arity, shape rule and dtype rule; the enum, the names and the
+// queries are all expanded from it.
+#pragma once
+
+#include <cstdint>
+
+#include "dvm/dtype.h"
+
+namespace dvm::detail {
+
+// Shape rules:
+//   None:      the node computes nothing (a leaf, constant, view or copy)
+//   Broadcast: numpy broadcasting of the operands' shapes
+//   Reduce:    the operand's shape with the reduced axes removed or kept as 1
+// Dtype rules:
+//   None:  the node's dtype is its source's
+//   Float: float32
+//   Bool:  a bool mask (0 or 1), what comparisons give
+//
+//   X(Name,      "name",       arity, shape rule, dtype rule)
+#define DVM_TRACER_OPS(X)                                 \
+  X(None,        "none",        0,     None,       None)  \
+  /* unary */                                             \
+  X(Neg,         "neg",         1,     Broadcast,  Float) \
+  X(Abs,         "abs",         1,     Broadcast,  Float) \
+  X(Exp,         "exp",         1,     Broadcast,  Float) \
+  X(Log,         "log",         1,     Broadcast,  Float) \
+  X(Sqrt,        "sqrt",        1,     Broadcast,  Float) \
+  X(Rsqrt,       "rsqrt",       1,     Broadcast,  Float) \
+  X(Reciprocal,  "reciprocal",  1,     Broadcast,  Float) \
+  X(Tanh,        "tanh",        1,     Broadcast,  Float) \
+  X(Sigmoid,     "sigmoid",     1,     Broadcast,  Float) \
+  X(Relu,        "relu",        1,     Broadcast,  Float) \
+  X(GeluTanh,    "gelu",        1,     Broadcast,  Float) \
+  X(GeluErf,     "gelu",        1,     Broadcast,  Float) \
+  X(Erf,         "erf",         1,     Broadcast,  Float) \
+  X(Sin,         "sin",         1,     Broadcast,  Float) \
+  X(Cos,         "cos",         1,     Broadcast,  Float) \
+  X(Floor,       "floor",       1,     Broadcast,  Float) \
+  X(Ceil,        "ceil",        1,     Broadcast,  Float) \
+  X(Round,       "round",       1,     Broadcast,  Float) \
+  /* binary */                                            \
+  X(Add,         "add",         2,     Broadcast,  Float) \
+  X(Sub,         "sub",         2,     Broadcast,  Float) \
+  X(Mul,         "mul",         2,     Broadcast,  Float) \
+  X(Div,         "div",         2,     Broadcast,  Float) \
+  X(Maximum,     "maximum",     2,     Broadcast,  Float) \
+  X(Minimum,     "minimum",     2,     Broadcast,  Float) \
+  X(Pow,         "pow",         2,     Broadcast,  Float) \
+  X(Eq,          "eq",          2,     Broadcast,  Bool)  \
+  X(Ne,          "ne",          2,     Broadcast,  Bool)  \
+  X(Lt,          "lt",          2,     Broadcast,  Bool)  \
+  X(Le,          "le",          2,     Broadcast,  Bool)  \
+  X(Gt,          "gt",          2,     Broadcast,  Bool)  \
+  X(Ge,          "ge",          2,     Broadcast,  Bool)  \
+  /* ternary */                                           \
+  X(Where,       "where",       3,     Broadcast,  Float) /* mask ? a : b */ \
+  /* reductions over a run of adjacent axes */            \
+  X(Sum,         "sum",         1,     Reduce,     Float) \
+  X(Max,         "max",         1,     Reduce,     Float) \
+  X(Min,         "min",         1,     Reduce,     Float)
+
+enum class OpKind : uint8_t {
+#define DVM_X(name, str, arity, shape, dtype) name,
+  DVM_TRACER_OPS(DVM_X)
+#undef DVM_X
+};
+
+inline constexpr int kNumOpKinds = 0
+#define DVM_X(name, str, arity, shape, dtype) +1
+    DVM_TRACER_OPS(DVM_X)
+#undef DVM_X
+    ;
+
+enum class ShapeRule : uint8_t { None, Broadcast, Reduce };
+enum class DtypeRule : uint8_t { None, Float, Bool };
+
+struct OpKindInfo {
+  const char* name;
+  int arity;
+  ShapeRule shape;
+  DtypeRule dtype;
+};
+
+inline constexpr OpKindInfo kOpKindInfo[kNumOpKinds] = {
+#define DVM_X(name, str, arity, shape, dtype) {str, arity, ShapeRule::shape, DtypeRule::dtype},
+    DVM_TRACER_OPS(DVM_X)
+#undef DVM_X
+};
+
+constexpr const OpKindInfo& op_info(OpKind op) { return kOpKindInfo[static_cast<int>(op)]; }
+constexpr const char* op_name(OpKind op) { return op_info(op).name; }
+constexpr int op_arity(OpKind op) { return op_info(op).arity; }
+constexpr ShapeRule op_shape_rule(OpKind op) { return op_info(op).shape; }
+
+// The dtype an op's result has (ops with a dtype rule only).
+constexpr Dtype op_result_dtype(OpKind op) {
+  return op_info(op).dtype == DtypeRule::Bool ? Dtype::Bool : Dtype::F32;
+}
+
+}  // namespace dvm::detail
