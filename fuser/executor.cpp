@@ -173,7 +173,6 @@ int64_t execute(const std::vector<Node*>& nodes) {
     ++cache.misses;
     Plan plan = partition(nodes);
     CachedPlan record;
-    record.placement = plan.placement;
     for (int gi : plan.order) {
       const Group& g = plan.groups[static_cast<size_t>(gi)];
       Lowered low = lower(g, plan.placement);
@@ -201,6 +200,7 @@ int64_t execute(const std::vector<Node*>& nodes) {
       runner.add(g, low, k);
       computed += static_cast<int64_t>(g.members.size());
     }
+    record.placement = std::move(plan.placement);
     cache.insert(sig, std::move(record));
   }
   runner.flush();

@@ -24,7 +24,8 @@ struct Group {
   int red_end = 0;
   std::vector<detail::Node*> members;  // a topological order
   std::vector<int> deps;  // groups whose outputs this group reads
-  bool alive = true;      // false once merged into another group
+  bool alive = true;      // false once merged into another group...
+  int merged_into = -1;   // ...this one
 };
 
 // Where partition put one node of the flush. Kept per node, indexed by

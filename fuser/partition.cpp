@@ -2,6 +2,7 @@
 #include "fuser/partition.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace dvm::fuser {
 using detail::Node;
@@ -36,7 +37,7 @@ class Partitioner {
   }
 
   int find(int g) const {
-    while (!plan.groups[static_cast<size_t>(g)].alive) g = forward_[static_cast<size_t>(g)];
+    while (!plan.groups[static_cast<size_t>(g)].alive) g = plan.groups[static_cast<size_t>(g)].merged_into;
     return g;
   }
 
@@ -59,16 +60,21 @@ class Partitioner {
         if (in_group(x) && at(x).group != at(n).group) at(x).output = true;
       }
     }
-    // Topological order of live groups (dependencies first).
-    std::vector<int8_t> state(plan.groups.size(), 0);
+    // Topological order of live groups (dependencies first). The visit
+    // marks sit on the stack for the usual few groups.
+    int8_t few[64] = {};
+    std::vector<int8_t> many;
+    int8_t* state = few;
+    if (plan.groups.size() > std::size(few)) {
+      many.assign(plan.groups.size(), 0);
+      state = many.data();
+    }
     for (size_t g = 0; g < plan.groups.size(); ++g)
       if (plan.groups[g].alive) visit(static_cast<int>(g), state);
   }
 
  private:
-  std::vector<int> forward_;
-
-  void visit(int g, std::vector<int8_t>& state) {
+  void visit(int g, int8_t* state) {
     if (state[static_cast<size_t>(g)]) return;
     state[static_cast<size_t>(g)] = 1;
     for (int d : plan.groups[static_cast<size_t>(g)].deps) visit(find(d), state);
@@ -82,7 +88,6 @@ class Partitioner {
     g.red_begin = a;
     g.red_end = b;
     plan.groups.push_back(std::move(g));
-    forward_.push_back(-1);
     return static_cast<int>(plan.groups.size()) - 1;
   }
 
@@ -187,7 +192,7 @@ class Partitioner {
     gb->members.clear();
     gb->deps.clear();
     gb->alive = false;
-    forward_[static_cast<size_t>(b)] = a;
+    gb->merged_into = a;
     // Keep record order (members were pushed in it within each group).
     std::sort(ga->members.begin(), ga->members.end(),
               [](const Node* x, const Node* y) { return x->index < y->index; });
