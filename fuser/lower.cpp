@@ -9,6 +9,7 @@
 #include "dvm/error.h"
 #include "fuser/op_map.h"
 #include "vm/encoder.h"
+#include "vm/forms.h"
 
 namespace dvm::fuser {
 using detail::Node;
@@ -176,6 +177,7 @@ struct Builder {
   // linearly, so most kernels run over one long C.
   void make_space() {
     Space& sp = out.space;
+    sp.parts = vm::form_row(g.form).parts;  // three for every form so far: [P, R, C]
     const Shape& f = g.full;
     const int rank = f.rank();
     std::vector<std::array<int64_t, kMaxRank>> strides(out.args.size());
@@ -238,9 +240,9 @@ struct Builder {
   }
 
   vm::Op classify(const ArgSpec& s, size_t a) const {
-    int64_t st[3];
+    int64_t st[vm::kMaxParts] = {};
     bool linear = true;
-    for (int part = 0; part < 3; ++part) linear &= part_stride(s, part, &st[part]);
+    for (int part = 0; part < out.space.parts; ++part) linear &= part_stride(s, part, &st[part]);
     const bool c_trivial = out.space.extent(2) <= 1;
     if (s.output) {
       if (!linear) throw Error("internal: output layout is not linear");
@@ -384,9 +386,7 @@ vm::Launch bind(const Lowered& low) {
 void bind(const Lowered& low, vm::Launch* out) {
   vm::Launch& l = *out;
   const Space& sp = low.space;
-  l.P = sp.extent(0);
-  l.R = sp.extent(1);
-  l.C = sp.extent(2);
+  for (int part = 0; part < vm::kMaxParts; ++part) l.extent[part] = part < sp.parts ? sp.extent(part) : 1;
   l.args.resize(low.args.size());
   for (size_t a = 0; a < low.args.size(); ++a) {
     const ArgSpec& s = low.args[a];
@@ -395,23 +395,21 @@ void bind(const Lowered& low, vm::Launch* out) {
     float* base = s.node->storage ? s.node->storage->data + s.offset : nullptr;
     if (s.output) b.out = base;
     else b.in = base;
-    int64_t* ps[3] = {&b.ps, &b.rs, &b.cs};
-    for (int part = 0; part < 3; ++part) {
+    for (int part = 0; part < sp.parts; ++part) {
       const int lo = part ? sp.part_end[part - 1] : 0, hi = sp.part_end[part];
       // Linear stride: the innermost non-1 dim's (the classification
       // guaranteed the others agree unless the access is LDG).
-      *ps[part] = 0;
       for (int d = hi - 1; d >= lo; --d)
         if (sp.size[d] != 1) {
-          *ps[part] = s.strides[d];
+          b.stride[part] = s.strides[d];
           break;
         }
       if (s.access == vm::Op::LDG) {
         uint8_t nd = 0;
         for (int d = lo; d < hi; ++d) {
           if (sp.size[d] == 1) continue;
-          b.size[part][nd] = sp.size[d];
-          b.stride[part][nd] = s.strides[d];
+          b.dim_size[part][nd] = sp.size[d];
+          b.dim_stride[part][nd] = s.strides[d];
           ++nd;
         }
         b.ndims[part] = nd;

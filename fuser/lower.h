@@ -14,11 +14,13 @@
 
 namespace dvm::fuser {
 
-// The iteration space: dims (innermost last) split into the P, R and C parts.
+// The iteration space: dims (innermost last) split into the form's parts
+// (P, R and C for the forms so far).
 struct Space {
   int ndims = 0;
   int64_t size[kMaxRank] = {};
-  int part_end[3] = {0, 0, 0};  // part k holds dims [part_end[k-1], part_end[k])
+  int parts = 3;                       // the form's parts (vm/forms.h)
+  int part_end[vm::kMaxParts] = {};    // part k holds dims [part_end[k-1], part_end[k])
   int64_t extent(int part) const;
 };
 

@@ -24,6 +24,9 @@ enum class ReduceAxis : uint8_t {
 
 struct FormRow {
   Form form;
+  // Parts of the iteration space it uses (vm/launch.h: at most kMaxParts);
+  // the forms so far use three, [P, R, C].
+  int parts;
   // Verify rules.
   ReduceAxis reduces;  // None: no reductions; otherwise at least one
   bool row_stores;     // stb (one value per row) is allowed

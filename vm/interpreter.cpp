@@ -68,7 +68,7 @@ struct Tile {
   int64_t p, r, c0, n;
 };
 
-inline int64_t base_offset(const ArgBinding& a, int64_t p, int64_t r) { return p * a.ps + r * a.rs; }
+inline int64_t base_offset(const ArgBinding& a, int64_t p, int64_t r) { return p * a.stride[kP] + r * a.stride[kR]; }
 
 // Where an argument's untyped address becomes typed: loads, stores and the
 // store a computing instruction writes straight into. Every argument is f32
@@ -80,8 +80,8 @@ inline float* f32_out(const ArgBinding& a, int64_t off) { return static_cast<flo
 inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
   int64_t off = 0;
   for (int d = a.ndims[part] - 1; d >= 0; --d) {
-    int64_t s = a.size[part][d];
-    off += (idx % s) * a.stride[part][d];
+    int64_t s = a.dim_size[part][d];
+    off += (idx % s) * a.dim_stride[part][d];
     idx /= s;
   }
   return off;
@@ -128,7 +128,7 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
           f.sval[static_cast<size_t>(d)] = *f32_in(a, base_offset(a, t.p, t.r));
           break;
         case Op::LDS:
-          mk.gather_strided(f.reg(d), f32_in(a, base_offset(a, t.p, t.r) + t.c0 * a.cs), a.cs, n);
+          mk.gather_strided(f.reg(d), f32_in(a, base_offset(a, t.p, t.r) + t.c0 * a.stride[kC]), a.stride[kC], n);
           f.ptr[static_cast<size_t>(d)] = f.reg(d);
           break;
         default: {  // LDG
@@ -309,11 +309,11 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
   // floats at a time, which must be a multiple of reduce_lanes (16-lane ISAs).
   static_assert(kTile % (backends::kReduceAccs * 16) == 0, "tiles must keep the reduction order");
   const int lanes = mk.reduce_lanes;
-  const bool whole_row = l.C <= kRowTileMax;
+  const bool whole_row = l.C() <= kRowTileMax;
   Frame& f = t_frame;
-  f.prepare(p, whole_row ? std::max<int64_t>(l.C, 1) : kTile, lanes);
+  f.prepare(p, whole_row ? std::max<int64_t>(l.C(), 1) : kTile, lanes);
   for (int64_t item = begin; item < end; ++item) {
-    Tile t{item / l.R, item % l.R, 0, l.C};
+    Tile t{item / l.R(), item % l.R(), 0, l.C()};
     if (whole_row) {
       // One pass: each reduction folds the whole row where it stands.
       for (size_t i = 0; i < ni; ++i) {
@@ -334,7 +334,7 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
     // and folds the reductions of level L + 1; the last pass stores. Every
     // pass runs the program in order, so register reuse stays valid.
     for (int pass = 0; pass <= vp.max_level; ++pass) {
-      run_pass(k, l, t, 0, l.C, pass, mk, f,
+      run_pass(k, l, t, 0, l.C(), pass, mk, f,
                [&](size_t i) { return &f.acc[i * static_cast<size_t>(lanes)]; },
                [&](size_t i) { return f.result[i]; });
       for (size_t i = 0; i < ni; ++i)
@@ -363,7 +363,7 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
       if (info[i].dst_kind == Kind::Vec) mk.fill(f.colacc(i, p.nregs), mk.reduce_identity[op], t.n);
       else f.result[i] = mk.reduce_identity[op];
     }
-    for (t.r = 0; t.r < l.R; ++t.r) {
+    for (t.r = 0; t.r < l.R(); ++t.r) {
       for (size_t i = 0; i < r0; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
       for (size_t i = r0; i <= r1; ++i) {
         const Instr& ins = p.code[i];
@@ -403,7 +403,7 @@ void interpret_split_cols(const Kernel& k, const Launch& l, const backends::Micr
   const ColSplit sp = col_split(k, l);
   if (sp.items == 0) return;
   std::vector<float> partial(sp.floats());
-  parallel_items(sp.items * sp.chunks, sp.rows * std::min(l.C, kTile), [&](int64_t b, int64_t e) {
+  parallel_items(sp.items * sp.chunks, sp.rows * std::min(l.C(), kTile), [&](int64_t b, int64_t e) {
     Frame& f = t_frame;
     f.prepare(p, kTile, mk.lanes);
     for (int64_t idx = b; idx < e; ++idx) {
@@ -413,7 +413,7 @@ void interpret_split_cols(const Kernel& k, const Launch& l, const backends::Micr
       for (size_t i = r0; i <= r1; ++i)
         mk.fill(sp.at(partial.data(), chunk, i - r0, t.p, t.c0),
                 mk.reduce_identity[static_cast<int>(p.code[i].op)], info[i].dst_kind == Kind::Vec ? t.n : 1);
-      for (t.r = chunk * sp.rows; t.r < std::min(l.R, (chunk + 1) * sp.rows); ++t.r) {
+      for (t.r = chunk * sp.rows; t.r < std::min(l.R(), (chunk + 1) * sp.rows); ++t.r) {
         for (size_t i = 0; i < r0; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
         for (size_t i = r0; i <= r1; ++i) {
           const Instr& ins = p.code[i];
@@ -438,7 +438,7 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
   const size_t ni = p.code.size();
   const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
   // Chunks combine in chunk order (into chunk 0's place), then each tile's epilogue.
-  parallel_items(sp.items, l.C < kTile ? l.C : kTile, [&](int64_t b, int64_t e) {
+  parallel_items(sp.items, l.C() < kTile ? l.C() : kTile, [&](int64_t b, int64_t e) {
     Frame& f = t_frame;
     f.prepare(p, kTile, mk.lanes);
     for (int64_t item = b; item < e; ++item) {
@@ -498,8 +498,8 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
   const VerifiedProgram& vp = k.verified();
   const size_t ni = p.code.size();
   const size_t lanes = static_cast<size_t>(mk.reduce_lanes);
-  const int64_t rows = l.P * l.R;
-  const int64_t chunks = (l.C + kRowChunk - 1) / kRowChunk;
+  const int64_t rows = l.P() * l.R();
+  const int64_t chunks = (l.C() + kRowChunk - 1) / kRowChunk;
   if (rows == 0) return;
   bool vec_stores = false, row_stores = false;
   for (const Instr& ins : p.code) {
@@ -528,7 +528,7 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
         std::vector<float> rest(folds * lanes);  // the interpreter's share of a chunk
         for (int64_t item = b; item < e; ++item) {
           const int64_t row = item / chunks, chunk = item % chunks;
-          const int64_t c0 = chunk * kRowChunk, c1 = std::min(l.C, c0 + kRowChunk);
+          const int64_t c0 = chunk * kRowChunk, c1 = std::min(l.C(), c0 + kRowChunk);
           float* mine = partial.data() + static_cast<size_t>(item) * folds * lanes;
           const float* done = results.data() + static_cast<size_t>(row) * ni;
           // Machine code takes a prefix of whole accumulator rounds; the
@@ -538,7 +538,7 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
           const int64_t ran = machine ? (*machine)(pass, row, c0, c1, mine, done) : 0;
           if (ran >= c1 - c0) continue;
           float* into = ran > 0 && !last ? rest.data() : mine;
-          run_pass(k, l, Tile{row / l.R, row % l.R, 0, 0}, c0 + ran, c1, pass, mk, f,
+          run_pass(k, l, Tile{row / l.R(), row % l.R(), 0, 0}, c0 + ran, c1, pass, mk, f,
                    [&](size_t i) { return into + slot[i] * lanes; }, [&](size_t i) { return done[i]; },
                    LastPassStores::Vec);
           if (into == mine) continue;
@@ -554,7 +554,7 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
           f.prepare(p, kTile, mk.reduce_lanes);
           for (int64_t row = b; row < e; ++row) {
             const float* done = results.data() + static_cast<size_t>(row) * ni;
-            run_pass(k, l, Tile{row / l.R, row % l.R, 0, 0}, 0, std::min<int64_t>(l.C, 1), pass, mk, f,
+            run_pass(k, l, Tile{row / l.R(), row % l.R(), 0, 0}, 0, std::min<int64_t>(l.C(), 1), pass, mk, f,
                      [&](size_t) { return static_cast<float*>(nullptr); }, [&](size_t i) { return done[i]; },
                      LastPassStores::Row);
           }

@@ -13,6 +13,7 @@
 
 #include "vm/backend.h"
 #include "vm/bytecode.h"
+#include "vm/launch.h"
 #include "vm/verifier.h"
 
 namespace dvm::vm {
@@ -54,7 +55,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   mutable std::atomic<int64_t> total_ns{0};
   // Records the launch extents; returns true the first time this kernel
   // runs with them (a "new shape" for the compiles-per-new-shape figure).
-  bool note_shape(int64_t P, int64_t R, int64_t C) const;
+  bool note_shape(const int64_t (&extent)[kMaxParts]) const;
 
   void calls_add(int64_t ns) const {
     calls.fetch_add(1, std::memory_order_relaxed);
@@ -91,7 +92,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   mutable BackendSlot slots_[kMaxBackends];
   std::vector<ArgUse> arg_uses_;
   mutable std::mutex shapes_mu_;
-  mutable std::vector<std::array<int64_t, 3>> shapes_;  // bounded, see note_shape
+  mutable std::vector<std::array<int64_t, kMaxParts>> shapes_;  // bounded, see note_shape
   mutable std::once_flag fold_once_;
   mutable std::shared_ptr<Kernel> fold_;
   mutable std::once_flag passes_once_;

@@ -24,8 +24,9 @@ std::atomic<int64_t>& new_shape_count() {
   return n;
 }
 
-bool Kernel::note_shape(int64_t P, int64_t R, int64_t C) const {
-  const std::array<int64_t, 3> s{P, R, C};
+bool Kernel::note_shape(const int64_t (&extent)[kMaxParts]) const {
+  std::array<int64_t, kMaxParts> s;
+  std::copy(std::begin(extent), std::end(extent), s.begin());
   std::lock_guard<std::mutex> lock(shapes_mu_);
   for (const auto& x : shapes_)
     if (x == s) return false;

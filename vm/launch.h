@@ -10,21 +10,29 @@
 
 namespace dvm::vm {
 
-// Addresses are element offsets from the argument's base pointer:
-//   element (p, r, c) of the iteration space is at base[p*ps + r*rs + c*cs].
-// LD and ST need cs == 1 (or C <= 1); LDB ignores cs. LDG uses the dims
-// below instead: each of P, R, C is split into up to kMaxRank dims
-// (innermost last) with their own strides.
+// The iteration space has up to kMaxParts parts, outermost first; a form
+// says how many it uses and what they mean (vm/forms.h: FormRow::parts).
+// The forms so far use three, [P, R, C] with C innermost; the extents of
+// parts a form does not use are 1.
+inline constexpr int kMaxParts = 4;
+enum Part : int { kP = 0, kR = 1, kC = 2 };
+
+// Addresses are element offsets from the argument's base pointer: element
+// (i0, i1, ...) of the iteration space is at base[sum of ik * stride[k]];
+// for [P, R, C], base[p*stride[kP] + r*stride[kR] + c*stride[kC]]. LD and ST
+// need stride[kC] == 1 (or C <= 1); LDB ignores stride[kC]. LDG uses the
+// dims below instead: each part is split into up to kMaxRank dims
+// (innermost last) with their own sizes and strides.
 //
 // Addresses are untyped: the element type is the kernel's (Program::types),
 // and only loads and stores read or write through them in that type.
 struct ArgBinding {
   const void* in = nullptr;  // inputs
   void* out = nullptr;       // outputs
-  int64_t ps = 0, rs = 0, cs = 0;
-  uint8_t ndims[3] = {0, 0, 0};
-  int64_t size[3][kMaxRank] = {};
-  int64_t stride[3][kMaxRank] = {};
+  int64_t stride[kMaxParts] = {};
+  uint8_t ndims[kMaxParts] = {};
+  int64_t dim_size[kMaxParts][kMaxRank] = {};
+  int64_t dim_stride[kMaxParts][kMaxRank] = {};
 };
 
 // base advanced by `elems` elements of type t.
@@ -36,8 +44,13 @@ inline void* advance(void* base, int64_t elems, Dtype t) {
 }
 
 struct Launch {
-  int64_t P = 1, R = 1, C = 1;
+  int64_t extent[kMaxParts] = {1, 1, 1, 1};
   std::vector<ArgBinding> args;
+
+  // The extents of the three-part forms.
+  int64_t P() const { return extent[kP]; }
+  int64_t R() const { return extent[kR]; }
+  int64_t C() const { return extent[kC]; }
 };
 
 }  // namespace dvm::vm

@@ -8,6 +8,7 @@
 
 #include "backends/microkernels.h"
 #include "dvm/error.h"
+#include "vm/forms.h"
 #include "vm/interpreter.h"
 #include "vm/parallel.h"
 #include "vm/split_launch.h"
@@ -29,9 +30,16 @@ void check_launch(const Kernel& k, const Launch& l) {
   if (l.args.size() != p.roles.size())
     bad(k, "kernel takes " + std::to_string(p.roles.size()) + " arguments, launch binds " +
                std::to_string(l.args.size()));
-  if (l.P < 0 || l.R < 0 || l.C < 0)
-    bad(k, "negative extent [" + std::to_string(l.P) + ", " + std::to_string(l.R) + ", " +
-               std::to_string(l.C) + "]");
+  const int parts = form_row(p.form).parts;
+  for (int part = 0; part < kMaxParts; ++part) {
+    const int64_t e = l.extent[part];
+    if (e < 0 || (part >= parts && e != 1)) {
+      std::string ext;
+      for (int q = 0; q < kMaxParts; ++q) ext += (q ? ", " : "") + std::to_string(l.extent[q]);
+      bad(k, "extents [" + ext + "]: " + form_name(p.form) + " kernels use " + std::to_string(parts) +
+                 " parts, each >= 0, and the others must be 1");
+    }
+  }
   // An argument needs a pointer when some instruction will touch it: a
   // load or store of C elements needs C > 0; a ColReduce prologue runs only
   // when R > 0.
@@ -39,7 +47,7 @@ void check_launch(const Kernel& k, const Launch& l) {
   if (work_items(k, l) > 0)
     for (const Kernel::ArgUse& u : k.arg_uses()) {
       const bool per_row = u.op == Op::LDB || u.op == Op::STB;
-      if ((per_row || l.C > 0) && (!u.prologue || l.R > 0)) touched[u.arg] = 1;
+      if ((per_row || l.C() > 0) && (!u.prologue || l.R() > 0)) touched[u.arg] = 1;
     }
   for (size_t a = 0; a < l.args.size(); ++a) {
     const ArgBinding& b = l.args[a];
@@ -55,14 +63,14 @@ void check_launch(const Kernel& k, const Launch& l) {
   }
   for (const Kernel::ArgUse& u : k.arg_uses()) {
     const ArgBinding& b = l.args[u.arg];
-    if ((u.op == Op::LD || u.op == Op::ST) && l.C > 1 && b.cs != 1)
+    if ((u.op == Op::LD || u.op == Op::ST) && l.C() > 1 && b.stride[kC] != 1)
       bad(k, std::string(op_name(u.op)) + " of argument " + std::to_string(u.arg) +
-                 " needs a unit stride along C, launch gives " + std::to_string(b.cs));
+                 " needs a unit stride along C, launch gives " + std::to_string(b.stride[kC]));
     if (u.op == Op::LDG && touched[u.arg]) {
-      for (int part = 0; part < 3; ++part) {
+      for (int part = 0; part < parts; ++part) {
         if (b.ndims[part] > kMaxRank) bad(k, "ldg argument has too many dims");
         for (int d = 0; d < b.ndims[part]; ++d)
-          if (b.size[part][d] <= 0) bad(k, "ldg argument has a non-positive dim size");
+          if (b.dim_size[part][d] <= 0) bad(k, "ldg argument has a non-positive dim size");
       }
     }
   }
@@ -70,7 +78,7 @@ void check_launch(const Kernel& k, const Launch& l) {
 
 void launch_stack(const std::vector<StackEntry>& entries) {
   for (const StackEntry& s : entries) check_launch(*s.kernel, *s.launch);
-  for (const StackEntry& s : entries) s.kernel->note_shape(s.launch->P, s.launch->R, s.launch->C);
+  for (const StackEntry& s : entries) s.kernel->note_shape(s.launch->extent);
   const backends::MicroKernels& mk = backends::active_microkernels();
   size_t begin = 0;
   while (begin < entries.size()) {
@@ -127,7 +135,7 @@ void launch_stack(const std::vector<StackEntry>& entries) {
 
 bool launch(const Kernel& k, const Launch& l) {
   check_launch(k, l);
-  k.note_shape(l.P, l.R, l.C);
+  k.note_shape(l.extent);
   const int64_t items = work_items(k, l);
   auto t0 = std::chrono::steady_clock::now();
   const backends::MicroKernels& mk = backends::active_microkernels();

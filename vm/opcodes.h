@@ -15,8 +15,8 @@ namespace dvm::vm {
 #define DVM_OPCODES(X)                                                         \
   /* data movement: global tensor <-> local buffer (the NPU's DMA) */           \
   X(LD,        "ld",        Load,     "DA")  /* contiguous along C          */ \
-  X(LDB,       "ldb",       Load,     "DA")  /* one value per row (cs = 0)  */ \
-  X(LDS,       "lds",       Load,     "DA")  /* strided along C (any cs)    */ \
+  X(LDB,       "ldb",       Load,     "DA")  /* one value per row           */ \
+  X(LDS,       "lds",       Load,     "DA")  /* strided along C             */ \
   X(LDG,       "ldg",       Load,     "DA")  /* general gather, any rank    */ \
   X(ST,        "st",        Store,    "AR")  /* full extent along C         */ \
   X(STB,       "stb",       Store,    "AR")  /* one value per row           */ \

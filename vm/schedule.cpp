@@ -8,25 +8,25 @@
 namespace dvm::vm {
 
 int64_t elementwise_work_items(const Kernel&, const Launch& l) {
-  return l.C == 0 ? 0 : l.P * l.R * elementwise_chunks(l);
+  return l.C() == 0 ? 0 : l.P() * l.R() * elementwise_chunks(l);
 }
-int64_t elementwise_item_elements(const Kernel&, const Launch& l) { return std::min(l.C, kChunk); }
+int64_t elementwise_item_elements(const Kernel&, const Launch& l) { return std::min(l.C(), kChunk); }
 
-int64_t row_reduce_work_items(const Kernel&, const Launch& l) { return l.P * l.R; }
+int64_t row_reduce_work_items(const Kernel&, const Launch& l) { return l.P() * l.R(); }
 int64_t row_reduce_item_elements(const Kernel& k, const Launch& l) {
-  return l.C * (k.verified().max_level + 1);
+  return l.C() * (k.verified().max_level + 1);
 }
 bool row_reduce_splits(const Kernel&, const Launch& l) {
-  return l.C > kSplitRowMin && l.P * l.R < kSplitRowsBelow;
+  return l.C() > kSplitRowMin && l.P() * l.R() < kSplitRowsBelow;
 }
 
-int64_t col_reduce_work_items(const Kernel&, const Launch& l) { return l.P * col_tiles(l); }
+int64_t col_reduce_work_items(const Kernel&, const Launch& l) { return l.P() * col_tiles(l); }
 int64_t col_reduce_item_elements(const Kernel&, const Launch& l) {
-  return std::min(l.C, kTile) * std::max<int64_t>(l.R, 1);
+  return std::min(l.C(), kTile) * std::max<int64_t>(l.R(), 1);
 }
 bool col_reduce_splits(const Kernel& k, const Launch& l) {
   const ColSplit s = col_split(k, l);
-  return l.C >= kSplitColsMin && l.R > 2 * s.rows && l.R * std::min(l.C, kTile) > kSplitRowMin;
+  return l.C() >= kSplitColsMin && l.R() > 2 * s.rows && l.R() * std::min(l.C(), kTile) > kSplitRowMin;
 }
 
 int64_t work_items(const Kernel& k, const Launch& l) { return form_row(k.form()).work_items(k, l); }
@@ -38,13 +38,13 @@ bool splits_rows(const Kernel& k, const Launch& l) {
 
 ColSplit col_split(const Kernel& k, const Launch& l) {
   ColSplit s;
-  s.P = l.P;
-  s.C = l.C;
+  s.P = l.P();
+  s.C = l.C();
   s.ctiles = col_tiles(l);
-  s.items = l.P * s.ctiles;
+  s.items = l.P() * s.ctiles;
   // About kRowChunk floats of one column tile per chunk: a shape-only rule.
-  s.rows = std::max<int64_t>(1, kRowChunk / std::min(std::max<int64_t>(l.C, 1), kTile));
-  s.chunks = (l.R + s.rows - 1) / s.rows;
+  s.rows = std::max<int64_t>(1, kRowChunk / std::min(std::max<int64_t>(l.C(), 1), kTile));
+  s.chunks = (l.R() + s.rows - 1) / s.rows;
   s.nred = static_cast<size_t>(k.verified().last_reduce - k.verified().first_reduce + 1);
   return s;
 }

@@ -83,15 +83,15 @@ bool col_reduce_splits(const Kernel& k, const Launch& l);
 struct ItemStart {
   int64_t p, r, c0, n;
 };
-inline int64_t elementwise_chunks(const Launch& l) { return (l.C + kChunk - 1) / kChunk; }
+inline int64_t elementwise_chunks(const Launch& l) { return (l.C() + kChunk - 1) / kChunk; }
 inline ItemStart elementwise_item(const Launch& l, int64_t chunks, int64_t item) {
   const int64_t row = item / chunks, c0 = (item % chunks) * kChunk;
-  return {row / l.R, row % l.R, c0, std::min(kChunk, l.C - c0)};
+  return {row / l.R(), row % l.R(), c0, std::min(kChunk, l.C() - c0)};
 }
-inline int64_t col_tiles(const Launch& l) { return (l.C + kTile - 1) / kTile; }
+inline int64_t col_tiles(const Launch& l) { return (l.C() + kTile - 1) / kTile; }
 inline ItemStart col_item(const Launch& l, int64_t ctiles, int64_t item) {
   const int64_t c0 = (item % ctiles) * kTile;
-  return {item / ctiles, 0, c0, std::min(kTile, l.C - c0)};
+  return {item / ctiles, 0, c0, std::min(kTile, l.C() - c0)};
 }
 
 }  // namespace dvm::vm

@@ -174,25 +174,25 @@ bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKerne
     const int64_t len = last ? c1 - c0 : (c1 - c0) / lanes * lanes;
     if (len == 0) return 0;
     Launch cl;
-    cl.P = 1;
-    cl.R = last ? 1 : len / lanes;
-    cl.C = last ? len : lanes;
+    cl.extent[kP] = 1;
+    cl.extent[kR] = last ? 1 : len / lanes;
+    cl.extent[kC] = last ? len : lanes;
     cl.args.resize(f.roles.size());
-    const int64_t pp = row / l.R, rr = row % l.R;
+    const int64_t pp = row / l.R(), rr = row % l.R();
     size_t next = nargs;  // finished reductions, then fold outputs
     for (size_t a = 0; a < nargs; ++a) {
       const ArgBinding& src = l.args[a];
       ArgBinding& ab = cl.args[a];
       const bool used = p.roles[a] == ArgRole::Input || f.roles[a] == ArgRole::Output;
       if (!used) continue;
-      const int64_t at = pp * src.ps + rr * src.rs;
+      const int64_t at = pp * src.stride[kP] + rr * src.stride[kR];
       // Element c0 + r * lanes + c of the chunk (a per-row argument ignores
-      // the element: LDB reads base + p * ps + r * rs, both 0 here).
-      ab.cs = src.cs;
-      ab.rs = last ? 0 : lanes * src.cs;
+      // the element: LDB reads base + p * stride[kP] + r * stride[kR], both 0 here).
+      ab.stride[kC] = src.stride[kC];
+      ab.stride[kR] = last ? 0 : lanes * src.stride[kC];
       const Dtype t = p.types[a];
-      if (src.in) ab.in = advance(src.in, at + c0 * src.cs, t);
-      if (src.out) ab.out = advance(src.out, at + c0 * src.cs, t);
+      if (src.in) ab.in = advance(src.in, at + c0 * src.stride[kC], t);
+      if (src.out) ab.out = advance(src.out, at + c0 * src.stride[kC], t);
       if (sp.per_row[a]) {
         ab = ArgBinding{};
         ab.in = advance(src.in, at, t);
@@ -202,7 +202,7 @@ bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKerne
     for (int64_t j = 0; next < f.roles.size(); ++j) {
       ArgBinding& ab = cl.args[next++];
       ab.out = partial + j * lanes;
-      ab.cs = 1;
+      ab.stride[kC] = 1;
     }
     const int64_t items = last ? (len + kChunk - 1) / kChunk : 1;
     tier.run_items(*sp.kernel, cl, 0, items);
@@ -224,16 +224,16 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
   std::vector<float> partial(sp.floats());
   const size_t nargs = l.args.size();
   const Program& p = k.program();
-  parallel_items(sp.chunks * sp.items, sp.rows * std::min(l.C, kTile), [&](int64_t b, int64_t e) {
+  parallel_items(sp.chunks * sp.items, sp.rows * std::min(l.C(), kTile), [&](int64_t b, int64_t e) {
     Launch cl;
-    cl.P = l.P;
-    cl.C = l.C;
+    cl.extent[kP] = l.P();
+    cl.extent[kC] = l.C();
     cl.args.resize(nargs + sp.nred);
     while (b < e) {
       const int64_t chunk = b / sp.items, first = b % sp.items;
       const int64_t last = std::min(sp.items, first + (e - b));
       const int64_t r_begin = chunk * sp.rows;
-      cl.R = std::min(sp.rows, l.R - r_begin);
+      cl.extent[kR] = std::min(sp.rows, l.R() - r_begin);
       for (size_t a = 0; a < nargs; ++a) {
         ArgBinding& ab = cl.args[a];
         if (p.roles[a] == ArgRole::Output) {
@@ -241,14 +241,14 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
           continue;
         }
         ab = l.args[a];
-        if (ab.in) ab.in = advance(ab.in, r_begin * ab.rs, p.types[a]);
+        if (ab.in) ab.in = advance(ab.in, r_begin * ab.stride[kR], p.types[a]);
       }
       for (size_t j = 0; j < sp.nred; ++j) {
         ArgBinding& ab = cl.args[nargs + j];
         ab = ArgBinding{};
         ab.out = sp.at(partial.data(), chunk, j, 0, 0);
-        ab.ps = l.C;
-        ab.cs = 1;
+        ab.stride[kP] = l.C();
+        ab.stride[kC] = 1;
       }
       tier.run_items(*fold, cl, first, last);
       b += last - first;

@@ -39,9 +39,9 @@ class JitCodeImpl final : public JitCode {
 // for this argument's access pattern.
 inline int64_t item_offset(const vm::ArgBinding& a, uint8_t pattern, int64_t p, int64_t r,
                            int64_t c0) {
-  int64_t off = p * a.ps + r * a.rs;
+  int64_t off = p * a.stride[vm::kP] + r * a.stride[vm::kR];
   if (pattern == kArgContiguous) off += c0;
-  else if (pattern == kArgStrided) off += c0 * a.cs;
+  else if (pattern == kArgStrided) off += c0 * a.stride[vm::kC];
   return off;
 }
 
@@ -71,9 +71,9 @@ struct ItemRunner {
 void run_row_runs(ItemRunner& run, int64_t begin, int64_t end) {
   const vm::Launch& l = run.l;
   for (int64_t item = begin; item < end;) {
-    const int64_t p = item / l.R, r = item % l.R;
-    const int64_t rows = std::min(end - item, l.R - r);
-    run.call(p, r, 0, l.C, rows);
+    const int64_t p = item / l.R(), r = item % l.R();
+    const int64_t rows = std::min(end - item, l.R() - r);
+    run.call(p, r, 0, l.C(), rows);
     item += rows;
   }
 }
@@ -93,7 +93,7 @@ void run_col_tiles(ItemRunner& run, int64_t begin, int64_t end) {
   const int64_t ctiles = vm::col_tiles(run.l);
   for (int64_t item = begin; item < end; ++item) {
     const vm::ItemStart at = vm::col_item(run.l, ctiles, item);
-    run.call(at.p, 0, at.c0, at.n, run.l.R);
+    run.call(at.p, 0, at.c0, at.n, run.l.R());
   }
 }
 
@@ -170,14 +170,14 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   JitArgs args;
   args.n = 0;
   for (size_t a = 0; a < nargs; ++a) {
-    args.cs[a] = l.args[a].cs;
-    args.rs[a] = l.args[a].rs;
+    args.cs[a] = l.args[a].stride[vm::kC];
+    args.rs[a] = l.args[a].stride[vm::kR];
   }
   args.rows = 1;
   args.scratch = nullptr;
   thread_local std::vector<float> scratch;
   if (code.scratch_rows > 0) {
-    const size_t need = static_cast<size_t>(code.scratch_rows) * static_cast<size_t>(std::max<int64_t>(l.C, 1));
+    const size_t need = static_cast<size_t>(code.scratch_rows) * static_cast<size_t>(std::max<int64_t>(l.C(), 1));
     if (scratch.size() < need) scratch.resize(need);
     args.scratch = scratch.data();
   }

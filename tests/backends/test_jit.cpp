@@ -117,18 +117,18 @@ void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64
     ASSERT_TRUE(code) << what << ": " << reason;
     std::vector<Buf> in(roles.size()), out_i(roles.size()), out_j(roles.size());
     vm::Launch li, lj;
-    li.P = lj.P = P;
-    li.R = lj.R = R;
-    li.C = lj.C = C;
+    li.extent[vm::kP] = lj.extent[vm::kP] = P;
+    li.extent[vm::kR] = lj.extent[vm::kR] = R;
+    li.extent[vm::kC] = lj.extent[vm::kC] = C;
     li.args.resize(roles.size());
     lj.args.resize(roles.size());
     for (size_t a = 0; a < roles.size(); ++a) {
       const Layout& ly = layouts[a];
       Buf b = layout_buffer(ly, P, R, C);
       vm::ArgBinding bind;
-      bind.ps = ly.ps;
-      bind.rs = ly.rs;
-      bind.cs = ly.cs;
+      bind.stride[vm::kP] = ly.ps;
+      bind.stride[vm::kR] = ly.rs;
+      bind.stride[vm::kC] = ly.cs;
       li.args[a] = lj.args[a] = bind;
       if (roles[a] == ArgRole::Input) {
         b.data = input_data(static_cast<size_t>(b.extent), seed * 31 + static_cast<uint32_t>(a), specials);
@@ -365,12 +365,12 @@ TEST(JitReduce, RowReductionOrderPinned) {
         for (int tier = 0; tier < 2; ++tier) {
           float y1 = kGuard, y2 = kGuard;
           vm::Launch l;
-          l.P = 1;
-          l.R = 1;
-          l.C = C;
+          l.extent[vm::kP] = 1;
+          l.extent[vm::kR] = 1;
+          l.extent[vm::kC] = C;
           l.args.resize(3);
           l.args[0].in = xs.data();
-          l.args[0].cs = 1;
+          l.args[0].stride[vm::kC] = 1;
           l.args[1].out = &y1;
           l.args[2].out = &y2;
           const int64_t items = vm::work_items(*k, l);

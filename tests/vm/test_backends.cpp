@@ -81,7 +81,7 @@ std::shared_ptr<Kernel> tanh_kernel(float scale) {
 std::vector<float> run(const Kernel& k, const std::vector<float>& x, bool* on_machine) {
   std::vector<float> y(x.size());
   Launch l;
-  l.C = static_cast<int64_t>(x.size());
+  l.extent[kC] = static_cast<int64_t>(x.size());
   l.args = {ArgBinding{x.data(), nullptr, 0, 0, 1}, ArgBinding{nullptr, y.data(), 0, 0, 1}};
   *on_machine = launch(k, l);
   return y;
@@ -100,7 +100,7 @@ void added_backend_is_selected_and_agrees() {
   if (!on_machine || g_compiles != 1 || g_runs < 1) std::exit(11);
   std::vector<float> want(x.size());
   Launch l;
-  l.C = static_cast<int64_t>(x.size());
+  l.extent[kC] = static_cast<int64_t>(x.size());
   l.args = {ArgBinding{x.data(), nullptr, 0, 0, 1}, ArgBinding{nullptr, want.data(), 0, 0, 1}};
   interpret(*k, l, 0, work_items(*k, l), *backends::microkernels_for(Isa::Portable));
   if (std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) != 0) std::exit(12);

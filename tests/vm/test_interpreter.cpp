@@ -12,6 +12,7 @@
 #include "backends/microkernels.h"
 #include "dvm/error.h"
 #include "vm/encoder.h"
+#include "vm/forms.h"
 #include "vm/interpreter.h"
 #include "vm/kernel_cache.h"
 #include "vm/launcher.h"
@@ -86,8 +87,8 @@ TEST(Interpreter, ElementwiseAllPatterns) {
            sv = random_vec(R, 4);
       Out out(R * C);
       Launch l;
-      l.R = R;
-      l.C = C;
+      l.extent[kR] = R;
+      l.extent[kC] = C;
       l.args.resize(5);
       l.args[0] = {xv.data(), nullptr, 0, C, 1};
       l.args[1] = {av.data(), nullptr, 0, 2 * C, 2};
@@ -123,15 +124,15 @@ TEST(Interpreter, GeneralGather) {
   for (backends::Isa isa : isas()) {
     Out out(A * B * D);
     Launch l;
-    l.P = D;
-    l.R = A;
-    l.C = B;
+    l.extent[kP] = D;
+    l.extent[kR] = A;
+    l.extent[kC] = B;
     l.args.resize(2);
     ArgBinding& g = l.args[0];
     g.in = xv.data();
-    g.ndims[0] = 1; g.size[0][0] = D; g.stride[0][0] = 1;
-    g.ndims[1] = 1; g.size[1][0] = A; g.stride[1][0] = B * D;
-    g.ndims[2] = 1; g.size[2][0] = B; g.stride[2][0] = D;
+    g.ndims[0] = 1; g.dim_size[0][0] = D; g.dim_stride[0][0] = 1;
+    g.ndims[1] = 1; g.dim_size[1][0] = A; g.dim_stride[1][0] = B * D;
+    g.ndims[2] = 1; g.dim_size[2][0] = B; g.dim_stride[2][0] = D;
     l.args[1] = {nullptr, out.data(), A * B, B, 1};
     run(*k, l, isa);
     for (int64_t i = 0; i < D; ++i)
@@ -161,8 +162,8 @@ TEST(Interpreter, RowReduceSoftmaxOnePassAndMultiPass) {
       auto xv = random_vec(R * C, 11, -5, 5);
       Out y(R * C), mx(R);
       Launch l;
-      l.R = R;
-      l.C = C;
+      l.extent[kR] = R;
+      l.extent[kC] = C;
       l.args = {{xv.data(), nullptr, 0, C, 1}, {nullptr, y.data(), 0, C, 1}, {nullptr, mx.data(), 0, 1, 0}};
       run(*k, l, isa);
       for (int64_t r = 0; r < R; ++r) {
@@ -200,9 +201,9 @@ TEST(Interpreter, ColReduceWithEpilogue) {
         auto xv = random_vec(P * R * C, 21), bv = random_vec(C, 22);
         Out y(P * C);
         Launch l;
-        l.P = P;
-        l.R = R;
-        l.C = C;
+        l.extent[kP] = P;
+        l.extent[kR] = R;
+        l.extent[kC] = C;
         l.args = {{xv.data(), nullptr, R * C, C, 1}, {bv.data(), nullptr, 0, 0, 1}, {nullptr, y.data(), C, 0, 1}};
         run(*k, l, isa);
         for (int64_t p = 0; p < P; ++p)
@@ -244,8 +245,8 @@ TEST(Interpreter, ColReduceEpilogueReadsAPrologueConstantAtEveryR) {
         for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 7) - 3.0f;
         Out y(C);
         Launch l;
-        l.R = R;
-        l.C = C;
+        l.extent[kR] = R;
+        l.extent[kC] = C;
         l.args = {{xv.data(), nullptr, 0, C, 1}, {nullptr, y.data(), 0, 0, 1}};
         launch(*k, l);
         for (int64_t c = 0; c < C; ++c) {
@@ -271,10 +272,10 @@ TEST(Launcher, BadLaunchWritesNothing) {
   std::vector<float> x(64, 1.0f), xcopy = x;
   Out y(64);
   Launch l;
-  l.C = 64;
+  l.extent[kC] = 64;
   l.args = {{x.data(), nullptr, 0, 0, 2}, {nullptr, y.data(), 0, 0, 1}};  // ld with cs = 2
   EXPECT_THROW(launch(*k, l), Error);
-  l.args[0].cs = 1;
+  l.args[0].stride[kC] = 1;
   l.args.pop_back();  // too few arguments
   EXPECT_THROW(launch(*k, l), Error);
   l.args.push_back({nullptr, nullptr, 0, 0, 1});  // output without a pointer
@@ -289,6 +290,21 @@ TEST(Launcher, BadLaunchWritesNothing) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("argument 1 (output) has no pointer"), std::string::npos) << err.what();
   }
+  // Extents: each part >= 0, and the parts the form does not use are 1.
+  l.args[1].out = y.data();
+  for (int part = 0; part < kMaxParts; ++part)
+    for (int64_t bad : {int64_t{-1}, int64_t{2}}) {
+      if (part < form_row(Form::Elementwise).parts && bad >= 0) continue;  // a used part may be 2
+      Launch lb = l;
+      lb.extent[part] = bad;
+      try {
+        launch(*k, lb);
+        ADD_FAILURE() << "extent " << bad << " of part " << part << " accepted";
+      } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("elementwise kernels use 3 parts"), std::string::npos) << err.what();
+      }
+    }
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(y[i], kGuard);
 }
 
 }  // namespace
