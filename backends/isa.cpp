@@ -1,8 +1,11 @@
 // CPU feature detection (cpuid + xgetbv), the ISA in use, and the choice of
-// micro-kernel table. Compiled at the baseline ISA.
+// micro-kernel table. Compiled at the baseline ISA. Off x86-64 only the
+// portable table is built, and it is the only ISA detected.
 #include "backends/isa.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
 
 #include <atomic>
 
@@ -13,6 +16,7 @@ namespace dvm::backends {
 
 namespace {
 
+#if defined(__x86_64__)
 // XCR0 via xgetbv (inline asm: the intrinsic would need -mxsave).
 uint64_t read_xcr0() {
   uint32_t eax = 0, edx = 0;
@@ -42,6 +46,9 @@ Isa detect() {
   if (f && dq && bw && vl && zmm_state) return Isa::Avx512;
   return Isa::Avx2;
 }
+#else
+Isa detect() { return Isa::Portable; }
+#endif
 
 Isa clamp(Isa wanted) {
   Isa best = detected_isa();
@@ -99,8 +106,13 @@ const MicroKernels* microkernels_for(Isa isa) {
   if (!isa_supported(isa)) return nullptr;
   switch (isa) {
     case Isa::Portable: return &kMicroKernelsPortable;
+#if defined(__x86_64__)
     case Isa::Avx2: return &kMicroKernelsAvx2;
     case Isa::Avx512: return &kMicroKernelsAvx512;
+#else
+    case Isa::Avx2:
+    case Isa::Avx512: return nullptr;  // never supported here
+#endif
   }
   return nullptr;
 }

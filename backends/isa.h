@@ -14,7 +14,7 @@ const char* isa_name(Isa isa);
 bool parse_isa(std::string_view text, Isa* out);
 
 // The best ISA this CPU and OS support (AVX2 needs FMA too; AVX-512 needs
-// F, DQ, BW and VL with the OS saving zmm state).
+// F, DQ, BW and VL with the OS saving zmm state). Portable off x86-64.
 Isa detected_isa();
 // The ISA in use: detected_isa() until set_isa() lowers it.
 Isa active_isa();

@@ -30,6 +30,10 @@
 // after isa.h says the CPU has AVX2.
 #pragma once
 
+#if !defined(__x86_64__)
+#error "vec_avx2.h is x86-64 only; other targets build the portable table"
+#endif
+
 // GCC 12 reports its own _mm512_undefined_ps() (`__m512 __Y = __Y;`) as
 // uninitialised when AVX-512 intrinsics are inlined at -O2 (GCC bug 105593);
 // silence that false positive for the intrinsic headers only.
