@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "tests/jit_built.h"
 #include "tests/tracer/tracer_testing.h"
 
 namespace dvm::testing {
@@ -102,6 +103,7 @@ void expect_same_bits(const std::vector<std::pair<std::string, std::vector<float
 }
 
 TEST(Tiers, InterpreterAndJitAgreeBitForBit) {
+  DVM_SKIP_WITHOUT_JIT();
   SettingsGuard guard;
   int tested = 0;
   for (const char* isa : {"avx2", "avx512"}) {
@@ -124,6 +126,7 @@ TEST(Tiers, InterpreterAndJitAgreeBitForBit) {
 // In Auto mode a kernel switches to machine code after jit_threshold calls;
 // the switch changes no bit of any result.
 TEST(Tiers, TieringUpIsInvisible) {
+  DVM_SKIP_WITHOUT_JIT();
   SettingsGuard guard;
   dvm::set_tier_mode(TierMode::Auto);
   dvm::set_jit_threshold(2);

@@ -19,6 +19,7 @@
 
 #include "backends/isa.h"
 #include "dvm/dvm.h"
+#include "tests/jit_built.h"
 
 namespace dvm::testing {
 
@@ -145,6 +146,7 @@ class IsaTest : public ::testing::TestWithParam<Target> {
     backends::Isa want;
     ASSERT_TRUE(backends::parse_isa(GetParam().isa, &want)) << GetParam().isa;
     if (!backends::isa_supported(want)) GTEST_SKIP() << "this CPU lacks " << GetParam().isa;
+    if (GetParam().tier != TierMode::Off) { DVM_SKIP_WITHOUT_JIT(); }
     dvm::set_isa(GetParam().isa);
     ASSERT_EQ(dvm::isa(), std::string(GetParam().isa));
     dvm::set_tier_mode(GetParam().tier);

@@ -12,6 +12,7 @@
 #include <tbb/task_arena.h>
 
 #include "dvm/dvm.h"
+#include "tests/jit_built.h"
 #include "vm/interpreter.h"
 #include "vm/parallel.h"
 
@@ -209,6 +210,7 @@ TEST(Parallel, TallColumnReductionsSplitIntoRowChunks) {
 // wider than C (a slice), NaN in a max, an epilogue (mean).
 TEST(Parallel, SplitColumnReductionsRunOnTheJitWithTheInterpretersBits) {
   if (isa() == "portable") GTEST_SKIP() << "no JIT on a CPU without AVX2";
+  DVM_SKIP_WITHOUT_JIT();
   struct Case {
     const char* what;
     std::vector<int64_t> shape;
@@ -263,6 +265,7 @@ TEST(Parallel, SplitColumnReductionsRunOnTheJitWithTheInterpretersBits) {
 // stored per row and used per element (stb and st in one kernel), NaN.
 TEST(Parallel, SplitRowReductionsRunOnTheJitWithTheInterpretersBits) {
   if (isa() == "portable") GTEST_SKIP() << "no JIT on a CPU without AVX2";
+  DVM_SKIP_WITHOUT_JIT();
   const int64_t ragged = 4 * 65536 + 4097 + 37;  // five chunks, the last 4134 floats
   const int64_t stub = 4 * 65536 + 30;           // a last chunk of 30 floats
   struct Case {

@@ -10,6 +10,7 @@
 
 #include "backends/isa.h"
 #include "dvm/dvm.h"
+#include "tests/jit_built.h"
 #include "fuser/plan_cache.h"
 #include "vm/kernel_cache.h"
 
@@ -51,6 +52,7 @@ class Tiering : public ::testing::Test {
 };
 
 TEST_F(Tiering, InterpreterAndJitAgreeBitForBitOnEveryIsa) {
+  DVM_SKIP_WITHOUT_JIT();
   for (const char* isa : {"avx2", "avx512"}) {
     backends::Isa i;
     ASSERT_TRUE(backends::parse_isa(isa, &i));
@@ -70,6 +72,7 @@ TEST_F(Tiering, InterpreterAndJitAgreeBitForBitOnEveryIsa) {
 
 TEST_F(Tiering, EagerCompilesBeforeTheFirstRunAndStatsSayJit) {
   if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Eager);
   reset_stats();
   const auto xv = ramp(4096, 0.1f);
@@ -99,6 +102,7 @@ TEST_F(Tiering, EagerCompilesBeforeTheFirstRunAndStatsSayJit) {
 
 TEST_F(Tiering, AutoSwitchesAfterTheThresholdWithoutWaiting) {
   if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Auto);
   set_jit_threshold(3);
   const auto xv = ramp(1000, 0.3f);
@@ -134,6 +138,7 @@ TEST_F(Tiering, OffNeverMakesExecutableMemory) {
 
 TEST_F(Tiering, JitRefusalStaysOnTheInterpreterWithAReason) {
   if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Eager);
   // A rank-4 permutation no [P, R, C] split reads linearly: a general gather.
   std::vector<float> xv = ramp(2 * 3 * 4 * 5, 0.5f);
@@ -159,6 +164,7 @@ TEST_F(Tiering, JitRefusalStaysOnTheInterpreterWithAReason) {
 // queues many fresh kernels (each a background compile) and exits at once.
 TEST(TieringExit, ExitingWithCompilesQueuedIsClean) {
   if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  DVM_SKIP_WITHOUT_JIT();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (int round = 0; round < 3; ++round)
     EXPECT_EXIT(
@@ -178,6 +184,7 @@ TEST(TieringExit, ExitingWithCompilesQueuedIsClean) {
 
 TEST_F(Tiering, EvictedKernelsFreeTheirCode) {
   if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Eager);
   vm::KernelCache& cache = vm::KernelCache::global();
   const int64_t old_capacity = cache.capacity();
