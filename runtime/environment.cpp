@@ -6,7 +6,9 @@
 #include <mutex>
 
 #include "backends/isa.h"
+#if DVM_HAS_JIT
 #include "backends/jit/jit.h"
+#endif
 #include "fuser/executor.h"
 #include "vm/kernel_cache.h"
 #include "vm/parallel.h"
@@ -27,7 +29,11 @@ void push(Setting s, int64_t v) {
     case Setting::NumThreads: vm::set_num_threads(static_cast<int>(v)); return;
     case Setting::KernelCache: vm::KernelCache::global().set_capacity(v); return;
     case Setting::PlanCheck: fuser::set_plan_check(v != 0); return;
-    case Setting::JitLog: backends::jit::set_log(v != 0); return;
+    case Setting::JitLog:
+#if DVM_HAS_JIT
+      backends::jit::set_log(v != 0);
+#endif
+      return;  // a build without the JIT has no compile to log
   }
 }
 
