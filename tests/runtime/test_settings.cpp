@@ -208,7 +208,7 @@ TEST(Environment, GoodValuesAreRead) {
 
 // A fresh process with bad values warns once per variable however many
 // entry points it calls, and runs with the defaults.
-TEST(Environment, AFreshProcessWarnsOnceAndKeepsTheDefaults) {
+TEST(EnvironmentDeathTest, AFreshProcessWarnsOnceAndKeepsTheDefaults) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto clean = default_environment();
   ScopedEnv tier("DVM_TIER", "fast");

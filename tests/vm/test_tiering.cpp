@@ -162,7 +162,7 @@ TEST_F(Tiering, JitRefusalStaysOnTheInterpreterWithAReason) {
 // Exiting while compiles are queued and one runs must not crash: static
 // destructors run while the compile thread still works. The child process
 // queues many fresh kernels (each a background compile) and exits at once.
-TEST(TieringExit, ExitingWithCompilesQueuedIsClean) {
+TEST(TieringExitDeathTest, ExitingWithCompilesQueuedIsClean) {
   if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
   DVM_SKIP_WITHOUT_JIT();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
