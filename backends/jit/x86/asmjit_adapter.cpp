@@ -233,8 +233,4 @@ void release(void* fn) {
   if (fn) runtime().release(fn);
 }
 
-const char* memory_mapping_mode() {
-  return "asmjit JitRuntime with JitAllocatorOptions::kUseDualMapping: RX view + RW view";
-}
-
 }  // namespace dvm::backends::jit::asmx

@@ -157,9 +157,6 @@ class Assembler {
 // Frees a function returned by Assembler::finish().
 void release(void* fn);
 
-// How the executable memory is mapped, in words (for docs and tests).
-const char* memory_mapping_mode();
-
 // While on, every assembled function's assembly goes to stderr.
 void set_log(bool on);
 
