@@ -437,7 +437,8 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
   const auto& info = vp.info;
   const size_t ni = p.code.size();
   const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
-  // Chunks combine in chunk order (into chunk 0's place), then each tile's epilogue.
+  // Chunks combine pairwise (into chunk 0's place): the sum's error grows
+  // with log2(chunks), not with chunks. Then each tile's epilogue.
   parallel_items(sp.items, l.C() < kTile ? l.C() : kTile, [&](int64_t b, int64_t e) {
     Frame& f = t_frame;
     f.prepare(p, kTile, mk.lanes);
@@ -449,7 +450,10 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
         const int comb = static_cast<int>(combine_op(p.code[i].op));
         const int64_t n = info[i].dst_kind == Kind::Vec ? t.n : 1;
         float* acc = sp.at(partial, 0, i - r0, t.p, t.c0);
-        for (int64_t c = 1; c < sp.chunks; ++c) mk.binary[comb](acc, acc, sp.at(partial, c, i - r0, t.p, t.c0), n);
+        for (int64_t step = 1; step < sp.chunks; step *= 2)
+          for (int64_t c = 0; c + step < sp.chunks; c += 2 * step)
+            mk.binary[comb](sp.at(partial, c, i - r0, t.p, t.c0), sp.at(partial, c, i - r0, t.p, t.c0),
+                            sp.at(partial, c + step, i - r0, t.p, t.c0), n);
         if (info[i].dst_kind == Kind::Vec) f.ptr[p.code[i].r[0]] = acc;
         else f.sval[p.code[i].r[0]] = acc[0];
       }

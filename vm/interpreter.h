@@ -16,15 +16,15 @@ struct MicroKernels;
 namespace dvm::vm {
 
 // The second half of a split ColReduce launch, whoever folded the chunks
-// (sp = col_split(k, l)): per column tile the chunks combine in chunk order,
-// then the epilogue runs.
+// (sp = col_split(k, l)): per column tile the chunks combine pairwise
+// (chunk c with c + 1, then c with c + 2, ...), then the epilogue runs.
 void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, const backends::MicroKernels& mk,
                        float* partial);
 
 // Runs a whole split launch: RowReduce, per reduction level, one parallel
 // phase over (row, chunk), then the per-row combines; ColReduce, one phase
-// over (column tile, row chunk), then per tile the combines in chunk order
-// and the epilogue.
+// over (column tile, row chunk), then per tile the pairwise combines and
+// the epilogue.
 void interpret_split_rows(const Kernel& k, const Launch& l, const backends::MicroKernels& mk);
 
 // One (row, chunk) item of a split RowReduce pass on machine code: folds the

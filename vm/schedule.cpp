@@ -26,7 +26,8 @@ int64_t col_reduce_item_elements(const Kernel&, const Launch& l) {
 }
 bool col_reduce_splits(const Kernel& k, const Launch& l) {
   const ColSplit s = col_split(k, l);
-  return l.C() >= kSplitColsMin && l.R() > 2 * s.rows && l.R() * std::min(l.C(), kTile) > kSplitRowMin;
+  if (l.R() <= 2 * s.rows) return false;
+  return l.C() < kSplitColsMin || l.R() * std::min(l.C(), kTile) > kSplitRowMin;
 }
 
 int64_t work_items(const Kernel& k, const Launch& l) { return form_row(k.form()).work_items(k, l); }
@@ -43,7 +44,7 @@ ColSplit col_split(const Kernel& k, const Launch& l) {
   s.ctiles = col_tiles(l);
   s.items = l.P() * s.ctiles;
   // About kRowChunk floats of one column tile per chunk: a shape-only rule.
-  s.rows = std::max<int64_t>(1, kRowChunk / std::min(std::max<int64_t>(l.C(), 1), kTile));
+  s.rows = std::clamp<int64_t>(kRowChunk / std::min(std::max<int64_t>(l.C(), 1), kTile), 1, kColChunkRowsMax);
   s.chunks = (l.R() + s.rows - 1) / s.rows;
   s.nred = static_cast<size_t>(k.verified().last_reduce - k.verified().first_reduce + 1);
   return s;

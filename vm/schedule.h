@@ -31,9 +31,14 @@ inline constexpr int64_t kChunk = 16 * kTile;
 inline constexpr int64_t kSplitRowMin = 256 * 1024;
 inline constexpr int64_t kSplitRowsBelow = 16;
 inline constexpr int64_t kRowChunk = 64 * 1024;
-// ColReduce launches split only from this many columns: narrower rows make
-// the interpreter's per-row dispatch dominate (C = 4: 5x the JIT's time).
+// ColReduce launches of this many columns split only for speed (enough
+// floats per column tile); narrower ones split whenever R exceeds two
+// chunks, for accuracy: one accumulator per column would add all R rows.
 inline constexpr int64_t kSplitColsMin = 64;
+// A column chunk adds at most this many rows into one accumulator; chunks
+// then combine pairwise, so a column sum's error grows with
+// kColChunkRowsMax + log2(R / kColChunkRowsMax) adds, not with R.
+inline constexpr int64_t kColChunkRowsMax = 1024;
 static_assert(kRowChunk % kTile == 0, "chunks start on tile boundaries");
 
 // Work items of a launch: independent pieces the launcher may run in any
@@ -44,16 +49,18 @@ int64_t work_items(const Kernel& k, const Launch& l);
 int64_t item_elements(const Kernel& k, const Launch& l);
 
 // True when a launch runs split (vm/split_launch.h): the RowReduce case
-// above, and ColReduce launches of at least kSplitColsMin columns that fold
-// more than kSplitRowMin floats per column tile: their R splits into chunks
-// of about kRowChunk floats per tile. Few tiles gain threads; any number
+// above, and ColReduce launches of more than two chunks' rows that are
+// narrower than kSplitColsMin columns or fold more than kSplitRowMin floats
+// per column tile: their R splits into chunks of about kRowChunk floats per
+// tile, at most kColChunkRowsMax rows. Few tiles gain threads; any number
 // gains the cache: a tile the JIT covers in several passes over its rows
 // (C = 100: blocks of 4 and 2 vectors, then a masked one) rereads a chunk
 // from L2 instead of the whole column from memory.
 bool splits_rows(const Kernel& k, const Launch& l);
 // A split ColReduce launch: R in chunks of `rows` rows (about kRowChunk floats
-// of one column tile; the last chunk may be shorter). Each chunk folds its
-// rows from the identity; reduction j's partial for (chunk, p, c) is at
+// of one column tile, at most kColChunkRowsMax rows; the last chunk may be
+// shorter). Each chunk folds its rows from the identity; the chunks combine
+// pairwise (finish_split_cols). Reduction j's partial for (chunk, p, c) is at
 // at(partial, chunk, j, p, c), [chunk][j][P][C] with C innermost.
 struct ColSplit {
   int64_t P = 0, C = 0, ctiles = 0, items = 0;  // items: P x column tiles

@@ -2,8 +2,8 @@
 // serve them: a split ColReduce folds its row chunks in machine code through
 // the kernel's fold kernel, a split RowReduce runs each pass per chunk
 // through its split passes; what they cannot serve splits on the
-// interpreter. Either way the chunks combine in chunk order, so the bits are
-// the same.
+// interpreter. Either way the chunks combine in the same order (RowReduce:
+// chunk order; ColReduce: pairwise), so the bits are the same.
 #pragma once
 
 #include "vm/kernel.h"

@@ -150,12 +150,23 @@ TEST(Parallel, HugeRowSumFollowsTheChunkedOrder) {
   set_num_threads(0);
 }
 
+// The order of a split column sum, modelled: per column, each chunk of
+// `rows` rows sums from zero in row order, then the chunks add pairwise.
+float chunked_column_sum(const std::vector<float>& x, int64_t R, int64_t C, int64_t c, int64_t rows) {
+  std::vector<float> parts;
+  for (int64_t r0 = 0; r0 < R; r0 += rows) {
+    float part = 0;
+    for (int64_t r = r0; r < std::min(R, r0 + rows); ++r) part += x[static_cast<size_t>(r * C + c)];
+    parts.push_back(part);
+  }
+  for (size_t step = 1; step < parts.size(); step *= 2)
+    for (size_t i = 0; i + step < parts.size(); i += 2 * step) parts[i] += parts[i + step];
+  return parts.empty() ? 0.0f : parts[0];
+}
+
 // Column reductions over many rows and few columns split R into chunks the
 // same way: bits independent of the thread count and tier, and the chunked
-// order (modelled: per column, each chunk of kRowChunk / C rows sums from
-// zero in row order, the chunks add in order).
-// Fewer than kSplitColsMin columns do not split (the per-row dispatch of
-// the interpreter would dominate).
+// order of chunked_column_sum.
 TEST(Parallel, TallColumnReductionsSplitIntoRowChunks) {
   const int64_t C = vm::kSplitColsMin, R = 8 * (vm::kRowChunk / C) + 77;  // 9 chunks
   ASSERT_GT(R * C, vm::kSplitRowMin);
@@ -177,16 +188,12 @@ TEST(Parallel, TallColumnReductionsSplitIntoRowChunks) {
         ASSERT_EQ(std::memcmp(got[k].data(), ref[k].data(), ref[k].size() * sizeof(float)), 0)
             << "result " << k << " differs with " << threads << " threads";
     }
-  const int64_t rows = vm::kRowChunk / C;
+  const int64_t rows = std::min(vm::kRowChunk / C, vm::kColChunkRowsMax);
   int orders_differ = 0;
   for (int64_t c = 0; c < C; ++c) {
-    float chunked = 0, flat = 0;
+    const float chunked = chunked_column_sum(xv, R, C, c, rows);
+    float flat = 0;
     double exact = 0, mx = -INFINITY;
-    for (int64_t r0 = 0; r0 < R; r0 += rows) {
-      float part = 0;
-      for (int64_t r = r0; r < std::min(R, r0 + rows); ++r) part += xv[static_cast<size_t>(r * C + c)];
-      chunked = r0 == 0 ? part : chunked + part;
-    }
     for (int64_t r = 0; r < R; ++r) {
       flat += xv[static_cast<size_t>(r * C + c)];
       exact += xv[static_cast<size_t>(r * C + c)];
@@ -200,6 +207,50 @@ TEST(Parallel, TallColumnReductionsSplitIntoRowChunks) {
     EXPECT_NEAR(ref[0][static_cast<size_t>(c)], exact, (rows + 64) * std::ldexp(1.0, -24) * R * 3.0) << "column " << c;
   }
   EXPECT_GT(orders_differ, C / 2) << "pick another input: the two orders mostly agree on this one";
+  set_num_threads(0);
+  set_tier_mode(TierMode::Auto);
+}
+
+// Narrow tensors' long columns split too (accuracy, not speed): a column
+// sum adds at most kColChunkRowsMax rows into one accumulator, then the
+// chunks pairwise. All-ones of 2^25 rows: every partial is exact, so the sum
+// is 2^25 (one float accumulator stops at 2^24). Ordinary data: within the
+// chunked order's bound, bit-identical over tiers and thread counts.
+TEST(Parallel, NarrowColumnSumsSplitForAccuracy) {
+  const int64_t big = int64_t{1} << 25;
+  EXPECT_EQ(Tensor::full({big, 1}, 1.0f).sum(0).to_vector(), std::vector<float>{33554432.0f});
+  const int64_t R = 3 * vm::kRowChunk + 1234;
+  for (int64_t C : {int64_t{1}, int64_t{3}, int64_t{17}, vm::kSplitColsMin - 1}) {
+    std::vector<float> xv(static_cast<size_t>(R * C));
+    uint32_t state = 12345u + static_cast<uint32_t>(C);
+    for (float& v : xv) {  // uniform in [0, 1): every column sum has condition number 1
+      state = state * 1664525u + 1013904223u;
+      v = static_cast<float>(state >> 8) * 0x1p-24f;
+    }
+    auto run = [&] { return Tensor::from_blob(xv.data(), {R, C}).sum(0).to_vector(); };
+    set_num_threads(1);
+    set_tier_mode(TierMode::Off);
+    const std::vector<float> ref = run();
+    for (int64_t c = 0; c < C; ++c) {
+      double exact = 0;
+      for (int64_t r = 0; r < R; ++r) exact += xv[static_cast<size_t>(r * C + c)];
+      const float got = ref[static_cast<size_t>(c)];
+      EXPECT_EQ(got, chunked_column_sum(xv, R, C, c, vm::kColChunkRowsMax)) << "C " << C << ", column " << c;
+      // Worst case (1024 + log2(chunks)) adds of relative error 2^-24 each;
+      // one accumulator over all R rows has a bound of R adds (and is ~100x
+      // off on this data).
+      EXPECT_NEAR(got, exact, (vm::kColChunkRowsMax + 8) * std::ldexp(1.0, -24) * exact) << "C " << C;
+      EXPECT_NEAR(got, exact, 1e-6 * exact) << "C " << C << ": the pairwise order keeps this data within 1e-6";
+    }
+    for (TierMode tier : {TierMode::Off, TierMode::Eager})
+      for (int threads : {1, 2, 7}) {
+        set_num_threads(threads);
+        set_tier_mode(tier);
+        const std::vector<float> got = run();
+        ASSERT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0)
+            << "C " << C << " differs with " << threads << " threads";
+      }
+  }
   set_num_threads(0);
   set_tier_mode(TierMode::Auto);
 }
