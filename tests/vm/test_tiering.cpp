@@ -71,7 +71,7 @@ TEST_F(Tiering, InterpreterAndJitAgreeBitForBitOnEveryIsa) {
 }
 
 TEST_F(Tiering, EagerCompilesBeforeTheFirstRunAndStatsSayJit) {
-  if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (backends::active_isa() == backends::Isa::Portable) GTEST_SKIP() << "no JIT for the portable ISA (DVM_ISA or the CPU)";
   DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Eager);
   reset_stats();
@@ -101,7 +101,7 @@ TEST_F(Tiering, EagerCompilesBeforeTheFirstRunAndStatsSayJit) {
 }
 
 TEST_F(Tiering, AutoSwitchesAfterTheThresholdWithoutWaiting) {
-  if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (backends::active_isa() == backends::Isa::Portable) GTEST_SKIP() << "no JIT for the portable ISA (DVM_ISA or the CPU)";
   DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Auto);
   set_jit_threshold(3);
@@ -137,7 +137,7 @@ TEST_F(Tiering, OffNeverMakesExecutableMemory) {
 }
 
 TEST_F(Tiering, JitRefusalStaysOnTheInterpreterWithAReason) {
-  if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (backends::active_isa() == backends::Isa::Portable) GTEST_SKIP() << "no JIT for the portable ISA (DVM_ISA or the CPU)";
   DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Eager);
   // A rank-4 permutation no [P, R, C] split reads linearly: a general gather.
@@ -163,7 +163,7 @@ TEST_F(Tiering, JitRefusalStaysOnTheInterpreterWithAReason) {
 // destructors run while the compile thread still works. The child process
 // queues many fresh kernels (each a background compile) and exits at once.
 TEST(TieringExitDeathTest, ExitingWithCompilesQueuedIsClean) {
-  if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (backends::active_isa() == backends::Isa::Portable) GTEST_SKIP() << "no JIT for the portable ISA (DVM_ISA or the CPU)";
   DVM_SKIP_WITHOUT_JIT();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (int round = 0; round < 3; ++round)
@@ -183,7 +183,7 @@ TEST(TieringExitDeathTest, ExitingWithCompilesQueuedIsClean) {
 }
 
 TEST_F(Tiering, EvictedKernelsFreeTheirCode) {
-  if (backends::detected_isa() == backends::Isa::Portable) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (backends::active_isa() == backends::Isa::Portable) GTEST_SKIP() << "no JIT for the portable ISA (DVM_ISA or the CPU)";
   DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Eager);
   vm::KernelCache& cache = vm::KernelCache::global();
