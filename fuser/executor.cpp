@@ -173,9 +173,19 @@ int64_t execute(const std::vector<Node*>& nodes) {
     ++cache.misses;
     Plan plan = partition(nodes);
     CachedPlan record;
-    for (int gi : plan.order) {
+    for (size_t oi = 0; oi < plan.order.size(); ++oi) {
+      Lowered low;
+      const int gi = plan.order[oi];
+      if (!try_lower(plan.groups[static_cast<size_t>(gi)], plan.placement, &low)) {
+        // Over the encoder's limits: run it as smaller groups, in its place.
+        std::vector<int> pieces = split_group(plan, gi);
+        if (pieces.size() < 2) low = lower(plan.groups[static_cast<size_t>(gi)], plan.placement);  // throws
+        plan.order.erase(plan.order.begin() + static_cast<std::ptrdiff_t>(oi));
+        plan.order.insert(plan.order.begin() + static_cast<std::ptrdiff_t>(oi), pieces.begin(), pieces.end());
+        --oi;
+        continue;
+      }
       const Group& g = plan.groups[static_cast<size_t>(gi)];
-      Lowered low = lower(g, plan.placement);
       std::shared_ptr<vm::Kernel> k = vm::KernelCache::global().get(low.bytecode);
       CachedGroup cg;
       cg.form = g.form;

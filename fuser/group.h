@@ -24,6 +24,10 @@ struct Group {
   int red_end = 0;
   std::vector<detail::Node*> members;  // a topological order
   std::vector<int> deps;  // groups whose outputs this group reads
+  // RowReduce: where the kept axes [0, red_begin) may split into P and R
+  // (bit s: P = [0, s), R = [s, red_begin)) so that every per-row load of
+  // the epilogue is linear in both parts (LDB has one stride per part).
+  uint32_t row_splits = ~0u;
   bool alive = true;      // false once merged into another group...
   int merged_into = -1;   // ...this one
 };
@@ -44,5 +48,18 @@ struct Plan {
 
 // True when s is F with the axes [a, b) removed or kept as size 1.
 bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b);
+
+// Strides of x when broadcast (numpy rules) to shape s. A pending non-view
+// node has no strides yet: it will be a fresh contiguous buffer.
+void broadcast_strides(const detail::Node* x, const Shape& s, int64_t* out);
+
+// Strides over a Reduced-domain shape s (of a group with full shape `full`
+// and reduced axes [a, b)), moved onto the full shape's axes (the folded
+// axes get stride 0).
+void to_full_space(const Shape& full, int a, int b, const Shape& s, const int64_t* in, int64_t* out);
+
+// Split points s in [0, k] (bit s) at which strides over the axes [0, k) of
+// `full` are linear over [0, s) and over [s, k) alike (size-1 axes ignored).
+uint32_t linear_splits(const Shape& full, int k, const int64_t* strides);
 
 }  // namespace dvm::fuser

@@ -35,26 +35,6 @@ void resolve_view(Node* v) {
 
 namespace {
 
-// Strides of x when broadcast (numpy rules) to shape s.
-void broadcast_strides(const Node* x, const Shape& s, int64_t* out) {
-  const int lead = s.rank() - x->shape.rank();
-  for (int k = 0; k < s.rank(); ++k) {
-    int j = k - lead;
-    out[k] = (j < 0 || (x->shape[j] == 1 && s[k] != 1)) ? 0 : x->strides[j];
-  }
-}
-
-// Strides over a Reduced-domain shape s, moved into the full shape's axes
-// (the folded axes get stride 0).
-void to_full_space(const Group& g, const Shape& s, const int64_t* in, int64_t* out) {
-  const int rank = g.full.rank();
-  if (s.rank() == rank) {
-    for (int k = 0; k < rank; ++k) out[k] = (k >= g.red_begin && k < g.red_end) ? 0 : in[k];
-    return;
-  }
-  for (int k = 0, j = 0; k < rank; ++k) out[k] = (k >= g.red_begin && k < g.red_end) ? 0 : in[j++];
-}
-
 struct Builder {
   const Group& g;
   const std::vector<Placement>& placement;  // per node of the flush
@@ -130,7 +110,7 @@ struct Builder {
     int64_t bs[kMaxRank];
     broadcast_strides(x, s, bs);
     if (full) std::copy(bs, bs + g.full.rank(), fs);
-    else to_full_space(g, s, bs, fs);
+    else to_full_space(g.full, g.red_begin, g.red_end, s, bs, fs);
     return full ? Domain::Full : Domain::Reduced;
   }
 
@@ -165,7 +145,7 @@ struct Builder {
       if (n->shape[k] == 1) cs[k] = 0;
     const Domain d = at(n).domain;
     if (d == Domain::Full) std::copy(cs, cs + g.full.rank(), fs);
-    else to_full_space(g, n->shape, cs, fs);
+    else to_full_space(g.full, g.red_begin, g.red_end, n->shape, cs, fs);
     std::array<int64_t, kMaxRank> f{};
     std::copy(fs, fs + g.full.rank(), f.begin());
     full_strides.push_back(f);
@@ -185,7 +165,7 @@ struct Builder {
       for (int k = 0; k < rank; ++k) sp.size[k] = f[k];
       sp.ndims = rank;
       const bool row = g.form == vm::Form::RowReduce;
-      sp.part_end[0] = row ? 0 : g.red_begin;
+      sp.part_end[0] = row ? row_split() : g.red_begin;
       sp.part_end[1] = row ? g.red_begin : g.red_end;
       sp.part_end[2] = rank;
       for (size_t a = 0; a < out.args.size(); ++a) strides[a] = full_strides[a];
@@ -217,6 +197,26 @@ struct Builder {
       std::copy(strides[a].begin(), strides[a].begin() + sp.ndims, out.args[a].strides);
       out.args[a].access = classify(out.args[a], a);
     }
+  }
+
+  // RowReduce: where the kept axes split into P and R. Per-row values (the
+  // epilogue's loads, and stores of reductions) are read and written with
+  // one stride per part, so the split must keep each of them linear; among
+  // such splits, the one that lets the most other loads avoid a gather.
+  int row_split() const {
+    const int k = g.red_begin;
+    uint32_t need = (2u << k) - 1;
+    int linear[kMaxRank + 1] = {};  // per split: loads it keeps linear
+    for (size_t a = 0; a < out.args.size(); ++a) {
+      const uint32_t m = linear_splits(g.full, k, full_strides[a].data());
+      if (out.args[a].output || arg_domain[a] == static_cast<uint8_t>(Domain::Reduced)) need &= m;
+      for (int s = 0; s <= k; ++s) linear[s] += (m >> s) & 1u;
+    }
+    if (need == 0) throw Error("internal: no split of a row reduction keeps its per-row values linear");
+    int best = -1;
+    for (int s = 0; s <= k; ++s)
+      if ((need >> s) & 1u && (best < 0 || linear[s] > linear[best])) best = s;
+    return best;
   }
 
   // Linear stride of arg over one part, or false when its index is not linear.
@@ -258,7 +258,7 @@ struct Builder {
 
   // Pass 3: bytecode. ColReduce puts the prologue first, then the
   // reductions, then the epilogue.
-  void encode() {
+  bool encode() {
     vm::Encoder enc(g.form);
     std::vector<int> arg_index(out.args.size(), -1);
     std::vector<vm::Encoder::Value> loaded(out.args.size(), -1);
@@ -290,35 +290,51 @@ struct Builder {
 
     std::vector<size_t> order(g.members.size());
     for (size_t m = 0; m < order.size(); ++m) order[m] = m;
-    if (g.form == vm::Form::ColReduce) {
-      auto phase = [&](size_t m) {
-        const Node* n = g.members[m];
-        if (n->kind == NodeKind::Reduce) return 1;
-        return at(n).domain == Domain::Full ? 0 : 2;
-      };
+    const bool col = g.form == vm::Form::ColReduce;
+    auto phase = [&](size_t m) {
+      const Node* n = g.members[m];
+      if (n->kind == NodeKind::Reduce) return 1;
+      return at(n).domain == Domain::Full ? 0 : 2;
+    };
+    if (col)
       std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return phase(x) < phase(y); });
-    }
 
     // Each member's value, by Node::index (kept per thread: its capacity
     // stays from group to group; only this group's members are read).
     thread_local std::vector<vm::Encoder::Value> values;
     if (values.size() < placement.size()) values.resize(placement.size());
-    for (size_t m : order) {
-      Node* n = g.members[m];
-      vm::Encoder::Value v[3] = {-1, -1, -1};
-      for (int i = 0; i < n->nin; ++i) {
-        Node* x = n->in[i];
-        int arg = leaf_arg[first_slot[m] + static_cast<size_t>(i)];
-        if (arg >= 0) {
-          if (loaded[static_cast<size_t>(arg)] < 0)
-            loaded[static_cast<size_t>(arg)] = enc.load(out.args[static_cast<size_t>(arg)].access, arg_index[static_cast<size_t>(arg)]);
-          v[i] = loaded[static_cast<size_t>(arg)];
-        } else if (x->kind == NodeKind::Const) {
-          v[i] = constant(x->value);
-        } else {
-          v[i] = values[static_cast<size_t>(x->index)];
-        }
+    auto operand = [&](size_t m, int i) -> vm::Encoder::Value {
+      const Node* x = g.members[m]->in[i];
+      int arg = leaf_arg[first_slot[m] + static_cast<size_t>(i)];
+      if (arg >= 0) {
+        if (loaded[static_cast<size_t>(arg)] < 0)
+          loaded[static_cast<size_t>(arg)] = enc.load(out.args[static_cast<size_t>(arg)].access, arg_index[static_cast<size_t>(arg)]);
+        return loaded[static_cast<size_t>(arg)];
       }
+      if (x->kind == NodeKind::Const) return constant(x->value);
+      return values[static_cast<size_t>(x->index)];
+    };
+    // ColReduce keeps its reductions in one block: the loads and constants
+    // they read come before the first, their stores after the last.
+    bool in_block = false;
+    std::vector<std::pair<int, vm::Encoder::Value>> block_stores;
+    auto end_block = [&] {
+      for (auto [a, v] : block_stores) enc.store(out.args[static_cast<size_t>(a)].access, arg_index[static_cast<size_t>(a)], v);
+      block_stores.clear();
+      in_block = false;
+    };
+    for (size_t oi = 0; oi < order.size(); ++oi) {
+      const size_t m = order[oi];
+      Node* n = g.members[m];
+      if (col && phase(m) == 1 && !in_block) {
+        in_block = true;
+        for (size_t oj = oi; oj < order.size() && phase(order[oj]) == 1; ++oj)
+          for (int i = 0; i < g.members[order[oj]]->nin; ++i) operand(order[oj], i);
+      } else if (in_block && phase(m) != 1) {
+        end_block();
+      }
+      vm::Encoder::Value v[3] = {-1, -1, -1};
+      for (int i = 0; i < n->nin; ++i) v[i] = operand(m, i);
       if (n->scalar_pos >= 0) {  // an inline scalar operand
         for (int i = n->nin; i > n->scalar_pos; --i) v[i] = v[i - 1];
         v[n->scalar_pos] = constant(n->value);
@@ -338,21 +354,33 @@ struct Builder {
         }
       }
       values[static_cast<size_t>(n->index)] = r;
-      if (out_arg[m] >= 0)
-        enc.store(out.args[static_cast<size_t>(out_arg[m])].access, arg_index[static_cast<size_t>(out_arg[m])], r);
+      if (out_arg[m] < 0) continue;
+      if (in_block) block_stores.emplace_back(out_arg[m], r);
+      else enc.store(out.args[static_cast<size_t>(out_arg[m])].access, arg_index[static_cast<size_t>(out_arg[m])], r);
     }
-    out.bytecode = enc.finish();
+    end_block();
+    return enc.try_finish(&out.bytecode);
   }
 };
 
 }  // namespace
 
-Lowered lower(const Group& g, const std::vector<Placement>& placement) {
+bool try_lower(const Group& g, const std::vector<Placement>& placement, Lowered* out) {
   Builder b(g, placement);
   b.collect();
   b.make_space();
-  b.encode();
-  return std::move(b.out);
+  if (!b.encode()) return false;
+  *out = std::move(b.out);
+  return true;
+}
+
+Lowered lower(const Group& g, const std::vector<Placement>& placement) {
+  Lowered low;
+  if (!try_lower(g, placement, &low)) {
+    throw Error("internal: a group of " + std::to_string(g.members.size()) +
+                " ops is over the encoder's limits; it must be split first");
+  }
+  return low;
 }
 
 std::vector<ArgOrigin> arg_origins(const Lowered& low) {

@@ -46,6 +46,10 @@ struct Lowered {
 // materialized (pending views whose input ran earlier are resolved here).
 // placement: the partition's, per node of the flush.
 Lowered lower(const Group& g, const std::vector<Placement>& placement);
+// The same, or false when the group's kernel would be over one of the
+// encoder's limits (arguments, live registers, instructions): the group must
+// be split (split_group in fuser/partition.h).
+bool try_lower(const Group& g, const std::vector<Placement>& placement, Lowered* out);
 
 // Where each argument of a lowered group came from, to rebuild them later.
 struct ArgOrigin {

@@ -22,6 +22,54 @@ bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b) {
   return true;
 }
 
+void broadcast_strides(const Node* x, const Shape& s, int64_t* out) {
+  int64_t own[kMaxRank];
+  const int64_t* xs = x->strides;
+  if (x->pending && x->kind != NodeKind::View && !x->storage) {
+    detail::contiguous_strides(x->shape, own);
+    xs = own;
+  }
+  const int lead = s.rank() - x->shape.rank();
+  for (int k = 0; k < s.rank(); ++k) {
+    int j = k - lead;
+    out[k] = (j < 0 || (x->shape[j] == 1 && s[k] != 1)) ? 0 : xs[j];
+  }
+}
+
+void to_full_space(const Shape& full, int a, int b, const Shape& s, const int64_t* in, int64_t* out) {
+  const int rank = full.rank();
+  if (s.rank() == rank) {
+    for (int k = 0; k < rank; ++k) out[k] = (k >= a && k < b) ? 0 : in[k];
+    return;
+  }
+  for (int k = 0, j = 0; k < rank; ++k) out[k] = (k >= a && k < b) ? 0 : in[j++];
+}
+
+namespace {
+bool linear_over(const Shape& f, int b, int e, const int64_t* st) {
+  int64_t t = 0, span = 1;
+  bool first = true;
+  for (int d = e - 1; d >= b; --d) {
+    if (f[d] == 1) continue;
+    if (first) {
+      t = st[d];
+      first = false;
+    } else if (st[d] != t * span) {
+      return false;
+    }
+    span *= f[d];
+  }
+  return true;
+}
+}  // namespace
+
+uint32_t linear_splits(const Shape& full, int k, const int64_t* strides) {
+  uint32_t m = 0;
+  for (int s = 0; s <= k; ++s)
+    if (linear_over(full, 0, s, strides) && linear_over(full, s, k, strides)) m |= 1u << s;
+  return m;
+}
+
 namespace {
 
 class Partitioner {
@@ -163,6 +211,26 @@ class Partitioner {
     return dx == Domain::Reduced;
   }
 
+  // The row splits (Group::row_splits) that keep n's per-row operands linear
+  // when n joins RowReduce group g in the Reduced domain; inputs computed by
+  // groups `self` and `other` stay in registers.
+  uint32_t row_splits_of(const Group& g, const Node* n, int self, int other) const {
+    uint32_t m = ~0u;
+    for (int i = 0; i < n->nin; ++i) {
+      const Node* x = n->in[i];
+      if (x->kind == NodeKind::Const) continue;
+      if (in_group(x)) {
+        const int xg = find(at(x).group);
+        if (xg == self || xg == other) continue;
+      }
+      int64_t bs[kMaxRank], fs[kMaxRank];
+      broadcast_strides(x, n->shape, bs);
+      to_full_space(g.full, g.red_begin, g.red_end, n->shape, bs, fs);
+      m &= linear_splits(g.full, g.red_begin, fs);
+    }
+    return m;
+  }
+
   // Merges group b into group a when their iteration spaces agree and no
   // third group sits between them. Returns the surviving group or -1.
   int merge(int a, int b) {
@@ -183,6 +251,11 @@ class Partitioner {
         return -1;
       db = Domain::Full;  // members keep their own domains
     }
+    uint32_t splits = ga->row_splits & gb->row_splits;
+    if (ga->form == vm::Form::RowReduce && gb->form == vm::Form::Elementwise && db == Domain::Reduced)
+      for (const Node* m : gb->members) splits &= row_splits_of(*ga, m, a, b);
+    if (splits == 0) return -1;
+    ga->row_splits = splits;
     for (Node* m : gb->members) {
       at(m).group = a;
       if (gb->form == vm::Form::Elementwise) at(m).domain = db;
@@ -217,6 +290,11 @@ class Partitioner {
       const Group& g = G(target);
       Domain dn;
       ok = domain_in(g, n->shape, &dn) && !would_cycle(n, target);
+      uint32_t splits = g.row_splits;
+      if (ok && g.form == vm::Form::RowReduce && dn == Domain::Reduced) {
+        splits &= row_splits_of(g, n, target, target);
+        ok = splits != 0;
+      }
       for (int i = 0; i < n->nin && ok; ++i) {
         const Node* x = n->in[i];
         if (in_group(x)) {
@@ -225,6 +303,7 @@ class Partitioner {
         }
       }
       if (ok) {
+        G(target).row_splits = splits;
         join(n, target, dn);
         return;
       }
@@ -268,6 +347,59 @@ Plan partition(const std::vector<Node*>& nodes) {
   for (Node* n : nodes) p.place(n);
   p.finish(nodes);
   return std::move(p.plan);
+}
+
+std::vector<int> split_group(Plan& plan, int gi) {
+  // Copies: plan.groups grows below.
+  const Group g = plan.groups[static_cast<size_t>(gi)];
+  if (g.members.size() < 2) return {gi};
+  auto at = [&](const Node* n) -> Placement& { return plan.placement[static_cast<size_t>(n->index)]; };
+  std::vector<int> pieces;
+  auto add_piece = [&](vm::Form form, const Shape& full, int a, int b) {
+    Group p;
+    p.form = form;
+    p.full = full;
+    p.red_begin = a;
+    p.red_end = b;
+    p.row_splits = g.row_splits;
+    plan.groups.push_back(std::move(p));
+    pieces.push_back(static_cast<int>(plan.groups.size()) - 1);
+    return &plan.groups.back();
+  };
+  const size_t half = g.members.size() / 2;
+  for (size_t lo : {size_t{0}, half}) {
+    const size_t hi = lo == 0 ? half : g.members.size();
+    bool reduces = false;
+    for (size_t m = lo; m < hi; ++m) reduces |= g.members[m]->kind == NodeKind::Reduce;
+    Group* cur = nullptr;
+    for (size_t m = lo; m < hi; ++m) {
+      Node* n = g.members[m];
+      if (reduces) {
+        // Members keep their domains: the half still has the group's space.
+        if (!cur) cur = add_piece(g.form, g.full, g.red_begin, g.red_end);
+      } else {
+        // No reduction: elementwise over one shape at a time (a reduced
+        // member's shape becomes its piece's full shape).
+        if (!cur || !(cur->full == n->shape)) cur = add_piece(vm::Form::Elementwise, n->shape, 0, 0);
+        at(n).domain = Domain::Full;
+      }
+      cur->members.push_back(n);
+      at(n).group = pieces.back();
+    }
+  }
+  // Values read across pieces are stored by the piece computing them.
+  for (int p : pieces)
+    for (const Node* n : plan.groups[static_cast<size_t>(p)].members)
+      for (int i = 0; i < n->nin; ++i) {
+        const Node* x = n->in[i];
+        if (!x->pending || static_cast<size_t>(x->index) >= plan.placement.size()) continue;
+        Placement& px = plan.placement[static_cast<size_t>(x->index)];
+        if (px.group >= 0 && px.group != p) px.output = true;
+      }
+  Group& dead = plan.groups[static_cast<size_t>(gi)];
+  dead.alive = false;
+  dead.members.clear();
+  return pieces;
 }
 
 }  // namespace dvm::fuser

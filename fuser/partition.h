@@ -20,4 +20,12 @@ namespace dvm::fuser {
 // (Node::index = position in nodes); the plan's placement is indexed by it.
 Plan partition(const std::vector<detail::Node*>& nodes);
 
+// Splits live group gi of plan (one whose kernel is over the encoder's
+// limits) into smaller groups: its members in record order cut in two,
+// each half one group of the same form if it holds a reduction, otherwise
+// elementwise groups over runs of one shape. Values one piece reads from
+// another become outputs. Returns the new groups in execution order (gi is
+// dead); a group of one member cannot be split and is returned as is.
+std::vector<int> split_group(Plan& plan, int gi);
+
 }  // namespace dvm::fuser

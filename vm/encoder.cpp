@@ -32,9 +32,25 @@ Encoder::Value Encoder::reduce(Op op, Value a) { return emit(op, {a}, -1, 0.0f, 
 void Encoder::store(Op op, int arg, Value v) { emit(op, {v}, arg, 0.0f, false); }
 
 Bytecode Encoder::finish() const {
-  if (roles_.size() > static_cast<size_t>(kMaxArgs))
-    throw Error("encoder: kernel needs " + std::to_string(roles_.size()) +
-                " arguments, more than the " + std::to_string(kMaxArgs) + " a kernel may have");
+  Bytecode b;
+  std::string why;
+  if (!build(&b, &why)) throw Error(why);
+  return b;
+}
+
+bool Encoder::try_finish(Bytecode* out) const { return build(out, nullptr); }
+
+bool Encoder::build(Bytecode* out, std::string* why) const {
+  if (roles_.size() > static_cast<size_t>(kMaxArgs)) {
+    if (why)
+      *why = "encoder: kernel needs " + std::to_string(roles_.size()) + " arguments, more than the " +
+             std::to_string(kMaxArgs) + " a kernel may have";
+    return false;
+  }
+  if (ops_.size() > 0xFFFF) {
+    if (why) *why = "encoder: kernel has more than 65535 instructions";
+    return false;
+  }
   // Last use of every value, so its register can be reused after that.
   std::vector<int> last_use(static_cast<size_t>(next_), -1);
   for (size_t i = 0; i < ops_.size(); ++i)
@@ -69,9 +85,10 @@ Bytecode Encoder::finish() const {
         dst = free_regs.back();
         free_regs.pop_back();
       } else {
-        if (nregs >= kMaxRegs)
-          throw Error("encoder: kernel needs more than " + std::to_string(kMaxRegs) +
-                      " live values");
+        if (nregs >= kMaxRegs) {
+          if (why) *why = "encoder: kernel needs more than " + std::to_string(kMaxRegs) + " live values";
+          return false;
+        }
         dst = static_cast<uint8_t>(nregs++);
       }
       reg_of[static_cast<size_t>(p.dst)] = dst;
@@ -104,9 +121,9 @@ Bytecode Encoder::finish() const {
     }
     prog.code.push_back(ins);
   }
-  if (ops_.size() > 0xFFFF) throw Error("encoder: kernel has more than 65535 instructions");
   prog.nregs = nregs;
-  return encode(prog);
+  *out = encode(prog);
+  return true;
 }
 
 }  // namespace dvm::vm

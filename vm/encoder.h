@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "vm/bytecode.h"
@@ -28,6 +29,8 @@ class Encoder {
   // Assigns registers and writes the bytes. Throws dvm::Error when the kernel
   // needs more than kMaxRegs live values or kMaxArgs arguments.
   Bytecode finish() const;
+  // The same, or false (and *out untouched) when the kernel is over a limit.
+  bool try_finish(Bytecode* out) const;
   size_t size() const { return ops_.size(); }
 
  private:
@@ -40,6 +43,7 @@ class Encoder {
     float imm;
   };
   Value emit(Op op, std::initializer_list<Value> srcs, int arg, float imm, bool has_dst);
+  bool build(Bytecode* out, std::string* why) const;
 
   Form form_;
   std::vector<ArgRole> roles_;

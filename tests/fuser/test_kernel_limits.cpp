@@ -1,0 +1,139 @@
+// Ordinary programs whose one fused group would be over the encoder's
+// per-kernel limits (vm/bytecode.h: kMaxArgs arguments, kMaxRegs live
+// registers, 65535 instructions) run as several smaller kernels and compute
+// the values of a double-precision reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dvm/dvm.h"
+#include "vm/bytecode.h"
+
+namespace dvm {
+namespace {
+
+class KernelLimits : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    flush();
+    limit_ = trace_limit();
+  }
+  void TearDown() override {
+    flush();
+    set_trace_limit(limit_);
+  }
+  int64_t limit_ = 0;
+};
+
+std::vector<float> ramp(int64_t n, float a, float b) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = a + b * static_cast<float>(i % 7);
+  return v;
+}
+
+// Each check's tolerance: `ops` roundings of 2^-24 relative to `mag`, the
+// sum of the magnitudes the result was accumulated from (every term is
+// positive in these programs, so that is the result's own size).
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double ops,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - want[i]), ops * 0x1.0p-24 * (1.0 + std::fabs(want[i])))
+        << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
+}
+
+TEST_F(KernelLimits, SumOfManyDistinctInputs) {
+  constexpr int kInputs = 100;  // more than kMaxArgs
+  static_assert(kInputs > vm::kMaxArgs);
+  const int64_t n = 37;
+  std::vector<Tensor> in;
+  std::vector<double> want(static_cast<size_t>(n), 0.0);
+  for (int k = 0; k < kInputs; ++k) {
+    std::vector<float> v = ramp(n, 0.25f + 0.01f * static_cast<float>(k), 0.125f);
+    for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(i)] += v[static_cast<size_t>(i)];
+    in.push_back(Tensor::from_vector(v, {n}));
+  }
+  Tensor s = in[0];
+  for (int k = 1; k < kInputs; ++k) s = s + in[static_cast<size_t>(k)];
+  expect_close(s.to_vector(), want, kInputs, "sum of 100 inputs");
+}
+
+TEST_F(KernelLimits, ManyInputsIntoRowAndColumnReductions) {
+  constexpr int kInputs = 90;
+  const int64_t rows = 5, cols = 6;
+  std::vector<Tensor> in;
+  std::vector<double> acc(static_cast<size_t>(rows * cols), 0.0);
+  for (int k = 0; k < kInputs; ++k) {
+    std::vector<float> v = ramp(rows * cols, 0.5f + 0.002f * static_cast<float>(k), 0.0625f);
+    for (size_t i = 0; i < v.size(); ++i) acc[i] += v[i];
+    in.push_back(Tensor::from_vector(v, {rows, cols}));
+  }
+  Tensor s = in[0];
+  for (int k = 1; k < kInputs; ++k) s = s + in[static_cast<size_t>(k)];
+  Tensor row = s.sum(1), col = s.max(0);
+  std::vector<double> want_row(static_cast<size_t>(rows), 0.0), want_col(static_cast<size_t>(cols), -INFINITY);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      want_row[static_cast<size_t>(r)] += acc[static_cast<size_t>(r * cols + c)];
+      want_col[static_cast<size_t>(c)] = std::max(want_col[static_cast<size_t>(c)], acc[static_cast<size_t>(r * cols + c)]);
+    }
+  expect_close(row.to_vector(), want_row, kInputs + cols, "row sums of a 90-input sum");
+  expect_close(col.to_vector(), want_col, kInputs, "column maxima of a 90-input sum");
+}
+
+// 300 values each alive until the end: one kernel would need 300 live
+// registers (more than kMaxRegs), and with the handles kept, 300 outputs.
+TEST_F(KernelLimits, LongChainKeepingEarlierValuesAlive) {
+  constexpr int kOps = 300;
+  static_assert(kOps > vm::kMaxRegs);
+  const int64_t n = 19;
+  std::vector<float> xv = ramp(n, 1.0f, 0.5f);
+  for (bool keep_handles : {false, true}) {
+    Tensor x = Tensor::from_vector(xv, {n});
+    std::vector<Tensor> v{x};
+    std::vector<std::vector<double>> ref{std::vector<double>(xv.begin(), xv.end())};
+    for (int i = 1; i <= kOps; ++i) {
+      const size_t back = static_cast<size_t>(i / 2);
+      v.push_back(v.back() * 0.5f + v[back]);
+      std::vector<double> r(static_cast<size_t>(n));
+      for (int64_t e = 0; e < n; ++e) r[static_cast<size_t>(e)] = ref.back()[static_cast<size_t>(e)] * 0.5 + ref[back][static_cast<size_t>(e)];
+      ref.push_back(r);
+    }
+    // Every value is read once more at the end.
+    Tensor s = v[0];
+    std::vector<double> want = ref[0];
+    for (int i = 1; i <= kOps; ++i) {
+      s = s + v[static_cast<size_t>(i)];
+      for (int64_t e = 0; e < n; ++e) want[static_cast<size_t>(e)] += ref[static_cast<size_t>(i)][static_cast<size_t>(e)];
+    }
+    if (!keep_handles) v.clear();
+    // Each v_i carries at most ~2i roundings into a sum of positive terms.
+    expect_close(s.to_vector(), want, 4.0 * kOps, keep_handles ? "chain (handles kept)" : "chain");
+    if (keep_handles) {
+      std::vector<float> last = v.back().to_vector();
+      expect_close(last, ref.back(), 4.0 * kOps, "last value of the chain");
+    }
+  }
+}
+
+TEST_F(KernelLimits, ElementwiseChainLongerThanOneKernelsInstructions) {
+  constexpr int kOps = 70000;  // each op is at least one instruction
+  set_trace_limit(2 * kOps);
+  const int64_t n = 21;
+  std::vector<float> xv = ramp(n, -1.0f, 0.25f);
+  Tensor y = Tensor::from_vector(xv, {n});
+  std::vector<double> want(xv.begin(), xv.end());
+  for (int i = 0; i < kOps; ++i) {
+    // Alternating exact steps keep the reference simple: y + 1 then y - 1
+    // return the same float whenever |y| < 2^23.
+    y = (i % 2 == 0) ? y + 1.0f : y - 1.0f;
+  }
+  std::vector<float> got = y.to_vector();
+  for (size_t e = 0; e < got.size(); ++e) ASSERT_EQ(got[e], static_cast<float>(want[e])) << "element " << e;
+}
+
+}  // namespace
+}  // namespace dvm
