@@ -56,9 +56,12 @@ TEST_F(KernelLimits, SumOfManyDistinctInputs) {
     for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(i)] += v[static_cast<size_t>(i)];
     in.push_back(Tensor::from_vector(v, {n}));
   }
-  Tensor s = in[0];
-  for (int k = 1; k < kInputs; ++k) s = s + in[static_cast<size_t>(k)];
-  expect_close(s.to_vector(), want, kInputs, "sum of 100 inputs");
+  // Twice: the second flush replays the split plan from the plan cache.
+  for (int run = 0; run < 2; ++run) {
+    Tensor s = in[0];
+    for (int k = 1; k < kInputs; ++k) s = s + in[static_cast<size_t>(k)];
+    expect_close(s.to_vector(), want, kInputs, "sum of 100 inputs");
+  }
 }
 
 TEST_F(KernelLimits, ManyInputsIntoRowAndColumnReductions) {
@@ -71,17 +74,56 @@ TEST_F(KernelLimits, ManyInputsIntoRowAndColumnReductions) {
     for (size_t i = 0; i < v.size(); ++i) acc[i] += v[i];
     in.push_back(Tensor::from_vector(v, {rows, cols}));
   }
-  Tensor s = in[0];
-  for (int k = 1; k < kInputs; ++k) s = s + in[static_cast<size_t>(k)];
-  Tensor row = s.sum(1), col = s.max(0);
+  auto total = [&] {
+    Tensor s = in[0];
+    for (int k = 1; k < kInputs; ++k) s = s + in[static_cast<size_t>(k)];
+    return s;
+  };
   std::vector<double> want_row(static_cast<size_t>(rows), 0.0), want_col(static_cast<size_t>(cols), -INFINITY);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       want_row[static_cast<size_t>(r)] += acc[static_cast<size_t>(r * cols + c)];
       want_col[static_cast<size_t>(c)] = std::max(want_col[static_cast<size_t>(c)], acc[static_cast<size_t>(r * cols + c)]);
     }
-  expect_close(row.to_vector(), want_row, kInputs + cols, "row sums of a 90-input sum");
-  expect_close(col.to_vector(), want_col, kInputs, "column maxima of a 90-input sum");
+  // Each in its own flush, so the 90 inputs fuse into that reduction's group.
+  expect_close(total().sum(1).to_vector(), want_row, kInputs + cols, "row sums of a 90-input sum");
+  expect_close(total().max(0).to_vector(), want_col, kInputs, "column maxima of a 90-input sum");
+}
+
+// A softmax-like multi-phase row kernel with 80 inputs: the cut falls
+// between its two reductions, so each piece is a row reduction of its own.
+TEST_F(KernelLimits, MultiPhaseRowKernelWithManyInputs) {
+  const int64_t rows = 3, cols = 10;
+  std::vector<std::vector<float>> v;
+  std::vector<Tensor> in;
+  for (int k = 0; k < 80; ++k) {
+    v.push_back(ramp(rows * cols, 0.9f + 0.001f * static_cast<float>(k), 0.03125f));
+    in.push_back(Tensor::from_vector(v.back(), {rows, cols}));
+  }
+  Tensor x = in[0];
+  for (int k = 1; k < 20; ++k) x = x + in[static_cast<size_t>(k)];
+  Tensor e = exp((x - x.max(-1, true)) * 0.25f);
+  for (int k = 20; k < 80; ++k) e = e * in[static_cast<size_t>(k)];
+  Tensor out = e / e.sum(-1, true);
+
+  std::vector<double> want(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> xr(static_cast<size_t>(cols), 0.0), er(static_cast<size_t>(cols));
+    for (int64_t c = 0; c < cols; ++c)
+      for (int k = 0; k < 20; ++k) xr[static_cast<size_t>(c)] += v[static_cast<size_t>(k)][static_cast<size_t>(r * cols + c)];
+    double mx = -INFINITY, sum = 0.0;
+    for (double t : xr) mx = std::max(mx, t);
+    for (int64_t c = 0; c < cols; ++c) {
+      double t = std::exp((xr[static_cast<size_t>(c)] - mx) * 0.25);
+      for (int k = 20; k < 80; ++k) t *= v[static_cast<size_t>(k)][static_cast<size_t>(r * cols + c)];
+      er[static_cast<size_t>(c)] = t;
+      sum += t;
+    }
+    for (int64_t c = 0; c < cols; ++c) want[static_cast<size_t>(r * cols + c)] = er[static_cast<size_t>(c)] / sum;
+  }
+  // exp's argument carries ~20 roundings of x (times |x| <= 40, scaled by
+  // 0.25) and exp a few ulps; 60 products and the normalization add ~80.
+  expect_close(out.to_vector(), want, 20 * 40 + 100, "softmax-like kernel over 80 inputs");
 }
 
 // 300 values each alive until the end: one kernel would need 300 live

@@ -212,6 +212,20 @@ TEST_F(ReduceFusion, PerRowOperandNoSplitKeepsLinearStaysCorrect) {
   expect_near(x.sum(3) * yz, want2, 10, "x[2,3,4,8].sum(3) * (y[3,1] + z[2,3,4])");
 }
 
+// Rows long enough that the launch splits each row into chunks (few rows,
+// more than 256K floats each), with the kept axes split into P and R.
+TEST_F(ReduceFusion, SplitLongRowsWithPerRowOperand) {
+  const std::vector<int64_t> xs{2, 3, 300000};
+  auto xv = values(xs, 31), yv = values({3}, 32);
+  Tensor x = Tensor::from_vector(xv, Shape(xs)), y = Tensor::from_vector(yv, {3});
+  Ref want = binary(reduce(ref_of(xv, xs), 2, 3, false, Red::Sum), ref_of(yv, {3}),
+                    [](double a, double b) { return a - b; });
+  expect_near(x.sum(2) - y, want, 300000, "x[2,3,300000].sum(2) - y[3]");
+  Ref want_max = binary(reduce(ref_of(xv, xs), 2, 3, true, Red::Max), ref_of(yv, {3, 1}),
+                        [](double a, double b) { return a * b; });
+  expect_near(x.max(2, true) * y.reshape({3, 1}), want_max, 1, "x[2,3,300000].max(2, true) * y[3,1]");
+}
+
 // ---------------------------------------------------------------------------
 // Several reductions over a leading axis of one value, all alive at the flush.
 // ---------------------------------------------------------------------------
