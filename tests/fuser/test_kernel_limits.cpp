@@ -6,10 +6,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "tests/fuser/reference.h"
 #include "vm/bytecode.h"
 
 namespace dvm {
@@ -175,6 +178,85 @@ TEST_F(KernelLimits, ElementwiseChainLongerThanOneKernelsInstructions) {
   }
   std::vector<float> got = y.to_vector();
   for (size_t e = 0; e < got.size(); ++e) ASSERT_EQ(got[e], static_cast<float>(want[e])) << "element " << e;
+}
+
+// Seeded random programs of 150-450 ops in one flush, most of them one
+// fused group before the split: new inputs (arguments), averages, maxima and
+// minima of earlier values (broadcasting a row- or column-reduced value over
+// the full shape), row means and column maxima with keepdim (the group's
+// reductions; a third of the programs only the first, a third only the
+// second), every value alive until a final sum (registers). Values stay
+// in [0.5, 1.5]: no cancellation, so the error is the rounding count.
+TEST_F(KernelLimits, RandomLargeProgramsMatchTheReference) {
+  using testing::Red;
+  using testing::Ref;
+  std::mt19937 rng(14);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  const int64_t sizes[] = {1, 2, 3, 5, 16};
+  for (int prog = 0; prog < 36; ++prog) {
+    const int rank = 2 + pick(2);
+    std::vector<int64_t> full(static_cast<size_t>(rank));
+    for (int64_t& d : full) d = sizes[pick(5)];
+    std::vector<int64_t> row = full, col = full;
+    row.back() = 1;
+    col.front() = 1;
+    const int ops = 150 + pick(300);
+    std::ostringstream what;
+    what << "program " << prog << " over " << testing::numel_of(full) << " elements, rank " << rank << ", " << ops
+         << " ops";
+    SCOPED_TRACE(what.str());
+
+    std::vector<Tensor> t;
+    std::vector<Ref> r;
+    auto input = [&](const std::vector<int64_t>& shape) {
+      std::vector<float> v = testing::values(shape, static_cast<uint32_t>(rng()));
+      t.push_back(Tensor::from_vector(v, Shape(shape)));
+      r.push_back(testing::ref_of(v, shape));
+    };
+    input(full);
+    for (int i = 0; i < ops; ++i) {
+      const int kind = pick(10);
+      const size_t a = static_cast<size_t>(pick(static_cast<int>(t.size())));
+      const size_t b = static_cast<size_t>(pick(static_cast<int>(t.size())));
+      const bool a_full = r[a].shape == full;
+      if (kind < 2) {
+        input(kind == 0 ? full : pick(2) ? row : col);
+      } else if (kind < 5) {
+        t.push_back((t[a] + t[b]) * 0.5f);
+        r.push_back(testing::binary(r[a], r[b], [](double x, double y) { return (x + y) * 0.5; }));
+      } else if (kind < 7) {
+        t.push_back(kind == 5 ? maximum(t[a], t[b]) : minimum(t[a], t[b]));
+        r.push_back(testing::binary(r[a], r[b], [&](double x, double y) { return kind == 5 ? std::max(x, y) : std::min(x, y); }));
+      } else if (kind < 9 && a_full && prog % 3 != 2) {
+        t.push_back(t[a].mean(rank - 1, true));
+        r.push_back(testing::reduce(r[a], rank - 1, rank, true, Red::Mean));
+      } else if (a_full && prog % 3 != 1) {
+        t.push_back(t[a].max(0, true));
+        r.push_back(testing::reduce(r[a], 0, 1, true, Red::Max));
+      } else {
+        input(full);
+      }
+    }
+    // Every value is read again at the end; a few are observed.
+    Tensor total = t[0];
+    Ref want = r[0];
+    for (size_t i = 1; i < t.size(); ++i) {
+      total = (total + t[i]) * 0.5f;
+      want = testing::binary(want, r[i], [](double x, double y) { return (x + y) * 0.5; });
+    }
+    std::vector<size_t> observed;
+    for (int k = 0; k < 5; ++k) observed.push_back(static_cast<size_t>(pick(static_cast<int>(t.size()))));
+    std::vector<Tensor> keep;
+    for (size_t i : observed) keep.push_back(t[i]);
+    t.clear();
+    // Each value is at most ~3 roundings per op deep (a mean over 16 adds
+    // 16); 3 * 450 + 16 roundings of 2^-24 bound every result here.
+    const double ops_bound = 3.0 * 450 + 16;
+    std::vector<double> want_total(want.v.begin(), want.v.end());
+    expect_close(total.to_vector(), want_total, ops_bound, "final sum");
+    for (size_t k = 0; k < keep.size(); ++k)
+      expect_close(keep[k].to_vector(), r[observed[k]].v, ops_bound, "value " + std::to_string(observed[k]));
+  }
 }
 
 }  // namespace
