@@ -6,7 +6,11 @@
 // join as the epilogue; and in a row group ops on the full shape may read
 // reduction results again (reduce -> broadcast back -> elementwise), which is
 // how softmax and layer_norm become one multi-phase kernel. Groups merge when
-// a node reads two of them and no other group sits between them.
+// a node reads two of them and no other group sits between them. A row
+// reduction's epilogue takes an op only while some split of the kept axes
+// into P and R keeps every per-row operand linear (Group::row_splits); a
+// group whose kernel is over the encoder's limits is split by the executor
+// (split_group).
 #pragma once
 
 #include <vector>
