@@ -88,8 +88,8 @@ class Runner {
       ~Reset() { r.reset(); }
     } reset_after{*this};
     vm::launch_stack(entries_);
-    ++exec_stats().kernels_launched;
-    exec_stats().kernels_run += static_cast<int64_t>(entries_.size());
+    exec_stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
+    exec_stats().kernels_run.fetch_add(static_cast<int64_t>(entries_.size()), std::memory_order_relaxed);
   }
 
   // Forgets stacked work (after it ran, or when a flush failed midway).
@@ -103,8 +103,8 @@ class Runner {
 
  private:
   void run_alone(const Group& g, const Lowered& low, const vm::Kernel& k) {
-    ++exec_stats().kernels_launched;
-    ++exec_stats().kernels_run;
+    exec_stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
+    exec_stats().kernels_run.fetch_add(1, std::memory_order_relaxed);
     if (!t_log_on) {
       vm::launch(k, bind(low));
       return;

@@ -2,6 +2,8 @@
 // fetch the kernel from the cache, allocate outputs, bind and launch.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include "dvm/runtime.h"
@@ -13,9 +15,10 @@ namespace dvm::fuser {
 // that is observable has a buffer. Returns the number of nodes computed.
 int64_t execute(const std::vector<detail::Node*>& nodes);
 
+// Process-wide; every thread's flush adds to them, hence atomic.
 struct ExecStats {
-  int64_t kernels_launched = 0;  // launches (a stack of small kernels is one)
-  int64_t kernels_run = 0;       // kernels executed
+  std::atomic<int64_t> kernels_launched{0};  // launches (a stack of small kernels is one)
+  std::atomic<int64_t> kernels_run{0};       // kernels executed
 };
 ExecStats& exec_stats();
 

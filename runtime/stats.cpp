@@ -59,8 +59,8 @@ Stats stats() {
   // Flushed nodes of every thread, plus what this thread has pending.
   s.nodes_recorded = c.nodes_recorded.load() + static_cast<int64_t>(detail::Trace::current().pending());
   s.nodes_computed = c.nodes_computed.load();
-  s.kernels_launched = fuser::exec_stats().kernels_launched;
-  s.kernels_run = fuser::exec_stats().kernels_run;
+  s.kernels_launched = fuser::exec_stats().kernels_launched.load(std::memory_order_relaxed);
+  s.kernels_run = fuser::exec_stats().kernels_run.load(std::memory_order_relaxed);
   s.kernels_compiled = vm::KernelCache::global().misses() - b.misses.load();
   s.cache_hits = vm::KernelCache::global().hits() - b.hits.load();
   s.jit_compiles = vm::tier_stats().compiles.load() - b.jit.load();
@@ -79,8 +79,8 @@ void reset_stats() {
   c.flushes = 0;
   c.nodes_recorded = -static_cast<int64_t>(detail::Trace::current().pending());
   c.nodes_computed = 0;
-  fuser::exec_stats().kernels_launched = 0;
-  fuser::exec_stats().kernels_run = 0;
+  fuser::exec_stats().kernels_launched.store(0, std::memory_order_relaxed);
+  fuser::exec_stats().kernels_run.store(0, std::memory_order_relaxed);
   b.misses = vm::KernelCache::global().misses();
   b.hits = vm::KernelCache::global().hits();
   b.jit = vm::tier_stats().compiles.load();

@@ -57,6 +57,7 @@ void Node::drop_inputs() {
 void Node::destroy() {
   drop_inputs();
   if (storage) storage->release();
+  if (Storage* d = dense.load(std::memory_order_acquire)) d->release();
   delete this;
 }
 

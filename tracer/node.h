@@ -25,6 +25,8 @@ struct Storage {
   void release();
 };
 
+class Trace;
+
 enum class NodeKind : uint8_t {
   Leaf,         // materialized from the start (user memory, vectors, random)
   Const,        // one value broadcast to the shape; never needs a buffer to read
@@ -34,10 +36,13 @@ enum class NodeKind : uint8_t {
   Reduce,       // op: a Reduce op over the axes [red_begin, red_end)
 };
 
-// Nodes belong to the thread that recorded them (as the trace does), so their
-// counts are plain integers: recording an op costs no atomic operation.
+// A pending node belongs to the thread whose trace recorded it; once
+// computed it is read-only and any thread may read it and hold handles to it
+// (README.md, "Threads"). So the counts are atomic (a handle may die on any
+// thread), and `owner` tells another thread that a node is still pending
+// somewhere else.
 struct Node {
-  int32_t refs = 0;       // Tensor handles + consumers + the trace
+  std::atomic<int32_t> refs{0};  // Tensor handles + consumers + the trace
   NodeKind kind = NodeKind::Leaf;
   OpKind op = OpKind::None;
   Dtype dtype = Dtype::F32;
@@ -46,7 +51,7 @@ struct Node {
   // Tensor handles only. Kept away from refs: both change together when a
   // handle dies, and the compiler would otherwise merge the two updates into
   // one 8-byte operation that stalls on the separate 4-byte writes before it.
-  int32_t user_refs = 0;
+  std::atomic<int32_t> user_refs{0};
   int8_t red_begin = 0, red_end = 0;
   uint8_t nin = 0;
   Shape shape;
@@ -61,6 +66,14 @@ struct Node {
   int64_t offset = 0;
   int64_t strides[kMaxRank] = {};
 
+  // The trace that holds this node pending, else null. Cleared (release)
+  // once the flush has written everything it writes to the node, so a
+  // thread that reads null (acquire) may read the node's values.
+  std::atomic<const Trace*> owner{nullptr};
+  // A contiguous copy of the values made by data() for a constant or a
+  // strided view; set once (the first thread to finish wins), then read-only.
+  std::atomic<Storage*> dense{nullptr};
+
   bool needed = false;  // reachable from a live Tensor at flush
   // Position in the node list of the flush that computes it: the fuser
   // numbers the list it is handed and keeps what it decides about each node
@@ -72,9 +85,15 @@ struct Node {
   bool available() const { return storage != nullptr || kind == NodeKind::Const; }
   bool is_contiguous() const;
 
-  void retain() { ++refs; }
+  void retain() { refs.fetch_add(1, std::memory_order_relaxed); }
   void release() {
-    if (--refs == 0) destroy();
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
+  }
+  // Whether the calling thread may read this node's fields that a flush
+  // writes (storage, strides, inputs): not pending in another thread's trace.
+  bool readable_by(const Trace* mine) const {
+    const Trace* o = owner.load(std::memory_order_acquire);
+    return o == nullptr || o == mine;
   }
   void destroy();
   // Drops the inputs once this node's values are materialized.

@@ -22,7 +22,7 @@ using detail::OpKind;
 Tensor::Tensor(Node* node) : node_(node) {
   if (node_) {
     node_->retain();
-    ++node_->user_refs;
+    node_->user_refs.fetch_add(1, std::memory_order_relaxed);
   }
 }
 Tensor::Tensor(const Tensor& o) : Tensor(o.node_) {}
@@ -40,16 +40,29 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
 }
 Tensor::~Tensor() {
   if (node_) {
-    --node_->user_refs;
+    node_->user_refs.fetch_sub(1, std::memory_order_relaxed);
     node_->release();
   }
 }
 
 namespace {
 
-Node* need(const Tensor& t, const char* op) {
+Node* defined_node(const Tensor& t, const char* op) {
   if (!t.node()) throw Error(std::string(op) + ": tensor is undefined (default-constructed)");
   return t.node();
+}
+
+// The node of an operand or an observed tensor. A node pending in another
+// thread's trace is an error here, before anything reads the fields that
+// thread's flush may be writing: only that thread can compute it (flushing
+// another thread's trace would need a lock on every record).
+Node* need(const Tensor& t, const char* op) {
+  Node* n = defined_node(t, op);
+  if (!n->readable_by(&detail::Trace::current()))
+    throw Error(std::string(op) + ": operand " + std::string(dtype_name(n->dtype)) + n->shape.to_string() +
+                " is pending in another thread's trace (not computed yet); only the thread that recorded"
+                " it can compute it: observe it there (sync()) before sharing it");
+  return n;
 }
 
 std::string describe(const Node* n) {
@@ -315,8 +328,9 @@ Tensor Tensor::normal(Shape shape, uint64_t seed, float mean, float stddev) {
 // ---------------------------------------------------------------------------
 // Properties and observers
 // ---------------------------------------------------------------------------
-const Shape& Tensor::shape() const { return need(*this, "shape")->shape; }
-Dtype Tensor::dtype() const { return need(*this, "dtype")->dtype; }
+// Shape and dtype never change after recording: readable on any thread.
+const Shape& Tensor::shape() const { return defined_node(*this, "shape")->shape; }
+Dtype Tensor::dtype() const { return defined_node(*this, "dtype")->dtype; }
 int64_t Tensor::size(int axis) const {
   const Shape& s = shape();
   return s[detail::normalize_axis("size", axis, s.rank(), s)];
@@ -324,14 +338,18 @@ int64_t Tensor::size(int axis) const {
 
 void Tensor::sync() const { detail::materialize(need(*this, "sync")); }
 
-std::vector<float> Tensor::to_vector() const {
-  Node* n = need(*this, "to_vector");
-  detail::materialize(n);
-  std::vector<float> out(static_cast<size_t>(n->shape.numel()));
+namespace {
+// n's values in row-major order into out (n has a buffer or is a constant).
+void gather(const Node* n, float* out) {
+  const int64_t count = n->shape.numel();
+  if (!n->storage) {
+    std::fill(out, out + count, n->value);
+    return;
+  }
   const int rank = n->shape.rank();
   int64_t idx[kMaxRank] = {};
   const float* base = n->storage->data + n->offset;
-  for (size_t i = 0; i < out.size(); ++i) {
+  for (int64_t i = 0; i < count; ++i) {
     int64_t off = 0;
     for (int k = 0; k < rank; ++k) off += idx[k] * n->strides[k];
     out[i] = base[off];
@@ -340,20 +358,46 @@ std::vector<float> Tensor::to_vector() const {
       idx[k] = 0;
     }
   }
+}
+}  // namespace
+
+std::vector<float> Tensor::to_vector() const {
+  Node* n = need(*this, "to_vector");
+  detail::materialize(n);
+  std::vector<float> out(static_cast<size_t>(n->shape.numel()));
+  gather(n, out.data());
   return out;
 }
 
 const float* Tensor::data() const {
   Node* n = need(*this, "data");
   detail::materialize(n);
-  if (!n->is_contiguous()) {
-    // Rebind this handle to a contiguous copy with the same values.
-    Tensor c = contiguous();
+  if (n->storage && n->is_contiguous()) return n->storage->data + n->offset;
+  // A constant or a strided view: a contiguous copy kept beside the node
+  // (never a write to the node's layout or to this handle, which other
+  // threads may be reading). The first copy stored wins; it lives as long
+  // as the node.
+  if (const detail::Storage* d = n->dense.load(std::memory_order_acquire)) return d->data;
+  detail::Storage* copy = nullptr;
+  if (n->storage) {
+    Tensor c = contiguous();  // a kernel makes the copy
     detail::materialize(c.node());
-    const_cast<Tensor*>(this)->operator=(c);
-    n = node_;
+    Node* cn = c.node();
+    if (cn->storage && cn->offset == 0 && cn->is_contiguous()) {
+      copy = cn->storage;
+      copy->retain();
+    }
   }
-  return n->storage->data + n->offset;
+  if (!copy) {
+    copy = detail::Storage::allocate(n->shape.numel());
+    gather(n, copy->data);
+  }
+  detail::Storage* expected = nullptr;
+  if (!n->dense.compare_exchange_strong(expected, copy, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    copy->release();
+    return expected->data;
+  }
+  return copy->data;
 }
 
 float Tensor::item() const {
@@ -362,7 +406,7 @@ float Tensor::item() const {
     throw Error("item: tensor of shape " + n->shape.to_string() + " has " +
                 std::to_string(n->shape.numel()) + " elements (expected exactly 1)");
   detail::materialize(n);
-  return n->storage->data[n->offset];
+  return n->storage ? n->storage->data[n->offset] : n->value;
 }
 
 // ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ Trace::~Trace() {
   // Thread exit: nothing can observe the pending nodes any more.
   for (Node* n : nodes_) {
     n->pending = false;
+    n->owner.store(nullptr, std::memory_order_release);
     n->release();
   }
 }
@@ -28,6 +29,7 @@ Trace& Trace::current() {
 
 void Trace::record(Node* n) {
   n->pending = true;
+  n->owner.store(this, std::memory_order_relaxed);
   n->retain();  // the trace's reference
   nodes_.push_back(n);
   if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_) flush();
@@ -70,6 +72,7 @@ void Trace::flush() {
     for (Node* n : nodes) {
       n->pending = false;
       n->needed = false;
+      n->owner.store(nullptr, std::memory_order_release);
       n->release();
     }
     nodes.clear();
@@ -81,6 +84,8 @@ void Trace::flush() {
     n->pending = false;
     n->needed = false;
     if (n->storage && n->kind != NodeKind::Leaf) n->drop_inputs();
+    // Last: other threads may read the node from here on.
+    n->owner.store(nullptr, std::memory_order_release);
   }
   for (Node* n : nodes) n->release();
   nodes.clear();
@@ -88,17 +93,12 @@ void Trace::flush() {
 }
 
 void materialize(Node* n) {
+  if (!n->readable_by(&Trace::current()))
+    throw Error("tensor is pending in another thread's trace; observe it on the thread that recorded it");
   if (n->pending) Trace::current().flush();
-  if (n->storage) return;
-  if (n->kind == NodeKind::Const) {
-    n->storage = Storage::allocate(n->shape.numel());
-    for (int64_t i = 0; i < n->shape.numel(); ++i) n->storage->data[i] = n->value;
-    n->offset = 0;
-    contiguous_strides(n->shape, n->strides);
-    return;
-  }
-  if (n->pending)
-    throw Error("tensor is pending on another thread's trace; observe it on the thread that recorded it");
+  // A constant is never given a buffer here: other threads may be reading
+  // the node (Tensor::data() keeps a copy beside it instead).
+  if (n->available()) return;
   throw Error("tensor has no value: the flush that should have computed it failed");
 }
 

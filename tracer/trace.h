@@ -49,7 +49,9 @@ struct Counters {
 };
 Counters& counters();
 
-// Makes n's values readable (computing them if needed).
+// Makes n's values readable (computing them if needed): afterwards n has a
+// buffer or is a constant. Throws dvm::Error for a node pending in another
+// thread's trace.
 void materialize(Node* n);
 
 }  // namespace dvm::detail

@@ -13,9 +13,13 @@
 namespace dvm::vm {
 namespace {
 
+// set_num_threads() may run while other threads launch: each parallel launch
+// holds its own reference to the arena it runs in, so replacing the arena
+// never frees one in use (the last launch out frees it). Only launches big
+// enough to split take the lock; they run for tens of microseconds.
 std::mutex g_mu;
 std::atomic<int> g_threads{0};  // 0: the caller's arena
-std::unique_ptr<tbb::task_arena> g_arena;
+std::shared_ptr<tbb::task_arena> g_arena;
 
 int configured() { return g_threads.load(std::memory_order_acquire); }
 
@@ -27,10 +31,11 @@ int num_threads() {
 }
 
 void set_num_threads(int n) {
-  std::lock_guard<std::mutex> lock(g_mu);
   n = std::max(0, n);
-  g_arena.reset();
-  if (n > 0) g_arena = std::make_unique<tbb::task_arena>(n);
+  std::shared_ptr<tbb::task_arena> arena;  // the old one is released after the lock
+  if (n > 0) arena = std::make_shared<tbb::task_arena>(n);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_arena.swap(arena);
   g_threads.store(n, std::memory_order_release);
 }
 
@@ -50,12 +55,12 @@ void parallel_items(int64_t items, int64_t elems_per_item, ItemsFn fn, void* ctx
                       [&](const tbb::blocked_range<int64_t>& r) { fn(ctx, r.begin(), r.end()); },
                       tbb::simple_partitioner());
   };
+  std::shared_ptr<tbb::task_arena> arena;
   if (configured() > 0) {
-    tbb::task_arena* arena;
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      arena = g_arena.get();
-    }
+    std::lock_guard<std::mutex> lock(g_mu);
+    arena = g_arena;  // null if set_num_threads(0) ran meanwhile
+  }
+  if (arena) {
     arena->execute(run);
   } else {
     run();
