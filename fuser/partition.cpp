@@ -102,7 +102,7 @@ class Partitioner {
   void finish(const std::vector<Node*>& nodes) {
     for (Node* n : nodes) {
       if (n->kind == NodeKind::View) continue;
-      if (n->user_refs > 0) at(n).output = true;
+      if (n->user_refs() > 0) at(n).output = true;
       for (int i = 0; i < n->nin; ++i) {
         Node* x = n->in[i];
         if (in_group(x) && at(x).group != at(n).group) at(x).output = true;

@@ -77,7 +77,7 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
                   static_cast<uint64_t>(n->keepdim) << 40 |
                   static_cast<uint64_t>(static_cast<uint8_t>(n->red_begin)) << 48 |
                   static_cast<uint64_t>(static_cast<uint8_t>(n->red_end)) << 56);
-    b.w.push_back(static_cast<uint64_t>(n->user_refs > 0) |
+    b.w.push_back(static_cast<uint64_t>(n->user_refs() > 0) |
                   (n->scalar_pos >= 0 ? SigBuilder::bits(n->value) << 1 : 0));
     // An op's shape follows from its inputs' shapes and its attributes; only
     // a view's shape and strides are parameters of their own.

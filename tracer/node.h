@@ -42,16 +42,16 @@ enum class NodeKind : uint8_t {
 // thread), and `owner` tells another thread that a node is still pending
 // somewhere else.
 struct Node {
-  std::atomic<int32_t> refs{0};  // Tensor handles + consumers + the trace
+  // The low 32 bits count references (Tensor handles + consumers + the
+  // trace), the high 32 bits the Tensor handles alone (what a flush must
+  // keep observable). One word: a handle's birth and death are one atomic
+  // operation each.
+  std::atomic<uint64_t> counts{0};
   NodeKind kind = NodeKind::Leaf;
   OpKind op = OpKind::None;
   Dtype dtype = Dtype::F32;
   bool keepdim = false;
   bool pending = false;  // recorded, not yet computed, still in the trace
-  // Tensor handles only. Kept away from refs: both change together when a
-  // handle dies, and the compiler would otherwise merge the two updates into
-  // one 8-byte operation that stalls on the separate 4-byte writes before it.
-  std::atomic<int32_t> user_refs{0};
   int8_t red_begin = 0, red_end = 0;
   uint8_t nin = 0;
   Shape shape;
@@ -85,15 +85,22 @@ struct Node {
   bool available() const { return storage != nullptr || kind == NodeKind::Const; }
   bool is_contiguous() const;
 
-  void retain() { refs.fetch_add(1, std::memory_order_relaxed); }
-  void release() {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
+  static constexpr uint64_t kRef = 1;
+  static constexpr uint64_t kUserRef = (uint64_t{1} << 32) | 1;  // a reference that is a handle
+  int32_t refs() const { return static_cast<int32_t>(counts.load(std::memory_order_relaxed) & 0xffffffffu); }
+  int32_t user_refs() const { return static_cast<int32_t>(counts.load(std::memory_order_relaxed) >> 32); }
+  void retain(uint64_t kind = kRef) { counts.fetch_add(kind, std::memory_order_relaxed); }
+  void release(uint64_t kind = kRef) {
+    if ((counts.fetch_sub(kind, std::memory_order_acq_rel) & 0xffffffffu) == 1) destroy();
   }
   // Whether the calling thread may read this node's fields that a flush
   // writes (storage, strides, inputs): not pending in another thread's trace.
-  bool readable_by(const Trace* mine) const {
+  // mine() gives this thread's trace; it is called only for a pending node
+  // (a computed one is the common case, and the lookup is a thread-local).
+  template <class Mine>
+  bool readable_by(Mine mine) const {
     const Trace* o = owner.load(std::memory_order_acquire);
-    return o == nullptr || o == mine;
+    return o == nullptr || o == mine();
   }
   void destroy();
   // Drops the inputs once this node's values are materialized.

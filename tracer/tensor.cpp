@@ -20,10 +20,7 @@ using detail::OpKind;
 // Handles
 // ---------------------------------------------------------------------------
 Tensor::Tensor(Node* node) : node_(node) {
-  if (node_) {
-    node_->retain();
-    node_->user_refs.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (node_) node_->retain(Node::kUserRef);
 }
 Tensor::Tensor(const Tensor& o) : Tensor(o.node_) {}
 Tensor::Tensor(Tensor&& o) noexcept : node_(o.node_) { o.node_ = nullptr; }
@@ -39,10 +36,7 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
   return *this;
 }
 Tensor::~Tensor() {
-  if (node_) {
-    node_->user_refs.fetch_sub(1, std::memory_order_relaxed);
-    node_->release();
-  }
+  if (node_) node_->release(Node::kUserRef);
 }
 
 namespace {
@@ -58,7 +52,7 @@ Node* defined_node(const Tensor& t, const char* op) {
 // another thread's trace would need a lock on every record).
 Node* need(const Tensor& t, const char* op) {
   Node* n = defined_node(t, op);
-  if (!n->readable_by(&detail::Trace::current()))
+  if (!n->readable_by([] { return &detail::Trace::current(); }))
     throw Error(std::string(op) + ": operand " + std::string(dtype_name(n->dtype)) + n->shape.to_string() +
                 " is pending in another thread's trace (not computed yet); only the thread that recorded"
                 " it can compute it: observe it there (sync()) before sharing it");

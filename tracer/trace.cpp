@@ -46,7 +46,7 @@ void mark_needed(const std::vector<Node*>& nodes, std::vector<Node*>* needed) {
   // Tensors hold marks everything they can reach.
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
-    if (n->user_refs > 0) n->needed = true;
+    if (n->user_refs() > 0) n->needed = true;
     if (!n->needed) continue;
     for (int i = 0; i < n->nin; ++i)
       if (n->in[i]->pending) n->in[i]->needed = true;
@@ -93,7 +93,7 @@ void Trace::flush() {
 }
 
 void materialize(Node* n) {
-  if (!n->readable_by(&Trace::current()))
+  if (!n->readable_by([] { return &Trace::current(); }))
     throw Error("tensor is pending in another thread's trace; observe it on the thread that recorded it");
   if (n->pending) Trace::current().flush();
   // A constant is never given a buffer here: other threads may be reading

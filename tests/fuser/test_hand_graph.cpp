@@ -32,7 +32,7 @@ class Graph {
   ~Graph() {
     for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) {
       (*it)->pending = false;
-      (*it)->user_refs = 0;
+      (*it)->counts.fetch_and(0xffffffffu);  // drops observe()'s marks
       (*it)->release();
     }
   }
@@ -82,7 +82,7 @@ class Graph {
     return pend(n);
   }
   // A value a Tensor handle would hold: the flush must store it.
-  static void observe(Node* n) { ++n->user_refs; }
+  static void observe(Node* n) { n->counts.fetch_add(uint64_t{1} << 32); }
 
  private:
   std::vector<Node*> owned_;  // one reference each

@@ -160,6 +160,7 @@ TEST(Concurrency, TieringAndEvictionWhileOthersRun) {
   set_jit_threshold(1);
   cache.set_capacity(3);
   const int64_t evictions = cache.evictions();
+  const int64_t compiles = stats().jit_compiles;
   run_together(kThreads, [](int t) {
     for (int it = 0; it < 60; ++it) {
       const Program p = make_program(t, it, 25);  // few codes: kernels recur across threads
@@ -168,6 +169,9 @@ TEST(Concurrency, TieringAndEvictionWhileOthersRun) {
   });
   wait_for_jit();
   EXPECT_GT(cache.evictions(), evictions);  // the cache did evict under load
+  if (DVM_HAS_JIT && isa() != "portable") {
+    EXPECT_GT(stats().jit_compiles, compiles);  // and the JIT compiled meanwhile
+  }
   cache.set_capacity(saved_capacity);
   set_jit_threshold(saved_threshold);
   set_tier_mode(saved_mode);
@@ -180,7 +184,7 @@ TEST(Concurrency, ComputedTensorsAreSharedReadOnly) {
   w.sync();
   const Tensor wt = w.transpose(0, 1);         // a strided view of computed values
   const Tensor half = Tensor::full({cols}, 0.5f);  // a constant
-  const int32_t refs_before = w.node()->refs.load();
+  const int32_t refs_before = w.node()->refs();
   run_together(kThreads, [&](int t) {
     for (int it = 0; it < 40; ++it) {
       Tensor a = w;  // copies made and dropped on every thread
@@ -208,7 +212,7 @@ TEST(Concurrency, ComputedTensorsAreSharedReadOnly) {
       EXPECT_EQ(half.sum().item(), 0.5f * cols);  // exact: 40 halves
     }
   });
-  EXPECT_EQ(w.node()->refs.load(), refs_before);  // no count lost or doubled
+  EXPECT_EQ(w.node()->refs(), refs_before);  // no count lost or doubled
 }
 
 TEST(Concurrency, HandlesCopiedAndDestroyedOnOtherThreads) {
@@ -228,7 +232,7 @@ TEST(Concurrency, HandlesCopiedAndDestroyedOnOtherThreads) {
     }
   });
   std::vector<int32_t> refs;
-  for (const Tensor& x : made) refs.push_back(x.node()->refs.load());
+  for (const Tensor& x : made) refs.push_back(x.node()->refs());
   run_together(kThreads, [&](int t) {
     std::vector<Tensor> copies;
     for (int round = 0; round < 5; ++round) {
@@ -238,7 +242,7 @@ TEST(Concurrency, HandlesCopiedAndDestroyedOnOtherThreads) {
       for (size_t i = 0; i < moved.size(); i += 2) copies.push_back(moved[i]);
     }
   });
-  for (size_t i = 0; i < made.size(); ++i) EXPECT_EQ(made[i].node()->refs.load(), refs[i]) << i;
+  for (size_t i = 0; i < made.size(); ++i) EXPECT_EQ(made[i].node()->refs(), refs[i]) << i;
   // The last handles die on threads other than the makers.
   std::vector<std::vector<Tensor>> parts(kThreads);
   for (size_t i = 0; i < made.size(); ++i) parts[(i + 1) % kThreads].push_back(std::move(made[i]));
