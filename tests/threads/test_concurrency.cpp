@@ -161,11 +161,23 @@ TEST(Concurrency, TieringAndEvictionWhileOthersRun) {
   cache.set_capacity(3);
   const int64_t evictions = cache.evictions();
   const int64_t compiles = stats().jit_compiles;
-  run_together(kThreads, [](int t) {
+  std::atomic<int> running{kThreads};
+  run_together(kThreads + 1, [&](int t) {
+    if (t == kThreads) {  // reads the statistics while the others run
+      while (running.load() > 0) {
+        // Each counter alone is exact; pairs of them may be mid-update.
+        const Stats s = stats();
+        EXPECT_GE(s.kernels_launched, 0);
+        for (const KernelStats& k : kernel_stats()) EXPECT_GE(k.calls, 0);
+        std::this_thread::yield();
+      }
+      return;
+    }
     for (int it = 0; it < 60; ++it) {
       const Program p = make_program(t, it, 25);  // few codes: kernels recur across threads
       expect_close(p.run(), p.reference(), "thread " + std::to_string(t) + " iteration " + std::to_string(it));
     }
+    running.fetch_sub(1);
   });
   wait_for_jit();
   EXPECT_GT(cache.evictions(), evictions);  // the cache did evict under load
