@@ -3,6 +3,8 @@
 
 #include "tracer/buffer_pool.h"
 
+#include "dvm/error.h"
+
 #include <cstdlib>
 #include <new>
 #include <vector>
@@ -54,12 +56,14 @@ void Node::drop_inputs() {
   nin = 0;
 }
 
-void Node::destroy() {
-  drop_inputs();
-  if (storage) storage->release();
-  if (Storage* d = dense.load(std::memory_order_acquire)) d->release();
-  delete this;
+namespace {
+void destroy_one(Node* n) {
+  n->drop_inputs();
+  if (n->storage) n->storage->release();
+  if (Storage* d = n->dense.load(std::memory_order_acquire)) d->release();
+  delete n;
 }
+}  // namespace
 
 namespace {
 // A per-thread stack of free Node blocks. A block freed on another thread
@@ -75,7 +79,44 @@ struct NodeFreeList {
 };
 thread_local NodeFreeList t_free_nodes;
 constexpr size_t kMaxFreeNodes = 1 << 16;
+
+// Nodes whose last reference died while another node was being destroyed.
+// Destroying them in a loop instead of from their consumer's destroy keeps
+// the stack flat: a chain of a million unobserved ops would otherwise nest a
+// million destroy calls. Created with the free list, so it outlives the trace.
+struct DeadNodes {
+  std::vector<Node*> list;
+  bool draining = false;
+  bool alive = true;
+  ~DeadNodes() { alive = false; }
+};
+thread_local DeadNodes t_dead_nodes;
 }  // namespace
+
+void Node::destroy() {
+  DeadNodes& dead = t_dead_nodes;
+  if (!dead.alive) {  // thread exit after the list died: nothing long is left
+    destroy_one(this);
+    return;
+  }
+  if (dead.draining) {
+    try {
+      dead.list.push_back(this);
+      return;
+    } catch (...) {  // no memory to defer it: destroy it here (recursively)
+      destroy_one(this);
+      return;
+    }
+  }
+  dead.draining = true;
+  destroy_one(this);
+  while (!dead.list.empty()) {
+    Node* n = dead.list.back();
+    dead.list.pop_back();
+    destroy_one(n);
+  }
+  dead.draining = false;
+}
 
 void* Node::operator new(size_t bytes) {
   auto& list = t_free_nodes.blocks;
@@ -87,7 +128,10 @@ void* Node::operator new(size_t bytes) {
   return ::operator new(bytes);
 }
 
-void node_pool_init() { t_free_nodes.blocks.reserve(64); }
+void node_pool_init() {
+  t_free_nodes.blocks.reserve(64);
+  t_dead_nodes.list.reserve(64);
+}
 
 void Node::operator delete(void* p) noexcept {
   auto& list = t_free_nodes.blocks;
@@ -105,7 +149,10 @@ void contiguous_strides(const Shape& shape, int64_t* strides) {
   int64_t s = 1;
   for (int i = shape.rank() - 1; i >= 0; --i) {
     strides[i] = s;
-    s *= shape[i];
+    // Ops reject shapes whose strides do not fit (check_extents); one that
+    // got past them must not wrap silently.
+    if (i > 0 && __builtin_mul_overflow(s, shape[i], &s))
+      throw Error("internal: contiguous strides of shape " + shape.to_string() + " overflow int64");
   }
 }
 

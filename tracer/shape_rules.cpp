@@ -29,7 +29,9 @@ void Shape::push_back(int64_t v) {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= d_[i];
+  for (int i = 0; i < rank_; ++i)
+    if (__builtin_mul_overflow(n, d_[i], &n))
+      throw Error("Shape::numel: the element count of " + to_string() + " overflows int64");
   return n;
 }
 
@@ -46,6 +48,26 @@ std::string Shape::to_string() const {
 
 namespace dvm::detail {
 
+bool extents_fit(const Shape& s) {
+  int64_t p = 1;
+  for (int i = 0; i < s.rank(); ++i) {
+    if (s[i] < 0) return false;
+    if (__builtin_mul_overflow(p, std::max<int64_t>(s[i], 1), &p) || p > kMaxElements) return false;
+  }
+  return true;
+}
+
+void check_extents(const char* op, const Shape& s, const std::string& context) {
+  for (int i = 0; i < s.rank(); ++i)
+    if (s[i] < 0)
+      throw Error(std::string(op) + ": negative extent " + std::to_string(s[i]) + " at axis " +
+                  std::to_string(i) + " of shape " + s.to_string() + context + " (expected extents >= 0)");
+  if (!extents_fit(s))
+    throw Error(std::string(op) + ": shape " + s.to_string() + context +
+                " has too many elements (expected the product of its extents, size-0 extents counted "
+                "as 1, to be at most " + std::to_string(kMaxElements) + ")");
+}
+
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   const int rank = std::max(a.rank(), b.rank());
   Shape out;
@@ -58,10 +80,16 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
                   " vs " + std::to_string(db) + "; expected equal extents or 1)");
     out.push_back(da == 1 ? db : da);
   }
+  check_extents(op, out, " (broadcasting " + a.to_string() + " and " + b.to_string() + ")");
   return out;
 }
 
-int normalize_axis(const char* op, int axis, int rank, const Shape& shape) {
+int normalize_axis(const char* op, int axis, int rank, const Shape& shape, bool scalar_ok) {
+  if (rank == 0 && scalar_ok) {
+    if (axis == 0 || axis == -1) return 0;
+    throw Error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for shape " +
+                shape.to_string() + " (expected -1 <= axis <= 0 for a 0-d tensor)");
+  }
   if (axis < -rank || axis >= rank || rank == 0)
     throw Error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for shape " +
                 shape.to_string() + " (expected -" + std::to_string(rank) + " <= axis < " +
@@ -75,12 +103,14 @@ std::vector<int> normalize_axes(const char* op, const std::vector<int>& axes, co
     for (int i = 0; i < shape.rank(); ++i) out.push_back(i);
     return out;
   }
-  for (int a : axes) out.push_back(normalize_axis(op, a, shape.rank(), shape));
+  for (int a : axes) out.push_back(normalize_axis(op, a, shape.rank(), shape, true));
   std::sort(out.begin(), out.end());
   for (size_t i = 1; i < out.size(); ++i)
     if (out[i] == out[i - 1])
       throw Error(std::string(op) + ": axis " + std::to_string(out[i]) + " is listed twice for shape " +
                   shape.to_string());
+  // A 0-d tensor's axis 0 names no axis of it: the reduction covers nothing.
+  if (shape.rank() == 0) out.clear();
   return out;
 }
 
@@ -97,8 +127,9 @@ Shape infer_reshape(const char* op, const Shape& from, const Shape& to) {
     } else if (to[i] < 0) {
       throw Error(std::string(op) + ": negative extent in " + to.to_string() + " reshaping " +
                   from.to_string() + " (expected extents >= 0, or one -1)");
-    } else {
-      known *= to[i];
+    } else if (__builtin_mul_overflow(known, to[i], &known)) {
+      throw Error(std::string(op) + ": the element count of " + to.to_string() + " overflows int64 reshaping " +
+                  from.to_string());
     }
   }
   if (infer >= 0) {
@@ -107,6 +138,7 @@ Shape infer_reshape(const char* op, const Shape& from, const Shape& to) {
                   to.to_string());
     out[infer] = from.numel() / known;
   }
+  check_extents(op, out, " (reshaping " + from.to_string() + ")");
   if (out.numel() != from.numel())
     throw Error(std::string(op) + ": cannot reshape " + from.to_string() + " (" +
                 std::to_string(from.numel()) + " elements) to " + out.to_string() + " (" +

@@ -70,11 +70,7 @@ void check_computable(const char* op, const Node* n) {
                 " is not supported yet (expected float32 or bool)");
 }
 
-void check_shape(const char* op, const Shape& s) {
-  for (int i = 0; i < s.rank(); ++i)
-    if (s[i] < 0)
-      throw Error(std::string(op) + ": negative extent in shape " + s.to_string());
-}
+void check_shape(const char* op, const Shape& s) { detail::check_extents(op, s); }
 
 // Hands a new pending node to the trace and returns its handle.
 Tensor record(Node* n) {
@@ -176,7 +172,12 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
         throw Error(std::string(name) + ": reduction over axis " + std::to_string(a) + " of shape " +
                     in->shape.to_string() + ", which is empty (expected a non-empty axis: " + name +
                     " has no identity)");
-  if (in->shape.rank() == 0) return Tensor(in);  // a scalar reduces to itself
+  if (in->shape.rank() == 0) {
+    // A scalar reduces to itself, in the dtype the reduction gives at any
+    // rank (a bool mask sums to float); x * 1 is exact for every float.
+    if (in->dtype == detail::op_result_dtype(op)) return x;
+    return binary_scalar(OpKind::Mul, x, 1.0f, 1);
+  }
   // One node per run of adjacent axes, innermost run first, each keeping its
   // axes as size 1 so later runs' axis numbers stay valid.
   Tensor cur = x;
@@ -210,11 +211,10 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
   return cur;
 }
 
+// Elements each output of a reduction over axes (already normalized) sums.
 int64_t reduced_count(const Shape& s, const std::vector<int>& axes) {
   int64_t c = 1;
-  if (axes.empty())
-    for (int i = 0; i < s.rank(); ++i) c *= s[i];
-  for (int a : axes) c *= s[a < 0 ? a + s.rank() : a];
+  for (int a : axes) c *= s[a];
   return c;
 }
 
@@ -284,6 +284,10 @@ Tensor Tensor::arange(float start, float end, float step) {
     throw Error("arange: start, end and step must be finite and step non-zero (got " +
                 std::to_string(start) + ", " + std::to_string(end) + ", " + std::to_string(step) + ")");
   double n = std::ceil((static_cast<double>(end) - start) / step);
+  if (!(n <= static_cast<double>(kMaxElements)))
+    throw Error("arange: " + std::to_string(start) + " to " + std::to_string(end) + " by " +
+                std::to_string(step) + " has too many elements (expected at most " +
+                std::to_string(kMaxElements) + ")");
   int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
   Tensor t = leaf_from(Shape{count}, "arange");
   for (int64_t i = 0; i < count; ++i)
@@ -412,7 +416,11 @@ Tensor Tensor::reshape(Shape shape) const {
   int64_t st[kMaxRank], ts[kMaxRank], off;
   layout_of(x, st, &off);
   if (detail::reshape_strides(x->shape, st, to, ts)) return make_view(x, to, ts, off);
-  return contiguous().reshape(to);
+  Tensor c = contiguous();
+  // A contiguous layout always reshapes; never retry on the same node.
+  if (c.node() == x)
+    throw Error("internal: reshape of " + describe(x) + " to " + to.to_string() + " found no strides");
+  return c.reshape(to);
 }
 
 Tensor Tensor::permute(const std::vector<int>& axes) const {
@@ -463,9 +471,14 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
   int64_t st[kMaxRank], off;
   layout_of(x, st, &off);
   Shape s = x->shape;
-  s[axis] = (end - start + step - 1) / step;
-  off += start * st[axis];
-  st[axis] *= step;
+  // ceil((end - start) / step) without forming end - start + step - 1,
+  // which overflows for a step near INT64_MAX.
+  const int64_t len = end - start;
+  s[axis] = len == 0 ? 0 : (len - 1) / step + 1;
+  if (s[axis] > 0) off += start * st[axis];
+  // With one element or none the step never applies, and st * step could
+  // overflow; with more, step < n keeps st * step within the buffer.
+  if (s[axis] > 1) st[axis] *= step;
   return make_view(x, s, st, off);
 }
 
@@ -476,10 +489,14 @@ Tensor Tensor::expand(Shape shape) const {
     throw Error("expand: cannot expand shape " + x->shape.to_string() + " to fewer dims " + shape.to_string());
   int64_t st[kMaxRank], es[kMaxRank], off;
   layout_of(x, st, &off);
+  const Shape asked = shape;
   for (int k = 0; k < rank; ++k) {
     int j = k - lead;
+    if (shape[k] < -1 || (j < 0 && shape[k] == -1))
+      throw Error("expand: extent " + std::to_string(shape[k]) + " at axis " + std::to_string(k) + " of " +
+                  asked.to_string() + " expanding " + x->shape.to_string() +
+                  " (expected extents >= 0, or -1 to keep an existing axis)");
     if (j < 0) {
-      if (shape[k] < 0) throw Error("expand: negative extent in " + shape.to_string());
       es[k] = 0;
       continue;
     }
@@ -491,6 +508,7 @@ Tensor Tensor::expand(Shape shape) const {
                   " (axis " + std::to_string(k) + ": " + std::to_string(x->shape[j]) +
                   " must equal the target or be 1)");
   }
+  detail::check_extents("expand", shape, " (expanding " + x->shape.to_string() + ")");
   return make_view(x, shape, es, off);
 }
 
@@ -521,7 +539,8 @@ Tensor Tensor::min(std::initializer_list<int> axes, bool keepdim) const {
 Tensor Tensor::min() const { return reduce(OpKind::Min, *this, {}, false); }
 Tensor Tensor::mean(std::initializer_list<int> axes, bool keepdim) const {
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
-  return s / size_scalar(static_cast<double>(reduced_count(shape(), axes)));
+  const std::vector<int> norm = detail::normalize_axes("mean", axes, shape());
+  return s / size_scalar(static_cast<double>(reduced_count(shape(), norm)));
 }
 Tensor Tensor::mean() const {
   Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
@@ -592,8 +611,8 @@ Tensor operator/(float a, const Tensor& b) { return binary_scalar(OpKind::Div, b
 // ---------------------------------------------------------------------------
 Tensor softmax(const Tensor& x, int axis) {
   Node* n = need(x, "softmax");
-  axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape);
-  if (n->shape[axis] == 0) return x * 1.0f;  // nothing to normalize: an empty result
+  axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape, true);
+  if (n->shape.rank() > 0 && n->shape[axis] == 0) return x * 1.0f;  // nothing to normalize: an empty result
   Tensor e = exp(x - x.max({axis}, true));
   // One reciprocal per slice and a multiply per element, as PyTorch's CPU
   // softmax does: a divide per element cost a quarter of W3's time (vdivps
@@ -603,8 +622,8 @@ Tensor softmax(const Tensor& x, int axis) {
 
 Tensor log_softmax(const Tensor& x, int axis) {
   Node* n = need(x, "log_softmax");
-  axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape);
-  if (n->shape[axis] == 0) return x * 1.0f;
+  axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape, true);
+  if (n->shape.rank() > 0 && n->shape[axis] == 0) return x * 1.0f;
   Tensor shifted = x - x.max({axis}, true);
   return shifted - log(exp(shifted).sum({axis}, true));
 }

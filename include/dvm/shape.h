@@ -10,6 +10,10 @@
 namespace dvm {
 
 inline constexpr int kMaxRank = 8;
+// The most elements a shape may describe (size-0 extents counted as 1, so
+// that every axis's contiguous stride is representable): a float buffer of
+// that many elements still has a byte count that fits in int64.
+inline constexpr int64_t kMaxElements = INT64_MAX / 4;
 
 class Shape {
  public:
