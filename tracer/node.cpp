@@ -57,19 +57,16 @@ void Node::drop_inputs() {
 }
 
 namespace {
-void destroy_one(Node* n) {
-  n->drop_inputs();
-  if (n->storage) n->storage->release();
-  if (Storage* d = n->dense.load(std::memory_order_acquire)) d->release();
-  delete n;
-}
-}  // namespace
+void defer_destroy(Node* n);
+Node* take_deferred();
 
-namespace {
 // A per-thread stack of free Node blocks. A block freed on another thread
 // joins that thread's list; each list returns its blocks at thread exit.
 struct NodeFreeList {
   std::vector<void*> blocks;
+  // Dead nodes waiting for the outermost Node::destroy; empty whenever no
+  // destroy runs on this thread.
+  std::vector<Node*> deferred;
   bool alive = true;
   ~NodeFreeList() {
     for (void* b : blocks) ::operator delete(b);
@@ -80,42 +77,53 @@ struct NodeFreeList {
 thread_local NodeFreeList t_free_nodes;
 constexpr size_t kMaxFreeNodes = 1 << 16;
 
-// Nodes whose last reference died while another node was being destroyed.
-// Destroying them in a loop instead of from their consumer's destroy keeps
-// the stack flat: a chain of a million unobserved ops would otherwise nest a
-// million destroy calls. Created with the free list, so it outlives the trace.
-struct DeadNodes {
-  std::vector<Node*> list;
-  bool draining = false;
-  bool alive = true;
-  ~DeadNodes() { alive = false; }
-};
-thread_local DeadNodes t_dead_nodes;
+void defer_destroy(Node* n) {
+  if (t_free_nodes.alive) {
+    try {
+      t_free_nodes.deferred.push_back(n);
+      return;
+    } catch (...) {  // no memory to defer it: destroy it here
+    }
+  }
+  n->destroy();
+}
+
+Node* take_deferred() {
+  auto& d = t_free_nodes.deferred;
+  if (d.empty()) return nullptr;
+  Node* n = d.back();
+  d.pop_back();
+  return n;
+}
+}  // namespace
+
+namespace {
+// Destroys n and, depth first, the inputs that die with it, as far as
+// kMaxDestroyDepth levels down; deeper ones wait on the thread's deferred
+// list for the outermost call. A chain of a million unobserved ops would
+// otherwise nest a frame per node and overflow the stack; short chains keep
+// the plain depth-first order (inputs freed before their consumer).
+constexpr int kMaxDestroyDepth = 256;
+void destroy_from(Node* n, int depth) {
+  for (int i = 0; i < n->nin; ++i) {
+    Node* x = n->in[i];
+    n->in[i] = nullptr;
+    if (!x || (x->counts.fetch_sub(Node::kRef, std::memory_order_acq_rel) & 0xffffffffu) != 1) continue;
+    if (depth < kMaxDestroyDepth) destroy_from(x, depth + 1);
+    else defer_destroy(x);
+  }
+  n->nin = 0;
+  if (n->storage) n->storage->release();
+  if (Storage* d = n->dense.load(std::memory_order_acquire)) d->release();
+  delete n;
+}
 }  // namespace
 
 void Node::destroy() {
-  DeadNodes& dead = t_dead_nodes;
-  if (!dead.alive) {  // thread exit after the list died: nothing long is left
-    destroy_one(this);
-    return;
-  }
-  if (dead.draining) {
-    try {
-      dead.list.push_back(this);
-      return;
-    } catch (...) {  // no memory to defer it: destroy it here (recursively)
-      destroy_one(this);
-      return;
-    }
-  }
-  dead.draining = true;
-  destroy_one(this);
-  while (!dead.list.empty()) {
-    Node* n = dead.list.back();
-    dead.list.pop_back();
-    destroy_one(n);
-  }
-  dead.draining = false;
+  destroy_from(this, 0);
+  // Only the outermost call has deferred nodes to finish; nested ones
+  // (defer_destroy's fallback) find the list as it is and take from it too.
+  while (Node* n = take_deferred()) destroy_from(n, 1);
 }
 
 void* Node::operator new(size_t bytes) {
@@ -128,10 +136,7 @@ void* Node::operator new(size_t bytes) {
   return ::operator new(bytes);
 }
 
-void node_pool_init() {
-  t_free_nodes.blocks.reserve(64);
-  t_dead_nodes.list.reserve(64);
-}
+void node_pool_init() { t_free_nodes.blocks.reserve(64); }
 
 void Node::operator delete(void* p) noexcept {
   auto& list = t_free_nodes.blocks;

@@ -80,7 +80,8 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
                   " vs " + std::to_string(db) + "; expected equal extents or 1)");
     out.push_back(da == 1 ? db : da);
   }
-  check_extents(op, out, " (broadcasting " + a.to_string() + " and " + b.to_string() + ")");
+  // The context string only on failure: broadcasting is on the recording path.
+  if (!extents_fit(out)) check_extents(op, out, " (broadcasting " + a.to_string() + " and " + b.to_string() + ")");
   return out;
 }
 
@@ -138,7 +139,7 @@ Shape infer_reshape(const char* op, const Shape& from, const Shape& to) {
                   to.to_string());
     out[infer] = from.numel() / known;
   }
-  check_extents(op, out, " (reshaping " + from.to_string() + ")");
+  if (!extents_fit(out)) check_extents(op, out, " (reshaping " + from.to_string() + ")");
   if (out.numel() != from.numel())
     throw Error(std::string(op) + ": cannot reshape " + from.to_string() + " (" +
                 std::to_string(from.numel()) + " elements) to " + out.to_string() + " (" +

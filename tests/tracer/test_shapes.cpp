@@ -287,6 +287,28 @@ TEST(LongChains, UnobservedChainIsReleasedAtFlush) {
   dvm::set_trace_limit(old_limit);
 }
 
+TEST(LongChains, UnobservedBinaryChainIsReleasedAtFlush) {
+  // Every node has two inputs that die with it (the chain and a temporary
+  // that is itself a short chain): both sides of the release are long.
+  const int64_t old_limit = dvm::trace_limit();
+  dvm::set_trace_limit(4 * kChain);
+  {
+    Tensor x = Tensor::from_vector({1, 2}, {2});
+    Tensor keep = x + 1.0f;
+    Tensor y = x * 1.0f;
+    for (int i = 0; i < kChain / 3; ++i) y = dvm::where(dvm::gt(y, 0.0f), y, x * 2.0f);
+    y = Tensor();
+    dvm::flush();
+    EXPECT_EQ(detail::Trace::current().pending(), 0u);
+    EXPECT_EQ(keep.to_vector(), (std::vector<float>{2, 3}));
+    // Nodes recorded after the release reuse the freed blocks correctly.
+    Tensor z = x;
+    for (int i = 0; i < 1000; ++i) z = z + 1.0f;
+    EXPECT_EQ(z.to_vector(), (std::vector<float>{1001, 1002}));
+  }
+  dvm::set_trace_limit(old_limit);
+}
+
 TEST(LongChains, UnobservedChainIsReleasedAtThreadExit) {
   std::thread t([] {
     dvm::set_trace_limit(4 * kChain);
