@@ -448,8 +448,9 @@ Tensor Tensor::permute(std::initializer_list<int> axes) const { return permute(s
 Tensor Tensor::transpose(int a, int b) const {
   Node* x = need(*this, "transpose");
   const int rank = x->shape.rank();
-  a = detail::normalize_axis("transpose", a, rank, x->shape);
-  b = detail::normalize_axis("transpose", b, rank, x->shape);
+  a = detail::normalize_axis("transpose", a, rank, x->shape, true);
+  b = detail::normalize_axis("transpose", b, rank, x->shape, true);
+  if (rank == 0) return *this;  // torch: a 0-d tensor transposes axis 0 (or -1) with itself
   std::vector<int> axes(static_cast<size_t>(rank));
   for (int i = 0; i < rank; ++i) axes[static_cast<size_t>(i)] = i;
   std::swap(axes[static_cast<size_t>(a)], axes[static_cast<size_t>(b)]);

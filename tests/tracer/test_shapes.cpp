@@ -372,6 +372,13 @@ TEST(ZeroDim, ReductionsOverAxisZeroAndMinusOne) {
   }
 }
 
+TEST(ZeroDim, TransposeOfAxisZero) {
+  Tensor s = Tensor::from_vector({2.0f}, Shape{});
+  expect_scalar(s.transpose(0, -1), 2.0f, "transpose(0, -1)");
+  expect_scalar((s * 3.0f).transpose(-1, -1), 6.0f, "pending transpose(-1, -1)");
+  expect_error("transpose(0, 1)", [&] { s.transpose(0, 1); }, {"transpose", "1", "[]"});
+}
+
 TEST(ZeroDim, AxisOutOfRangeStillRejected) {
   Tensor s = Tensor::from_vector({2.0f}, Shape{});
   expect_error("sum(1)", [&] { s.sum(1); }, {"sum", "axis 1", "[]"});
