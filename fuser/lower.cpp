@@ -435,7 +435,11 @@ void bind(const Lowered& low, vm::Launch* out) {
       if (s.access == vm::Op::LDG) {
         uint8_t nd = 0;
         for (int d = lo; d < hi; ++d) {
-          if (sp.size[d] == 1) continue;
+          // A size-1 dim adds nothing to an offset; a size-0 one leaves its
+          // part without elements (the R part of an epilogue operand beside
+          // a reduction over an empty axis), and the gather must not divide
+          // by it.
+          if (sp.size[d] <= 1) continue;
           b.dim_size[part][nd] = sp.size[d];
           b.dim_stride[part][nd] = s.strides[d];
           ++nd;

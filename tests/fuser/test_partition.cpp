@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "dvm/dvm.h"
 #include "fuser/lower.h"
@@ -142,6 +144,38 @@ TEST_F(Partition, ReductionEpilogueJoinsAndColumnReductionFuses) {
       for (int r = 0; r < 8; ++r) s += xv[static_cast<size_t>(p * 256 + r * 32 + c)];
       EXPECT_NEAR(got[static_cast<size_t>(p * 32 + c)], s / 8 * 2, 1e-5);
     }
+}
+
+// An operand gathered (broadcast inside the C part) into the epilogue of a
+// column reduction over an empty axis: the launch binds the operand's R part
+// with extent 0, which is no dim of the gather (it held a 0-size dim, and
+// the launch check refused it). Every tier and ISA gives x + 0.
+TEST_F(Partition, EmptyColumnReductionWithAGatheredEpilogueOperand) {
+  const std::string isa = dvm::isa();
+  const TierMode tier = dvm::tier_mode();
+  for (const char* name : {"portable", "avx2", "avx512"}) {
+    dvm::set_isa(name);
+    if (dvm::isa() != name) continue;
+    for (TierMode mode : {TierMode::Off, TierMode::Eager}) {
+      dvm::set_tier_mode(mode);
+      Tensor x = Tensor::from_vector({3.0f, -2.0f}, {2});
+      Tensor e = Tensor::full({0, 2, 2}, 100.0f).sum({0});  // [2, 2] zeros
+      Tensor d = Tensor::from_vector({3.0f, -2.0f}, {1, 2}) / (e + 1.0f);
+      std::vector<float> got, got_d;
+      try {
+        got = (x + e).to_vector();
+        got_d = d.to_vector();
+      } catch (const Error& err) {
+        ADD_FAILURE() << name << ": " << err.what();
+        continue;
+      }
+      EXPECT_EQ(got, (std::vector<float>{3.0f, -2.0f, 3.0f, -2.0f})) << name;
+      EXPECT_EQ(got_d, (std::vector<float>{3.0f, -2.0f, 3.0f, -2.0f})) << name;
+    }
+  }
+  dvm::wait_for_jit();
+  dvm::set_isa(isa);
+  dvm::set_tier_mode(tier);
 }
 
 }  // namespace
