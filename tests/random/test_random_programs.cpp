@@ -51,6 +51,7 @@ TEST_P(RandomPrograms, MatchReferenceOnEveryTierAndIsa) {
   const int shard = GetParam();
   std::map<int, int64_t> skipped;  // issue 14 item -> programs
   int64_t programs = 0, runs = 0, failures = 0;
+  const Stats before = dvm::stats();
   for (int64_t k = shard; k < total; k += kShards) {
     const uint64_t seed = first + static_cast<uint64_t>(k);
     const Program p = generate(seed);
@@ -76,9 +77,13 @@ TEST_P(RandomPrograms, MatchReferenceOnEveryTierAndIsa) {
   }
   std::string skips;
   for (auto [item, n] : skipped) skips += " item " + std::to_string(item) + ": " + std::to_string(n) + ";";
-  std::printf("shard %d: %lld programs, %lld instances on %zu ISAs x %d tiers; known defects skipped:%s\n", shard,
-              static_cast<long long>(programs), static_cast<long long>(runs), opts.isas.size(), opts.jit ? 2 : 1,
-              skips.empty() ? " none" : skips.c_str());
+  const Stats after = dvm::stats();
+  std::printf("shard %d: %lld programs, %lld instances on %zu ISAs x %d tiers (%lld kernels compiled, %lld JIT "
+              "compiles, %lld launches at new extents); known defects skipped:%s\n",
+              shard, static_cast<long long>(programs), static_cast<long long>(runs), opts.isas.size(), opts.jit ? 2 : 1,
+              static_cast<long long>(after.kernels_compiled - before.kernels_compiled),
+              static_cast<long long>(after.jit_compiles - before.jit_compiles),
+              static_cast<long long>(after.new_shapes - before.new_shapes), skips.empty() ? " none" : skips.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, RandomPrograms, ::testing::Range(0, kShards));
