@@ -3,6 +3,7 @@
 #include "tests/random/random_program.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -1434,6 +1435,11 @@ std::vector<std::string> available_isas() {
   return r;
 }
 
+std::array<int64_t, 5>& tightness() {
+  static std::array<int64_t, 5> counts{};
+  return counts;
+}
+
 Outcome check(const Program& p, const Instance& in, const CheckOptions& opts) {
   Outcome res;
   res.known_defect = known_defect(p, "");
@@ -1461,6 +1467,15 @@ Outcome check(const Program& p, const Instance& in, const CheckOptions& opts) {
                         std::to_string(got.size()) + " elements, expected " + std::to_string(want.v.size());
           return res;
         }
+        if (tier == 0 && &isa == &opts.isas.front())
+          for (const IV& r : want.v) {
+            int c = 4;  // wider (e.g. unbounded)
+            if (empty(r)) c = 0;
+            else if (is_point(r)) c = 1;
+            else if (std::isfinite(r.lo) && std::isfinite(r.hi) && r.hi - r.lo <= 16 * ulp_at(std::max(std::fabs(r.lo), std::fabs(r.hi)))) c = 2;
+            else if (std::isfinite(r.lo) && std::isfinite(r.hi)) c = 3;
+            ++tightness()[static_cast<size_t>(c)];
+          }
         for (size_t e = 0; e < got.size(); ++e)
           if (!inside(got[e], want.v[e])) {
             if (std::getenv("DVM_RANDOM_DUMP"))
@@ -1587,7 +1602,14 @@ std::string shrink_and_reproduce(Program p, Instance in, const CheckOptions& opt
         }
       }
   }
-  return "failure: " + last + "\nseed " + std::to_string(p.seed) + "; minimal reproducer:\n" + to_cpp(p, in);
+  // The settings the failure needs, from its message ("<tier> on <isa>:" or "on <isa>:").
+  std::string settings;
+  for (const std::string& isa : opts.isas)
+    if (last.find("on " + isa + ":") != std::string::npos) settings = "dvm::set_isa(\"" + isa + "\");\n";
+  if (last.find(" interpreter on ") != std::string::npos) settings += "dvm::set_tier_mode(dvm::TierMode::Off);\n";
+  else if (last.find(" jit on ") != std::string::npos) settings += "dvm::set_tier_mode(dvm::TierMode::Eager);\n";
+  else settings += "// run once with dvm::TierMode::Off and once with dvm::TierMode::Eager\n";
+  return "failure: " + last + "\nseed " + std::to_string(p.seed) + "; minimal reproducer:\n" + settings + to_cpp(p, in);
 }
 
 namespace {

@@ -16,6 +16,7 @@
 // tuning tolerance: a value outside its interval is a defect.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -118,6 +119,10 @@ std::string shrink_and_reproduce(Program p, Instance in, const CheckOptions& opt
 
 // The C++ API code that records p at `in`, with its input data.
 std::string to_cpp(const Program& p, const Instance& in);
+
+// How tight the reference was over the elements checked so far: must-NaN,
+// exact (a point), within 16 ULPs, wider but finite, unbounded.
+std::array<int64_t, 5>& tightness();
 
 // The ISAs this machine runs, lowest first.
 std::vector<std::string> available_isas();

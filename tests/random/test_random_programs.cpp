@@ -18,11 +18,18 @@
 
 #include "dvm/dvm.h"
 #include "tests/random/random_program.h"
+#include "tracer/ops.h"
 
 namespace dvm::random_programs {
 namespace {
 
 constexpr int kShards = 8;
+
+// Every op of the tracer's table has a generator case: a new op fails this
+// until the generator (and its reference) know it. None is no op; the
+// reductions are sum, max and min (mean is sum / n).
+static_assert(detail::kNumOpKinds == 1 + kNumUnary + kNumBinary + kNumCmp + 1 + 3,
+              "tests/random: the generator does not cover tracer/ops.h's op table");
 
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
@@ -78,12 +85,38 @@ TEST_P(RandomPrograms, MatchReferenceOnEveryTierAndIsa) {
   std::string skips;
   for (auto [item, n] : skipped) skips += " item " + std::to_string(item) + ": " + std::to_string(n) + ";";
   const Stats after = dvm::stats();
+  const std::array<int64_t, 5> t = tightness();
+  const double all = static_cast<double>(t[0] + t[1] + t[2] + t[3] + t[4]) / 100;
+  std::printf("shard %d: elements checked: %.1f%% NaN, %.1f%% exact, %.1f%% within 16 ULPs, %.1f%% wider, %.1f%% "
+              "unbounded\n",
+              shard, t[0] / all, t[1] / all, t[2] / all, t[3] / all, t[4] / all);
   std::printf("shard %d: %lld programs, %lld instances on %zu ISAs x %d tiers (%lld kernels compiled, %lld JIT "
               "compiles, %lld launches at new extents); known defects skipped:%s\n",
               shard, static_cast<long long>(programs), static_cast<long long>(runs), opts.isas.size(), opts.jit ? 2 : 1,
               static_cast<long long>(after.kernels_compiled - before.kernels_compiled),
               static_cast<long long>(after.jit_compiles - before.jit_compiles),
               static_cast<long long>(after.new_shapes - before.new_shapes), skips.empty() ? " none" : skips.c_str());
+}
+
+// Over a CI run's seeds the generator emits every op, every view and every
+// API spelling it knows.
+TEST(RandomProgramsGenerator, CoversEveryOpAndView) {
+  std::map<std::pair<int, int>, int64_t> seen;  // (kind, sub) -> count
+  std::map<int, int64_t> kinds;
+  for (uint64_t seed = 1; seed <= 2000; ++seed)
+    for (const Op& o : generate(seed).ops) {
+      ++kinds[static_cast<int>(o.kind)];
+      ++seen[{static_cast<int>(o.kind), o.sub}];
+    }
+  for (int k = 0; k <= static_cast<int>(OpK::Sync); ++k) EXPECT_GT(kinds[k], 0) << "op kind " << k;
+  for (int u = 0; u < kNumUnary; ++u) EXPECT_GT((seen[{static_cast<int>(OpK::Unary), u}]), 0) << "unary " << u;
+  for (int b = 0; b < kNumBinary; ++b) {
+    EXPECT_GT((seen[{static_cast<int>(OpK::Binary), b}]), 0) << "binary " << b;
+    EXPECT_GT((seen[{static_cast<int>(OpK::Scalar), b}]), 0) << "binary with a scalar " << b;
+  }
+  for (int c = 0; c < kNumCmp; ++c) EXPECT_GT((seen[{static_cast<int>(OpK::Compare), c}]), 0) << "compare " << c;
+  for (int r = 0; r < kNumRed; ++r) EXPECT_GT((seen[{static_cast<int>(OpK::Reduce), r}]), 0) << "reduction " << r;
+  for (int s = 0; s < 2; ++s) EXPECT_GT((seen[{static_cast<int>(OpK::Softmax), s}]), 0) << "softmax " << s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, RandomPrograms, ::testing::Range(0, kShards));
