@@ -160,7 +160,9 @@ class Gen {
     Op o;
     o.kind = OpK::Leaf;
     o.shape = std::move(shape);
-    o.form = r_.below(2);  // from_vector / from_blob
+    // from_vector / from_blob; arange (rank 1), uniform, normal: creation ops
+    // whose values the reference reads back (only their use is under test).
+    o.form = r_.chance(0.85) ? r_.below(2) : o.shape.size() == 1 && r_.chance(0.4) ? 2 : 3 + r_.below(2);
     o.data = r_.chance(0.7) ? profile_ : r_.below(5);
     return add(o);
   }
@@ -477,12 +479,24 @@ float value(Rng& r, int profile) {
   }
 }
 
+// Leaves of forms 2-4: arange, uniform, normal.
+Tensor create(int form, const std::vector<int64_t>& shape, uint64_t seed) {
+  if (form == 2) return Tensor::arange(-3.0f, -3.0f + 0.5f * static_cast<float>(shape[0]), 0.5f);
+  if (form == 3) return Tensor::uniform(Shape(shape), seed, -3.0f, 3.0f);
+  return Tensor::normal(Shape(shape), seed, 0.5f, 2.0f);
+}
+
 std::vector<std::vector<float>> make_data(const Program& p, const Instance& in) {
   std::vector<std::vector<float>> d(p.ops.size());
   for (size_t i = 0; i < p.ops.size(); ++i) {
     if (p.ops[i].kind != OpK::Leaf) continue;
     Rng r(in.data_seed * 1000003u + i);
-    const int64_t n = numel(eval_shape(p, p.ops[i].shape, in.sizes));
+    const std::vector<int64_t> shape = eval_shape(p, p.ops[i].shape, in.sizes);
+    const int64_t n = numel(shape);
+    if (p.ops[i].form >= 2) {
+      d[i] = create(p.ops[i].form, shape, in.data_seed + i).to_vector();
+      continue;
+    }
     d[i].resize(static_cast<size_t>(n));
     for (float& f : d[i]) f = value(r, p.ops[i].data);
   }
@@ -1249,7 +1263,9 @@ RunOut run_dvm(const Program& p, const Instance& in, const std::vector<std::vect
       const std::vector<int64_t> shape = eval_shape(p, o.shape, in.sizes);
       switch (o.kind) {
         case OpK::Leaf:
-          t[i] = o.form == 0 ? Tensor::from_vector(data[i], to_shape(shape)) : Tensor::from_blob(data[i].data(), to_shape(shape));
+          t[i] = o.form == 0   ? Tensor::from_vector(data[i], to_shape(shape))
+                 : o.form == 1 ? Tensor::from_blob(data[i].data(), to_shape(shape))
+                               : create(o.form, shape, in.data_seed + i);
           break;
         case OpK::Full: t[i] = Tensor::full(to_shape(shape), o.s); break;
         case OpK::Unary: t[i] = apply_unary(o.sub, val(o.a)); break;
@@ -1662,7 +1678,13 @@ std::string to_cpp(const Program& p, const Instance& in) {
           for (size_t k = 0; k < d.size(); ++k) vals += (k ? ", " : "") + flit(d[k]);
           vals += "}";
         }
-        s << "dvm::Tensor::from_vector(" << vals << ", " << sh << ");";
+        if (o.form == 2)
+          s << "dvm::Tensor::arange(-3.0f, " << flit(-3.0f + 0.5f * static_cast<float>(shape[0])) << ", 0.5f);";
+        else if (o.form >= 3)
+          s << "dvm::Tensor::" << (o.form == 3 ? "uniform(" : "normal(") << sh << ", " << in.data_seed + i
+            << (o.form == 3 ? "u, -3.0f, 3.0f);" : "u, 0.5f, 2.0f);");
+        else
+          s << "dvm::Tensor::from_vector(" << vals << ", " << sh << ");";
         break;
       }
       case OpK::Full: s << "dvm::Tensor::full(" << sh << ", " << flit(o.s) << ");"; break;
