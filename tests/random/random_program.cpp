@@ -1030,10 +1030,9 @@ RV expand_rv(const RV& x, const std::vector<int64_t>& to) {
   return r;
 }
 
-std::vector<int> norm_axes(const Op& o, size_t rank) {
+std::vector<int> sorted_axes(const Op& o) {
   std::vector<int> a = o.axes;
   std::sort(a.begin(), a.end());
-  (void)rank;
   return a;
 }
 
@@ -1098,7 +1097,7 @@ std::vector<RV> reference(const Program& p, const Instance& in, const std::vecto
           if (o.sub == kMean) r = map2(r, scalar_rv(1), [](const IV& a, const IV& b) { return binary_ref(kDiv, a, b); });
           break;
         }
-        const std::vector<int> axes = norm_axes(o, x.shape.size());
+        const std::vector<int> axes = sorted_axes(o);
         const bool single = axes.empty() || axes.back() - axes.front() + 1 == static_cast<int>(axes.size());
         r = reduce_rv(o.sub == kMean ? kSum : o.sub, x, axes, o.keepdim || !single);
         if (!o.keepdim && !single) r.shape = shape;
