@@ -1322,20 +1322,9 @@ RunOut run_dvm(const Program& p, const Instance& in, const std::vector<std::vect
 // ---------------------------------------------------------------------------
 // Known defects of issue 14 that other changes are fixing. Programs that hit
 // one are skipped and counted; delete an item's case once its fix is merged.
-// `error` is empty for the check before running.
+// `error` is empty for the check before running, else the dvm::Error a run
+// threw (a case there matches the error's text and the program's pattern).
 // ---------------------------------------------------------------------------
-bool reduces_last_axis_rank3(const Program& p) {
-  for (const Op& o : p.ops) {
-    const size_t rank = o.a >= 0 ? p.ops[static_cast<size_t>(o.a)].shape.size() : 0;
-    if (rank < 3) continue;
-    if (o.kind == OpK::Reduce &&
-        (o.axes.empty() || std::find(o.axes.begin(), o.axes.end(), static_cast<int>(rank) - 1) != o.axes.end()))
-      return true;
-    if ((o.kind == OpK::Softmax && o.axis == static_cast<int>(rank) - 1) || o.kind == OpK::LayerNorm) return true;
-  }
-  return false;
-}
-
 int known_defect(const Program& p, const std::string& error) {
   if (error.empty()) {
     // Item 9: reductions of 0-d tensors over axis 0 / -1 throw.
@@ -1344,14 +1333,8 @@ int known_defect(const Program& p, const std::string& error) {
         if (p.ops[static_cast<size_t>(o.a)].shape.empty()) return 9;
     return 0;
   }
-  // Item 2: two column reductions of one tensor alive at the flush.
-  if (error.find("keep their reductions in one block") != std::string::npos) return 2;
-  // Item 4: the encoder's per-kernel limits.
-  if (error.find("encoder: kernel") != std::string::npos) return 4;
-  // Item 1: a reduction over the last axis of a rank >= 3 tensor beside an
-  // operand broadcast along a kept axis fails the verifier.
-  if (reduces_last_axis_rank3(p) && error.find("stores a vec register; it needs a row value") != std::string::npos)
-    return 1;
+  // Defects known by the error a run throws go here (match the error's text
+  // and the program's pattern); items 1, 2 and 4 were, until their fixes.
   return 0;
 }
 
