@@ -1490,6 +1490,29 @@ Outcome check(const Program& p, const Instance& in, const CheckOptions& opts) {
       }
       tiers.push_back(std::move(o));
     }
+    // Launches of 64K elements and more split across threads: one thread
+    // must give the same bits.
+    int64_t biggest = 0;
+    for (const RV& r : ref) biggest = std::max<int64_t>(biggest, static_cast<int64_t>(r.v.size()));
+    if (biggest >= 65536) {
+      const int threads = dvm::num_threads();
+      dvm::set_tier_mode(TierMode::Off);
+      dvm::set_num_threads(1);
+      RunOut one = run_dvm(p, in, data);
+      dvm::set_num_threads(threads);
+      if (!one.error.empty()) {
+        res.failure = "exception: interpreter on " + isa + " on one thread: " + one.error;
+        return res;
+      }
+      for (size_t k = 0; k < p.observed.size(); ++k)
+        for (size_t e = 0; e < one.values[k].size(); ++e)
+          if (!same_bits(tiers[0].values[k][e], one.values[k][e])) {
+            res.failure = "threads differ: on " + isa + ": v" + std::to_string(p.observed[k]) + " flat element " +
+                          std::to_string(e) + ": default threads " + fmt(tiers[0].values[k][e]) + ", one thread " +
+                          fmt(one.values[k][e]);
+            return res;
+          }
+    }
     if (tiers.size() == 2)
       for (size_t k = 0; k < p.observed.size(); ++k)
         for (size_t e = 0; e < tiers[0].values[k].size(); ++e)
