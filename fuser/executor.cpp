@@ -5,11 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <new>
+#include <string>
 
 #include "dvm/error.h"
 #include "fuser/lower.h"
 #include "fuser/partition.h"
 #include "fuser/plan_cache.h"
+#include "vm/disasm.h"
 #include "vm/kernel_cache.h"
 #include "vm/launcher.h"
 #include "vm/parallel.h"
@@ -22,7 +25,53 @@ namespace {
 thread_local bool t_log_on = false;
 thread_local std::vector<KernelRun> t_log;
 std::atomic<bool> g_check_plans{false};
+
+struct FaultPlan {
+  Fault kind = Fault::None;
+  int group = 0;
+};
+thread_local FaultPlan t_fault;
+
+// True (and disarms) when the armed fault is `kind` at group gi.
+bool fault_fires(Fault kind, int gi) {
+  if (t_fault.kind != kind || t_fault.group != gi) return false;
+  t_fault.kind = Fault::None;
+  return true;
+}
+
+// The reason of a lower-level error, without its own "internal: ".
+std::string reason_of(const Error& e) {
+  std::string r = e.what();
+  const std::string prefix = "internal: ";
+  if (r.compare(0, prefix.size(), prefix) == 0) r.erase(0, prefix.size());
+  return r;
+}
 }  // namespace
+
+void inject_fault(Fault kind, int group) { t_fault = {kind, group}; }
+
+std::string describe_ops(const std::vector<Node*>& members) {
+  std::string s = "[";
+  for (size_t i = 0; i < members.size(); ++i) {
+    const Node* m = members[i];
+    if (i) s += ", ";
+    s += m->kind == NodeKind::Copy ? "copy" : detail::op_name(m->op);
+    if (m->kind == NodeKind::Reduce && m->in[0]) {
+      if (m->red_end - m->red_begin == 1) {
+        s += "(axis=" + std::to_string(m->red_begin) + ")";
+      } else {
+        s += "(axes=[";
+        for (int a = m->red_begin; a < m->red_end; ++a) s += (a > m->red_begin ? ", " : "") + std::to_string(a);
+        s += "])";
+      }
+      s += std::string(" ") + dtype_name(m->in[0]->dtype) + m->in[0]->shape.to_string() + "->" +
+           m->shape.to_string();
+    } else {
+      s += std::string(" ") + dtype_name(m->dtype) + m->shape.to_string();
+    }
+  }
+  return s + "]";
+}
 
 void set_kernel_log(bool on) { t_log_on = on; }
 
@@ -48,18 +97,17 @@ namespace {
 // can time each), launch alone.
 class Runner {
  public:
-  void add(const Group& g, const Lowered& low, std::shared_ptr<vm::Kernel> k) {
-    for (const ArgSpec& a : low.args) {
-      if (!a.output) continue;
-      Node* n = a.node;
-      n->storage = detail::Storage::allocate(n->shape.numel());
-      n->offset = 0;
-      detail::contiguous_strides(n->shape, n->strides);
-    }
+  // gi: the group's number in this flush (for the test hook).
+  void add(const Group& g, const Lowered& low, std::shared_ptr<vm::Kernel> k, int gi) {
     const int64_t work = low.space.extent(0) * low.space.extent(1) * low.space.extent(2);
-    if (t_log_on || work >= vm::kMinParallelElements) {
-      flush();
-      run_alone(g, low, *k);
+    const bool alone = t_log_on || work >= vm::kMinParallelElements;
+    if (alone) flush();  // stacked work first: what is staged is then this group's alone
+    allocate_outputs(low);
+    if (fault_fires(Fault::BadAlloc, gi)) throw std::bad_alloc();
+    const bool corrupt = fault_fires(Fault::LaunchCheck, gi);
+    if (alone) {
+      run_alone(g, low, *k, corrupt);
+      staged_.clear();  // its outputs hold their values now
       return;
     }
     bool depends = false;
@@ -77,6 +125,9 @@ class Runner {
     if (used_launches_ == launches_.size()) launches_.emplace_back();
     vm::Launch& l = launches_[used_launches_++];
     bind(low, &l);
+    if (corrupt) unbind_first_output(low, &l);
+    member_begin_.push_back(members_.size());
+    members_.insert(members_.end(), g.members.begin(), g.members.end());
     kernels_.push_back(std::move(k));
     entries_.push_back({kernels_.back().get(), &l, stage_});
   }
@@ -87,7 +138,23 @@ class Runner {
       Runner& r;
       ~Reset() { r.reset(); }
     } reset_after{*this};
-    vm::launch_stack(entries_);
+    try {
+      vm::launch_stack(entries_);
+    } catch (const Error& e) {
+      // Name the ops of the entry the launcher's checks reject, if one does.
+      for (size_t i = 0; i < entries_.size(); ++i) {
+        try {
+          vm::check_launch(*entries_[i].kernel, *entries_[i].launch);
+        } catch (const Error&) {
+          const size_t end = i + 1 < member_begin_.size() ? member_begin_[i + 1] : members_.size();
+          std::vector<Node*> ops(members_.begin() + static_cast<std::ptrdiff_t>(member_begin_[i]),
+                                 members_.begin() + static_cast<std::ptrdiff_t>(end));
+          throw launch_error(ops, e, *entries_[i].kernel);
+        }
+      }
+      throw;
+    }
+    staged_.clear();  // every stacked output holds its values now
     exec_stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
     exec_stats().kernels_run.fetch_add(static_cast<int64_t>(entries_.size()), std::memory_order_relaxed);
   }
@@ -99,18 +166,74 @@ class Runner {
     kernels_.clear();  // releases this flush's references to the kernels
     stage_outputs_.clear();
     stage_ = 0;
+    members_.clear();
+    member_begin_.clear();
+  }
+
+  // After a failure: takes back every buffer allocated for a kernel that has
+  // not run (from its output nodes and from views already resolved onto
+  // it), so that in `nodes` a buffer means correct values.
+  void take_back(const std::vector<Node*>& nodes) {
+    std::vector<const detail::Storage*> unwritten;
+    for (const Node* n : staged_)
+      if (n->storage) unwritten.push_back(n->storage);
+    staged_.clear();
+    if (unwritten.empty()) return;
+    std::sort(unwritten.begin(), unwritten.end());
+    for (Node* n : nodes)
+      if (n->storage && std::binary_search(unwritten.begin(), unwritten.end(), n->storage)) {
+        n->storage->release();
+        n->storage = nullptr;
+        n->offset = 0;
+      }
   }
 
  private:
-  void run_alone(const Group& g, const Lowered& low, const vm::Kernel& k) {
+  void allocate_outputs(const Lowered& low) {
+    for (const ArgSpec& a : low.args) {
+      if (!a.output) continue;
+      Node* n = a.node;
+      staged_.push_back(n);  // first: a failed allocation leaves nothing untracked
+      n->storage = detail::Storage::allocate(n->shape.numel());
+      n->offset = 0;
+      detail::contiguous_strides(n->shape, n->strides);
+    }
+  }
+
+  // The test hook's launch fault: no pointer for the first output.
+  static void unbind_first_output(const Lowered& low, vm::Launch* l) {
+    for (size_t a = 0; a < low.args.size(); ++a)
+      if (low.args[a].output) {
+        l->args[a].out = nullptr;
+        return;
+      }
+  }
+
+  // Executor-built launches always fit their kernels: a launch the checks
+  // reject is an internal error, named by the group's ops and shapes.
+  static Error launch_error(const std::vector<Node*>& members, const Error& e, const vm::Kernel& k) {
+    return Error("internal: launch of the kernel for ops " + describe_ops(members) +
+                 " failed its checks: " + reason_of(e) + "\n" + vm::disassemble(k.bytecode()));
+  }
+
+  void run_alone(const Group& g, const Lowered& low, const vm::Kernel& k, bool corrupt) {
+    vm::Launch l = bind(low);
+    if (corrupt) unbind_first_output(low, &l);
     exec_stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
     exec_stats().kernels_run.fetch_add(1, std::memory_order_relaxed);
-    if (!t_log_on) {
-      vm::launch(k, bind(low));
-      return;
-    }
     auto t0 = std::chrono::steady_clock::now();
-    const bool jit = vm::launch(k, bind(low));
+    bool jit = false;
+    try {
+      jit = vm::launch(k, l);
+    } catch (const Error& e) {
+      try {
+        vm::check_launch(k, l);
+      } catch (const Error&) {
+        throw launch_error(g.members, e, k);
+      }
+      throw;
+    }
+    if (!t_log_on) return;
     auto t1 = std::chrono::steady_clock::now();
     KernelRun run;
     run.hash = k.hash();
@@ -133,6 +256,9 @@ class Runner {
   std::vector<vm::StackEntry> entries_;
   std::vector<const detail::Storage*> stage_outputs_;
   int stage_ = 0;
+  std::vector<Node*> members_;        // the stacked entries' ops, entry by entry
+  std::vector<size_t> member_begin_;  // where each entry's ops start in members_
+  std::vector<Node*> staged_;         // outputs allocated whose kernels have not run
 };
 
 // Rebuilds a cached group over this flush's nodes (into g, whose member
@@ -149,24 +275,62 @@ void replay_group(const CachedGroup& cg, const std::vector<Node*>& nodes, Group&
 
 }  // namespace
 
-int64_t execute(const std::vector<Node*>& nodes) {
+namespace {
+
+// The verified kernel for a lowered group. A group the fuser built must
+// verify: a failure is internal, named by the group's ops and shapes.
+std::shared_ptr<vm::Kernel> fetch_kernel(const Group& g, const Lowered& low, int gi) {
+  try {
+    if (fault_fires(Fault::Verify, gi)) throw Error("injected verifier failure (test hook)");
+    return vm::KernelCache::global().get(low.bytecode);
+  } catch (const Error& e) {
+    throw Error("internal: kernel for ops " + describe_ops(g.members) + " failed verification: " + reason_of(e) +
+                "\n" + vm::disassemble(low.bytecode));
+  }
+}
+
+// Lowering errors of a group the partition built name the group.
+[[noreturn]] void lowering_error(const Group& g, const Error& e) {
+  const std::string what = e.what();
+  if (what.compare(0, 10, "internal: ") == 0)
+    throw Error("internal: lowering ops " + describe_ops(g.members) + " failed: " + reason_of(e));
+  throw Error("kernel for ops " + describe_ops(g.members) + ": " + what);
+}
+
+Lowered lower_group(const Group& g, const std::vector<Placement>& placement) {
+  try {
+    return lower(g, placement);
+  } catch (const Error& e) {
+    lowering_error(g, e);
+  }
+}
+
+bool try_lower_group(const Group& g, const std::vector<Placement>& placement, Lowered* out) {
+  try {
+    return try_lower(g, placement, out);
+  } catch (const Error& e) {
+    lowering_error(g, e);
+  }
+}
+
+int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
   thread_local Signature sig;  // reused: its buffer keeps its capacity
   make_signature(nodes, &sig);
   PlanCache& cache = PlanCache::current();
-  thread_local Runner runner;  // reused: its buffers keep their capacity
-  runner.reset();
   int64_t computed = 0;
+  int gi = 0;  // the group's number in this flush
   if (const CachedPlan* cached = cache.find(sig)) {
     ++cache.hits;
     for (const CachedGroup& cg : cached->groups) {
       thread_local Group g;
       replay_group(cg, nodes, g);
       if (g_check_plans.load(std::memory_order_relaxed)) {
-        Lowered full = lower(g, cached->placement);
+        Lowered full = lower_group(g, cached->placement);
         if (!(full.bytecode == cg.kernel->bytecode()))
-          throw Error("internal: plan cache replay would run a different kernel");
+          throw Error("internal: plan cache replay of ops " + describe_ops(g.members) +
+                      " would run a different kernel");
       }
-      runner.add(g, replay_args(g, cg.args, nodes, cached->placement), cg.kernel);
+      runner.add(g, replay_args(g, cg.args, nodes, cached->placement), cg.kernel, gi++);
       computed += static_cast<int64_t>(g.members.size());
     }
   } else {
@@ -175,18 +339,18 @@ int64_t execute(const std::vector<Node*>& nodes) {
     CachedPlan record;
     for (size_t oi = 0; oi < plan.order.size(); ++oi) {
       Lowered low;
-      const int gi = plan.order[oi];
-      if (!try_lower(plan.groups[static_cast<size_t>(gi)], plan.placement, &low)) {
+      const int pgi = plan.order[oi];
+      if (!try_lower_group(plan.groups[static_cast<size_t>(pgi)], plan.placement, &low)) {
         // Over the encoder's limits: run it as smaller groups, in its place.
-        std::vector<int> pieces = split_group(plan, gi);
-        if (pieces.size() < 2) low = lower(plan.groups[static_cast<size_t>(gi)], plan.placement);  // throws
+        std::vector<int> pieces = split_group(plan, pgi);
+        if (pieces.size() < 2) low = lower_group(plan.groups[static_cast<size_t>(pgi)], plan.placement);  // throws
         plan.order.erase(plan.order.begin() + static_cast<std::ptrdiff_t>(oi));
         plan.order.insert(plan.order.begin() + static_cast<std::ptrdiff_t>(oi), pieces.begin(), pieces.end());
         --oi;
         continue;
       }
-      const Group& g = plan.groups[static_cast<size_t>(gi)];
-      std::shared_ptr<vm::Kernel> k = vm::KernelCache::global().get(low.bytecode);
+      const Group& g = plan.groups[static_cast<size_t>(pgi)];
+      std::shared_ptr<vm::Kernel> k = fetch_kernel(g, low, gi);
       CachedGroup cg;
       cg.form = g.form;
       cg.red_begin = g.red_begin;
@@ -207,13 +371,35 @@ int64_t execute(const std::vector<Node*>& nodes) {
       cg.kernel = k;
       cg.args = arg_origins(low);
       record.groups.push_back(std::move(cg));
-      runner.add(g, low, k);
+      runner.add(g, low, k, gi++);
       computed += static_cast<int64_t>(g.members.size());
     }
     record.placement = std::move(plan.placement);
     cache.insert(sig, std::move(record));
   }
   runner.flush();
+  return computed;
+}
+
+}  // namespace
+
+int64_t execute(const std::vector<Node*>& nodes) {
+  thread_local Runner runner;  // reused: its buffers keep their capacity
+  runner.reset();
+  int64_t computed = 0;
+  try {
+    computed = run_groups(nodes, runner);
+  } catch (...) {
+    t_fault = {};
+    runner.reset();
+    runner.take_back(nodes);
+    // Views of what did run are readable; the rest fail with the flush.
+    for (Node* n : nodes)
+      if (n->kind == NodeKind::View && n->pending && !n->storage && n->in[0] && n->in[0]->storage)
+        resolve_view(n);
+    throw;
+  }
+  t_fault = {};
   for (Node* n : nodes)
     if (n->kind == NodeKind::View && n->pending) resolve_view(n);
   return computed;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dvm/runtime.h"
@@ -13,7 +14,28 @@ namespace dvm::fuser {
 
 // Computes `nodes` (pending, needed, in record order). On return every node
 // that is observable has a buffer. Returns the number of nodes computed.
+// When it throws, every node that has a buffer holds its correct values:
+// buffers allocated for kernels that did not run are taken back, so the
+// caller can tell what was computed from what was not by Node::storage.
 int64_t execute(const std::vector<detail::Node*>& nodes);
+
+// Test hook: the calling thread's next execute() fails at its group number
+// `group` (0-based, in launch order). It fires once and is disarmed at the
+// end of that execute() whether it fired or not.
+enum class Fault : uint8_t {
+  None,
+  BadAlloc,     // std::bad_alloc once the group's outputs are allocated
+                // (stands for a failed vector growth or kernel-cache insert)
+  Verify,       // the group's kernel fails verification; fires only where the
+                // kernel is fetched (a plan-cache miss), not on a replay
+  LaunchCheck,  // the group's launch binds no pointer for its first output,
+                // so the launcher's checks reject it
+};
+void inject_fault(Fault kind, int group);
+
+// "[mul float32[3, 4], sum(axis=1) float32[3, 4]->[3]]": a group's ops and shapes,
+// for errors about its kernel.
+std::string describe_ops(const std::vector<detail::Node*>& members);
 
 // Process-wide; every thread's flush adds to them, hence atomic.
 struct ExecStats {

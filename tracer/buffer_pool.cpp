@@ -48,9 +48,14 @@ int size_class(size_t bytes, size_t* class_bytes) {
   return 1 + (log2 - 8) * 4 + static_cast<int>(k - 1);
 }
 
+thread_local int64_t t_fail_after = -1;
+
 }  // namespace
 
+void pool_fail_after(int64_t after) { t_fail_after = after; }
+
 void* pool_allocate(size_t bytes) {
+  if (t_fail_after >= 0 && t_fail_after-- == 0) throw std::bad_alloc();
   size_t cb;
   int c = size_class(bytes, &cb);
   Pool& p = pool();

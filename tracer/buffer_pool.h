@@ -22,4 +22,9 @@ PoolStats pool_stats();
 // Returns every cached block to the system.
 void pool_trim();
 
+// Test hook: the calling thread's `after`-th next pool_allocate (0: the very
+// next) throws std::bad_alloc, as the system would when out of memory; -1
+// (the default) disarms it. Fires once.
+void pool_fail_after(int64_t after);
+
 }  // namespace dvm::detail

@@ -6,18 +6,25 @@
 #include "dvm/error.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace dvm::detail {
 
 Storage* Storage::allocate(int64_t elems) {
-  auto* s = new Storage;
+  // Only dvm::Error leaves the API: an allocation failure becomes one.
+  const size_t bytes = static_cast<size_t>(elems > 0 ? elems : 1) * sizeof(float);
+  Storage* s = nullptr;
   try {
-    s->data = static_cast<float*>(pool_allocate(static_cast<size_t>(elems > 0 ? elems : 1) * sizeof(float)));
-  } catch (...) {
+    s = new Storage;
+    s->data = static_cast<float*>(pool_allocate(bytes));
+  } catch (const std::bad_alloc&) {
     delete s;
-    throw;
+    throw Error("out of memory: cannot allocate a buffer of " + std::to_string(elems) + " floats (" +
+                std::to_string(bytes) + " bytes)");
   }
   s->elems = elems;
   s->owned = true;
@@ -54,6 +61,44 @@ void Node::drop_inputs() {
     in[i] = nullptr;
   }
   nin = 0;
+}
+
+namespace {
+// Failure messages of failed nodes, shared by the nodes of one flush. Only
+// failure paths touch it; a node may die on any thread, hence the lock.
+struct Failures {
+  std::mutex mu;
+  std::unordered_map<const Node*, std::shared_ptr<const std::string>> why;
+};
+Failures& failures() {
+  static Failures* f = new Failures;  // outlives every thread's last node
+  return *f;
+}
+}  // namespace
+
+void mark_failed(Node* n, const std::shared_ptr<const std::string>& why) noexcept {
+  n->failed = true;
+  Failures& f = failures();
+  std::lock_guard<std::mutex> lock(f.mu);
+  try {
+    f.why[n] = why;
+  } catch (...) {  // out of memory: the node fails with the generic message
+  }
+}
+
+std::string failure_message(const Node* n) {
+  Failures& f = failures();
+  std::lock_guard<std::mutex> lock(f.mu);
+  auto it = f.why.find(n);
+  return it != f.why.end() && it->second ? *it->second : std::string("out of memory");
+}
+
+// Out of line: destroy_from() recurses through chains of inputs, so its
+// frame stays small.
+[[gnu::cold, gnu::noinline]] static void forget_failure(const Node* n) {
+  Failures& f = failures();
+  std::lock_guard<std::mutex> lock(f.mu);
+  f.why.erase(n);
 }
 
 namespace {
@@ -113,6 +158,7 @@ void destroy_from(Node* n, int depth) {
     else defer_destroy(x);
   }
   n->nin = 0;
+  if (n->failed) [[unlikely]] forget_failure(n);
   if (n->storage) n->storage->release();
   if (Storage* d = n->dense.load(std::memory_order_acquire)) d->release();
   delete n;
@@ -162,7 +208,12 @@ void contiguous_strides(const Shape& shape, int64_t* strides) {
 }
 
 Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape) {
-  Node* n = new Node;
+  Node* n = nullptr;
+  try {
+    n = new Node;
+  } catch (const std::bad_alloc&) {
+    throw Error(std::string("out of memory: cannot record ") + (op == OpKind::None ? "a tensor" : op_name(op)));
+  }
   n->kind = kind;
   n->op = op;
   n->dtype = dtype;

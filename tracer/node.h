@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "dvm/dtype.h"
 #include "dvm/shape.h"
@@ -52,6 +54,9 @@ struct Node {
   Dtype dtype = Dtype::F32;
   bool keepdim = false;
   bool pending = false;  // recorded, not yet computed, still in the trace
+  // Its flush failed before its values were written: reading it, or using it
+  // as an input, throws that flush's error (failure_message()).
+  bool failed = false;
   int8_t red_begin = 0, red_end = 0;
   uint8_t nin = 0;
   Shape shape;
@@ -111,6 +116,13 @@ struct Node {
   static void* operator new(size_t bytes);
   static void operator delete(void* p) noexcept;
 };
+
+// Marks n failed with why (the error of the flush that should have computed
+// it). Never throws: when even the message cannot be stored, the node still
+// fails, with a generic message.
+void mark_failed(Node* n, const std::shared_ptr<const std::string>& why) noexcept;
+// The error a failed node's flush raised.
+std::string failure_message(const Node* n);
 
 // Row-major contiguous strides for shape.
 void contiguous_strides(const Shape& shape, int64_t* strides);

@@ -46,6 +46,13 @@ Node* defined_node(const Tensor& t, const char* op) {
   return t.node();
 }
 
+// A tensor whose flush failed has no values: its reads and its uses as an
+// operand say which error lost them.
+[[noreturn, gnu::cold, gnu::noinline]] void failed_operand(const char* op, const Node* n) {
+  throw Error(std::string(op) + ": tensor " + dtype_name(n->dtype) + n->shape.to_string() +
+              " has no value: the flush that should have computed it failed: " + detail::failure_message(n));
+}
+
 // The node of an operand or an observed tensor. A node pending in another
 // thread's trace is an error here, before anything reads the fields that
 // thread's flush may be writing: only that thread can compute it (flushing
@@ -56,6 +63,7 @@ Node* need(const Tensor& t, const char* op) {
     throw Error(std::string(op) + ": operand " + std::string(dtype_name(n->dtype)) + n->shape.to_string() +
                 " is pending in another thread's trace (not computed yet); only the thread that recorded"
                 " it can compute it: observe it there (sync()) before sharing it");
+  if (n->failed) [[unlikely]] failed_operand(op, n);
   return n;
 }
 

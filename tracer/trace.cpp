@@ -1,6 +1,11 @@
 // Trace: recording and flushing.
 #include "tracer/trace.h"
 
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
 #include "dvm/error.h"
 #include "tracer/pipeline.h"
 
@@ -28,10 +33,17 @@ Trace& Trace::current() {
 }
 
 void Trace::record(Node* n) {
+  // Appended first: when the list cannot grow, n is left as it came (the
+  // caller's handle frees it) and the error is a dvm::Error.
+  try {
+    nodes_.push_back(n);
+  } catch (const std::bad_alloc&) {
+    throw Error(std::string("out of memory: cannot record ") + op_name(n->op) + " " +
+                dtype_name(n->dtype) + n->shape.to_string());
+  }
   n->pending = true;
   n->owner.store(this, std::memory_order_relaxed);
   n->retain();  // the trace's reference
-  nodes_.push_back(n);
   if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_) flush();
 }
 
@@ -56,6 +68,27 @@ void mark_needed(const std::vector<Node*>& nodes, std::vector<Node*>* needed) {
     if (n->needed) needed->push_back(n);
 }
 
+namespace {
+
+// The dvm::Error a failed flush raises: its own message for a dvm::Error,
+// "out of memory" for an allocation failure (so that only dvm::Error leaves
+// the API).
+std::string flush_error_message(std::exception_ptr e, size_t nodes) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    return err.what();
+  } catch (const std::bad_alloc&) {
+    return "out of memory: a flush of " + std::to_string(nodes) + " ops could not allocate its working memory";
+  } catch (const std::exception& err) {
+    return std::string("internal: flush failed: ") + err.what();
+  } catch (...) {
+    return "internal: flush failed with an unknown exception";
+  }
+}
+
+}  // namespace
+
 void Trace::flush() {
   if (flushing_ || nodes_.empty()) return;
   flushing_ = true;
@@ -69,15 +102,29 @@ void Trace::flush() {
     int64_t computed = needed.empty() ? 0 : run_flush(needed);
     counters().nodes_computed.fetch_add(computed, std::memory_order_relaxed);
   } catch (...) {
+    // Every node whose values were not written fails with this flush's
+    // error (the executor has already taken back buffers it allocated but
+    // never filled); nodes whose kernels ran keep their values. The trace
+    // stays usable: new ops record into an empty list.
+    std::string why;
+    std::shared_ptr<const std::string> shared;
+    try {
+      why = flush_error_message(std::current_exception(), nodes.size());
+      shared = std::make_shared<const std::string>(why);
+    } catch (...) {
+      why = "out of memory";
+    }
     for (Node* n : nodes) {
       n->pending = false;
       n->needed = false;
-      n->owner.store(nullptr, std::memory_order_release);
-      n->release();
+      if (!n->storage) mark_failed(n, shared);
+      if (!n->storage || n->kind != NodeKind::Leaf) n->drop_inputs();
+      n->owner.store(nullptr, std::memory_order_release);  // publishes what this flush left
     }
+    for (Node* n : nodes) n->release();
     nodes.clear();
     flushing_ = false;
-    throw;
+    throw Error(why);
   }
   counters().flushes.fetch_add(1, std::memory_order_relaxed);
   for (Node* n : nodes) {
@@ -99,7 +146,8 @@ void materialize(Node* n) {
   // A constant is never given a buffer here: other threads may be reading
   // the node (Tensor::data() keeps a copy beside it instead).
   if (n->available()) return;
-  throw Error("tensor has no value: the flush that should have computed it failed");
+  throw Error("tensor has no value: the flush that should have computed it failed: " +
+              (n->failed ? failure_message(n) : std::string("unknown error")));
 }
 
 }  // namespace dvm::detail
