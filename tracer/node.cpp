@@ -32,7 +32,12 @@ Storage* Storage::allocate(int64_t elems) {
 }
 
 Storage* Storage::wrap(const float* data, int64_t elems) {
-  auto* s = new Storage;
+  Storage* s = nullptr;
+  try {
+    s = new Storage;
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory: cannot wrap a buffer of " + std::to_string(elems) + " floats");
+  }
   s->data = const_cast<float*>(data);  // never written: owned == false
   s->elems = elems;
   s->owned = false;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "tracer/node.h"
@@ -237,18 +238,20 @@ uint64_t splitmix64(uint64_t& state) {
 // one-element input rather than an immediate: the bytecode, and so the
 // kernel, stays the same whatever the sizes.
 Tensor size_scalar(double v) {
-  Node* n = detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{});
+  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{}));  // frees it if allocation fails
+  Node* n = t.node();
   n->storage = detail::Storage::allocate(1);
   n->storage->data[0] = static_cast<float>(v);
-  return Tensor(n);
+  return t;
 }
 
 Tensor leaf_from(const Shape& shape, const char* op) {
   check_shape(op, shape);
-  Node* n = detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape);
+  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape));  // frees it if allocation fails
+  Node* n = t.node();
   n->storage = detail::Storage::allocate(shape.numel());
   detail::contiguous_strides(shape, n->strides);
-  return Tensor(n);
+  return t;
 }
 
 }  // namespace
@@ -261,10 +264,11 @@ Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) {}
 Tensor Tensor::from_blob(const float* data, Shape shape) {
   check_shape("from_blob", shape);
   if (!data && shape.numel() > 0) throw Error("from_blob: null data for shape " + shape.to_string());
-  Node* n = detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape);
+  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape));  // frees it if allocation fails
+  Node* n = t.node();
   n->storage = detail::Storage::wrap(data, shape.numel());
   detail::contiguous_strides(shape, n->strides);
-  return Tensor(n);
+  return t;
 }
 
 Tensor Tensor::from_vector(const std::vector<float>& values, Shape shape) {
@@ -370,7 +374,12 @@ void gather(const Node* n, float* out) {
 std::vector<float> Tensor::to_vector() const {
   Node* n = need(*this, "to_vector");
   detail::materialize(n);
-  std::vector<float> out(static_cast<size_t>(n->shape.numel()));
+  std::vector<float> out;
+  try {
+    out.resize(static_cast<size_t>(n->shape.numel()));
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory: to_vector of " + describe(n));
+  }
   gather(n, out.data());
   return out;
 }

@@ -97,8 +97,8 @@ void Trace::flush() {
   nodes.swap(nodes_);
   counters().nodes_recorded.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
   std::vector<Node*>& needed = needed_;
-  mark_needed(nodes, &needed);
   try {
+    mark_needed(nodes, &needed);
     int64_t computed = needed.empty() ? 0 : run_flush(needed);
     counters().nodes_computed.fetch_add(computed, std::memory_order_relaxed);
   } catch (...) {

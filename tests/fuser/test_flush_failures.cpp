@@ -296,6 +296,36 @@ TEST(FlushFailures, InternalErrorsNameTheGroupsOpsAndShapes) {
   }
 }
 
+// A flush the trace limit starts inside an op fails that op with the
+// flush's error; the tensors of that flush fail or hold their values, and
+// recording goes on.
+TEST(FlushFailures, AFailedAutomaticFlushFailsTheOpThatStartedIt) {
+  flush();
+  const int64_t limit = trace_limit();
+  Tensor x = Tensor::from_vector({1.0f, 2.0f, 3.0f});
+  set_trace_limit(3);
+  Tensor a = x * 2.0f;
+  Tensor b = a + 1.0f;
+  fuser::inject_fault(Fault::LaunchCheck, 0);
+  try {
+    Tensor c = exp(x);  // the third pending node: the trace flushes
+    ADD_FAILURE() << "the injected launch failure did not fire";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "failed its checks")) << e.what();
+  }
+  set_trace_limit(limit);
+  fuser::inject_fault(Fault::None, 0);
+  for (const Tensor* t : {&a, &b}) {
+    try {
+      std::vector<float> got = t->to_vector();
+      ADD_FAILURE() << "a tensor of the failed flush was readable";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "failed its checks")) << e.what();
+    }
+  }
+  EXPECT_EQ((x * 2.0f + 1.0f).to_vector(), (std::vector<float>{3.0f, 5.0f, 7.0f}));
+}
+
 // An allocation failure outside a flush (creating a tensor) is a dvm::Error
 // too, and leaves nothing behind.
 TEST(FlushFailures, AllocationFailureCreatingATensorIsADvmError) {
