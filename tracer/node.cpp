@@ -212,12 +212,18 @@ void contiguous_strides(const Shape& shape, int64_t* strides) {
   }
 }
 
+namespace {
+[[noreturn, gnu::cold, gnu::noinline]] void out_of_memory_node(OpKind op) {
+  throw Error(std::string("out of memory: cannot record ") + (op == OpKind::None ? "a tensor" : op_name(op)));
+}
+}  // namespace
+
 Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape) {
   Node* n = nullptr;
   try {
     n = new Node;
   } catch (const std::bad_alloc&) {
-    throw Error(std::string("out of memory: cannot record ") + (op == OpKind::None ? "a tensor" : op_name(op)));
+    out_of_memory_node(op);
   }
   n->kind = kind;
   n->op = op;

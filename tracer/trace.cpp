@@ -32,14 +32,20 @@ Trace& Trace::current() {
   return t;
 }
 
+namespace {
+[[noreturn, gnu::cold, gnu::noinline]] void out_of_memory_recording(const Node* n) {
+  throw Error(std::string("out of memory: cannot record ") + op_name(n->op) + " " + dtype_name(n->dtype) +
+              n->shape.to_string());
+}
+}  // namespace
+
 void Trace::record(Node* n) {
   // Appended first: when the list cannot grow, n is left as it came (the
   // caller's handle frees it) and the error is a dvm::Error.
   try {
     nodes_.push_back(n);
   } catch (const std::bad_alloc&) {
-    throw Error(std::string("out of memory: cannot record ") + op_name(n->op) + " " +
-                dtype_name(n->dtype) + n->shape.to_string());
+    out_of_memory_recording(n);
   }
   n->pending = true;
   n->owner.store(this, std::memory_order_relaxed);
