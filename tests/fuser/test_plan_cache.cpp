@@ -51,6 +51,19 @@ TEST(PlanCache, NewSizesHitTheSamePlan) {
   EXPECT_EQ(stats().kernels_compiled, 0);
 }
 
+// An observed scalar constant used again: each flush's value, never the
+// value of the flush that recorded the plan (found by held-out testing: the
+// replay ran the first flush's constant).
+TEST(PlanCache, ObservedScalarConstantsReplayTheirOwnValue) {
+  for (float v : {0.0f, 1.5f, -2.25f, 1e30f}) {
+    Tensor s = Tensor::scalar(v);
+    EXPECT_EQ(s.item(), v);
+    Tensor one = Tensor::from_vector({1.0f}, Shape{});
+    EXPECT_EQ((s / one).item(), v);
+    EXPECT_EQ((one * s + s).item(), v + v);
+  }
+}
+
 TEST(PlanCache, StructureChangesMiss) {
   fuser::PlanCache& cache = fuser::PlanCache::current();
   run_chain(4, 8);
