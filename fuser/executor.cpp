@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <new>
 #include <string>
@@ -324,13 +326,20 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
     for (const CachedGroup& cg : cached->groups) {
       thread_local Group g;
       replay_group(cg, nodes, g);
+      Lowered low = replay_args(g, cg.args, cg.scalars, nodes, cached->placement);
       if (g_check_plans.load(std::memory_order_relaxed)) {
         Lowered full = lower_group(g, cached->placement);
         if (!(full.bytecode == cg.kernel->bytecode()))
           throw Error("internal: plan cache replay of ops " + describe_ops(g.members) +
                       " would run a different kernel");
+        bool same = full.scalars.size() == low.scalars.size();
+        for (size_t s = 0; same && s < low.scalars.size(); ++s)
+          same = std::bit_cast<uint32_t>(full.scalars[s]) == std::bit_cast<uint32_t>(low.scalars[s]);
+        if (!same)
+          throw Error("internal: plan cache replay of ops " + describe_ops(g.members) +
+                      " would bind different scalar values");
       }
-      runner.add(g, replay_args(g, cg.args, nodes, cached->placement), cg.kernel, gi++);
+      runner.add(g, low, cg.kernel, gi++);
       computed += static_cast<int64_t>(g.members.size());
     }
   } else {
@@ -370,6 +379,7 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
       }
       cg.kernel = k;
       cg.args = arg_origins(low);
+      cg.scalars = low.scalar_origins;
       record.groups.push_back(std::move(cg));
       runner.add(g, low, k, gi++);
       computed += static_cast<int64_t>(g.members.size());

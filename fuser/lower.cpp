@@ -276,6 +276,14 @@ struct Builder {
       return val;
     };
 
+    // A user's scalar is a scalar parameter per use, never merged by value:
+    // the bytecode must not depend on which values happen to be equal.
+    auto user_scalar = [&](const Node* n, int slot, float v) {
+      out.scalar_origins.push_back({n->index, static_cast<int8_t>(slot)});
+      out.scalars.push_back(v);
+      return enc.param();
+    };
+
     // Member index -> its first leaf_arg slot and its output argument.
     std::vector<size_t> first_slot(g.members.size());
     std::vector<int> out_arg(g.members.size(), -1);
@@ -288,6 +296,7 @@ struct Builder {
         if (out.args[a].output && out.args[a].node == g.members[m]) out_arg[m] = static_cast<int>(a);
     }
 
+    std::vector<vm::Encoder::Value> scalar_of(slot, -1);  // per (member, input): its parameter
     std::vector<size_t> order(g.members.size());
     for (size_t m = 0; m < order.size(); ++m) order[m] = m;
     const bool col = g.form == vm::Form::ColReduce;
@@ -311,7 +320,14 @@ struct Builder {
           loaded[static_cast<size_t>(arg)] = enc.load(out.args[static_cast<size_t>(arg)].access, arg_index[static_cast<size_t>(arg)]);
         return loaded[static_cast<size_t>(arg)];
       }
-      if (x->kind == NodeKind::Const) return constant(x->value);
+      if (x->kind == NodeKind::Const) {
+        if (x->immediate) return constant(x->value);
+        // One parameter per use, even when the operand is asked for twice
+        // (the ColReduce block's operands are gathered before it).
+        vm::Encoder::Value& p = scalar_of[first_slot[m] + static_cast<size_t>(i)];
+        if (p < 0) p = user_scalar(g.members[m], i, x->value);
+        return p;
+      }
       return values[static_cast<size_t>(x->index)];
     };
     // ColReduce keeps its reductions in one block: the loads and constants
@@ -337,7 +353,7 @@ struct Builder {
       for (int i = 0; i < n->nin; ++i) v[i] = operand(m, i);
       if (n->scalar_pos >= 0) {  // an inline scalar operand
         for (int i = n->nin; i > n->scalar_pos; --i) v[i] = v[i - 1];
-        v[n->scalar_pos] = constant(n->value);
+        v[n->scalar_pos] = n->immediate ? constant(n->value) : user_scalar(n, -1, n->value);
       }
       vm::Encoder::Value r;
       if (n->kind == NodeKind::Copy) {
@@ -391,8 +407,15 @@ std::vector<ArgOrigin> arg_origins(const Lowered& low) {
 }
 
 Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
-                    const std::vector<Node*>& nodes, const std::vector<Placement>& placement) {
+                    const std::vector<ScalarOrigin>& scalars, const std::vector<Node*>& nodes,
+                    const std::vector<Placement>& placement) {
   Builder b(g, placement);
+  b.out.scalar_origins = scalars;
+  b.out.scalars.reserve(scalars.size());
+  for (const ScalarOrigin& o : scalars) {
+    const Node* n = nodes[static_cast<size_t>(o.node)];
+    b.out.scalars.push_back(o.slot < 0 ? n->value : n->in[o.slot]->value);
+  }
   b.out.args.reserve(origins.size());
   b.full_strides.reserve(origins.size());
   b.arg_domain.reserve(origins.size());
@@ -415,6 +438,7 @@ void bind(const Lowered& low, vm::Launch* out) {
   vm::Launch& l = *out;
   const Space& sp = low.space;
   for (int part = 0; part < vm::kMaxParts; ++part) l.extent[part] = part < sp.parts ? sp.extent(part) : 1;
+  l.scalars.assign(low.scalars.begin(), low.scalars.end());
   l.args.resize(low.args.size());
   for (size_t a = 0; a < low.args.size(); ++a) {
     const ArgSpec& s = low.args[a];

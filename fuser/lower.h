@@ -2,7 +2,8 @@
 // and writes, and how its iteration space [P, R, C] maps onto the group's
 // shape. Access patterns (contiguous, broadcast, strided, gather) are chosen
 // from the layouts of the tensors; the sizes themselves stay out of the
-// bytecode and go into the launch (bind()).
+// bytecode and go into the launch (bind()), and so do the user's scalars
+// (scalar parameters): only constants of an op's definition are immediates.
 #pragma once
 
 #include <cstdint>
@@ -36,10 +37,23 @@ struct ArgSpec {
   int64_t offset = 0;              // element offset of the node's first value
 };
 
+// Where a user scalar the kernel reads as a scalar parameter comes from: a
+// member (its Node::index) and its input slot holding a Const node, or slot
+// -1 for the member's inline scalar (Node::value). A plan-cache replay reads
+// this flush's values through it.
+struct ScalarOrigin {
+  int32_t node;
+  int8_t slot;
+};
+
 struct Lowered {
   vm::Bytecode bytecode;
   Space space;
   std::vector<ArgSpec> args;
+  // Per scalar parameter of the kernel (PARAM s reads scalars[s]): its
+  // origin and this flush's value, bound with the launch.
+  std::vector<ScalarOrigin> scalar_origins;
+  std::vector<float> scalars;
 };
 
 // The group's members must be computable now: every leaf they read is
@@ -58,11 +72,12 @@ struct ArgOrigin {
 };
 std::vector<ArgOrigin> arg_origins(const Lowered& low);
 
-// A plan-cache replay: the arguments of a group whose kernel is known,
-// rebuilt from their origins over this flush's nodes (no walk over the
-// members), and the iteration space for this flush's sizes.
+// A plan-cache replay: the arguments and scalar values of a group whose
+// kernel is known, rebuilt from their origins over this flush's nodes (no
+// walk over the members), and the iteration space for this flush's sizes.
 Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
-                    const std::vector<detail::Node*>& nodes, const std::vector<Placement>& placement);
+                    const std::vector<ScalarOrigin>& scalars, const std::vector<detail::Node*>& nodes,
+                    const std::vector<Placement>& placement);
 
 // The launch for a lowered group once every output node has its buffer.
 vm::Launch bind(const Lowered& low);

@@ -38,7 +38,8 @@ struct SigBuilder {
       return;
     }
     if (x->kind == NodeKind::Const && !x->storage) {
-      w.push_back(2 | bits(x->value) << 8);
+      // A user's value is a scalar parameter: not part of the structure.
+      w.push_back(2 | static_cast<uint64_t>(x->immediate) << 7 | (x->immediate ? bits(x->value) << 8 : 0));
       shape(x->shape);
       return;
     }
@@ -77,8 +78,9 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
                   static_cast<uint64_t>(n->keepdim) << 40 |
                   static_cast<uint64_t>(static_cast<uint8_t>(n->red_begin)) << 48 |
                   static_cast<uint64_t>(static_cast<uint8_t>(n->red_end)) << 56);
-    b.w.push_back(static_cast<uint64_t>(n->user_refs() > 0) |
-                  (n->scalar_pos >= 0 ? SigBuilder::bits(n->value) << 1 : 0));
+    const bool imm = n->scalar_pos >= 0 && n->immediate;
+    b.w.push_back(static_cast<uint64_t>(n->user_refs() > 0) | static_cast<uint64_t>(imm) << 33 |
+                  (imm ? SigBuilder::bits(n->value) << 1 : 0));
     // An op's shape follows from its inputs' shapes and its attributes; only
     // a view's shape and strides are parameters of their own.
     if (n->kind == NodeKind::View) {

@@ -2,7 +2,8 @@
 // fusion plan and kernels without running the partition or the encoder.
 //
 // The signature holds what fusion and encoding decisions depend on: ops,
-// dtypes, immediates, which values are observed, how nodes connect, which
+// dtypes, immediates (never the user's scalars: those are bound at launch
+// from the replayed flush's nodes), which values are observed, how nodes connect, which
 // leaves are the same tensor, ranks, and for every extent only its class —
 // 0, 1, or "the k-th distinct size seen" — so equal extents stay equal and
 // concrete sizes never enter it. Non-contiguous leaves add their strides.
@@ -37,6 +38,7 @@ struct CachedGroup {
   bool full_from_input = false;  // ...or whose input's shape is (a reduction)
   std::shared_ptr<vm::Kernel> kernel;
   std::vector<ArgOrigin> args;  // the kernel's arguments, by origin
+  std::vector<ScalarOrigin> scalars;  // its scalar parameters, by origin
 };
 
 struct CachedPlan {

@@ -63,6 +63,10 @@ struct Node {
   Node* in[3] = {nullptr, nullptr, nullptr};
   float value = 0.0f;       // Const; or the inline scalar operand
   int8_t scalar_pos = -1;   // Elementwise: operand position of the inline scalar
+  // Whether `value` belongs to an op's definition (a composition's own
+  // constant: an immediate in the kernel) rather than the user's (a scalar
+  // parameter bound at launch, so a new value compiles nothing).
+  bool immediate = false;
 
   // Where the values live once materialized: element (i0, i1, ...) is at
   // storage->data[offset + sum(i_k * strides[k])]. A pending View keeps its

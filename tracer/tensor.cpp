@@ -88,9 +88,10 @@ Tensor record(Node* n) {
   return t;
 }
 
-Node* make_const(const Shape& s, float v) {
+Node* make_const(const Shape& s, float v, bool immediate = false) {
   Node* n = detail::new_node(NodeKind::Const, OpKind::None, Dtype::F32, s);
   n->value = v;
+  n->immediate = immediate;
   return n;
 }
 
@@ -112,8 +113,9 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
 }
 
 // A binary op with one float operand kept inline in the node (position pos):
-// one node per op instead of two.
-Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos) {
+// one node per op instead of two. `immediate`: s belongs to the caller's
+// definition (a composition's constant), not to the user.
+Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediate = false) {
   const char* name = detail::op_name(op);
   Node* x = need(t, name);
   check_computable(name, x);
@@ -121,8 +123,13 @@ Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos) {
   detail::set_input(n, 0, x);
   n->scalar_pos = static_cast<int8_t>(pos);
   n->value = s;
+  n->immediate = immediate;
   return record(n);
 }
+
+// x * 1: a new empty tensor of x's shape, for compositions over an empty
+// axis. The 1 is the composition's own constant (an immediate).
+Tensor empty_copy(const Tensor& x) { return binary_scalar(OpKind::Mul, x, 1.0f, 1, true); }
 
 bool is_inline_scalar(const Tensor& t) {
   const Node* n = t.node();
@@ -132,16 +139,16 @@ bool is_inline_scalar(const Tensor& t) {
 Tensor unary(OpKind op, const Tensor& x) { return elementwise(op, {&x}); }
 Tensor binary(OpKind op, const Tensor& a, const Tensor& b) {
   if (is_inline_scalar(b) && a.defined() && !is_inline_scalar(a))
-    return binary_scalar(op, a, b.node()->value, 1);
+    return binary_scalar(op, a, b.node()->value, 1, b.node()->immediate);
   if (is_inline_scalar(a) && b.defined() && !is_inline_scalar(b))
-    return binary_scalar(op, b, a.node()->value, 0);
+    return binary_scalar(op, b, a.node()->value, 0, a.node()->immediate);
   return elementwise(op, {&a, &b});
 }
 
 // A view of x with the given shape, strides and offset (relative to x's
 // layout when x is pending, else to x's buffer).
 Tensor make_view(Node* x, const Shape& shape, const int64_t* strides, int64_t offset) {
-  if (x->kind == NodeKind::Const && !x->storage) return Tensor(make_const(shape, x->value));
+  if (x->kind == NodeKind::Const && !x->storage) return Tensor(make_const(shape, x->value, x->immediate));
   Node* v = detail::new_node(NodeKind::View, OpKind::None, x->dtype, shape);
   std::copy(strides, strides + shape.rank(), v->strides);
   v->offset = offset;
@@ -631,7 +638,7 @@ Tensor operator/(float a, const Tensor& b) { return binary_scalar(OpKind::Div, b
 Tensor softmax(const Tensor& x, int axis) {
   Node* n = need(x, "softmax");
   axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape, true);
-  if (n->shape.rank() > 0 && n->shape[axis] == 0) return x * 1.0f;  // nothing to normalize: an empty result
+  if (n->shape.rank() > 0 && n->shape[axis] == 0) return empty_copy(x);  // nothing to normalize
   Tensor e = exp(x - x.max({axis}, true));
   // One reciprocal per slice and a multiply per element, as PyTorch's CPU
   // softmax does: a divide per element cost a quarter of W3's time (vdivps
@@ -642,7 +649,7 @@ Tensor softmax(const Tensor& x, int axis) {
 Tensor log_softmax(const Tensor& x, int axis) {
   Node* n = need(x, "log_softmax");
   axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape, true);
-  if (n->shape.rank() > 0 && n->shape[axis] == 0) return x * 1.0f;
+  if (n->shape.rank() > 0 && n->shape[axis] == 0) return empty_copy(x);
   Tensor shifted = x - x.max({axis}, true);
   return shifted - log(exp(shifted).sum({axis}, true));
 }

@@ -42,7 +42,8 @@ Bytecode encode(const Program& p) {
   for (const Instr& ins : p.code) bytes += static_cast<size_t>(instr_bytes(ins.op));
   b.reserve(bytes);
   const uint8_t header[kHeaderFixed] = {'D', 'V', 'M', kBytecodeVersion, static_cast<uint8_t>(p.form),
-                                        static_cast<uint8_t>(p.nregs), static_cast<uint8_t>(p.roles.size())};
+                                        static_cast<uint8_t>(p.nregs), static_cast<uint8_t>(p.roles.size()),
+                                        static_cast<uint8_t>(p.nscalars)};
   for (uint8_t h : header) b.push_back(h);
   for (size_t a = 0; a < p.roles.size(); ++a) {
     b.push_back(static_cast<uint8_t>(p.roles[a]));

@@ -6,12 +6,14 @@
 //   byte  4     form (Form)
 //   byte  5     number of registers
 //   byte  6     number of arguments
+//   byte  7     number of scalar parameters (PARAM reads them by index;
+//               their values come with the launch, Launch::scalars)
 //   then        per argument: its role byte (ArgRole), then its element
 //               type byte (Dtype)
 //   then        instruction count, u16 little-endian
 //   then        instructions: opcode byte, then operands per the signature
-//               (registers and argument indices one byte, floats four bytes
-//               little-endian)
+//               (registers, argument and scalar indices one byte, floats
+//               four bytes little-endian)
 #pragma once
 
 #include <cstdint>
@@ -24,10 +26,11 @@
 
 namespace dvm::vm {
 
-inline constexpr uint8_t kBytecodeVersion = 2;
+inline constexpr uint8_t kBytecodeVersion = 3;
 inline constexpr int kMaxRegs = 250;
 inline constexpr int kMaxArgs = 64;
-inline constexpr int kHeaderFixed = 7;  // magic, version, form, nregs, nargs
+inline constexpr int kMaxScalars = 255;
+inline constexpr int kHeaderFixed = 8;  // magic, version, form, nregs, nargs, nscalars
 inline constexpr int kArgBytes = 2;     // per argument: role, element type
 
 // The kernel forms, in encoding order; vm/forms.h holds each one's row (its
@@ -102,6 +105,7 @@ struct Program {
   int nregs = 0;
   std::vector<ArgRole> roles;
   std::vector<Dtype> types;  // one per argument, beside its role
+  int nscalars = 0;          // scalar parameters the launch binds (PARAM)
   std::vector<Instr> code;
 };
 // The bytes of a program (verify()'s inverse); verify() them before use.

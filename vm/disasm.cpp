@@ -19,7 +19,9 @@ std::string disassemble(const Bytecode& bc) {
     out += p.roles[a] == ArgRole::Input ? "in a" : "out a";
     out += std::to_string(a) + ":" + elem_name(p.types[a]);
   }
-  out += ") instrs=" + std::to_string(p.code.size()) + "\n";
+  out += ")";
+  if (p.nscalars > 0) out += " scalars=" + std::to_string(p.nscalars);
+  out += " instrs=" + std::to_string(p.code.size()) + "\n";
   char buf[96];
   for (size_t i = 0; i < p.code.size(); ++i) {
     const Instr& ins = p.code[i];
@@ -32,7 +34,7 @@ std::string disassemble(const Bytecode& bc) {
         std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(ins.imm));
         out += buf;
       } else {
-        out += *s == 'A' ? 'a' : 'r';
+        out += *s == 'A' ? 'a' : *s == 'S' ? 's' : 'r';
         out += std::to_string(ins.r[k++]);
       }
     }

@@ -23,6 +23,7 @@ Encoder::Value Encoder::emit(Op op, std::initializer_list<Value> srcs, int arg, 
 
 Encoder::Value Encoder::load(Op op, int arg) { return emit(op, {}, arg, 0.0f, true); }
 Encoder::Value Encoder::constant(float v) { return emit(Op::CONST, {}, -1, v, true); }
+Encoder::Value Encoder::param() { return emit(Op::PARAM, {}, nscalars_++, 0.0f, true); }
 Encoder::Value Encoder::unary(Op op, Value a) { return emit(op, {a}, -1, 0.0f, true); }
 Encoder::Value Encoder::binary(Op op, Value a, Value b) { return emit(op, {a, b}, -1, 0.0f, true); }
 Encoder::Value Encoder::ternary(Op op, Value a, Value b, Value c) {
@@ -47,6 +48,12 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
              std::to_string(kMaxArgs) + " a kernel may have";
     return false;
   }
+  if (nscalars_ > kMaxScalars) {
+    if (why)
+      *why = "encoder: kernel needs " + std::to_string(nscalars_) + " scalar parameters, more than the " +
+             std::to_string(kMaxScalars) + " a kernel may have";
+    return false;
+  }
   if (ops_.size() > 0xFFFF) {
     if (why) *why = "encoder: kernel has more than 65535 instructions";
     return false;
@@ -63,6 +70,7 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
   prog.form = form_;
   prog.roles = roles_;
   prog.types = types_;
+  prog.nscalars = nscalars_;
   prog.code.reserve(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) {
     const PendingOp& p = ops_[i];
@@ -116,7 +124,8 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
       switch (*sig) {
         case 'D': ins.r[ins.nr++] = dst; break;
         case 'R': ins.r[ins.nr++] = src_regs[next_src++]; break;
-        case 'A': ins.r[ins.nr++] = static_cast<uint8_t>(p.arg); break;
+        case 'A':
+        case 'S': ins.r[ins.nr++] = static_cast<uint8_t>(p.arg); break;  // PendingOp::arg holds either index
       }
     }
     prog.code.push_back(ins);

@@ -19,7 +19,11 @@ class Encoder {
 
   int add_arg(ArgRole role, Dtype type = Dtype::F32);
   Value load(Op load_op, int arg);          // LD, LDB, LDS, LDG
+  // An immediate: a constant of an op's definition, part of the kernel.
   Value constant(float v);
+  // A new scalar parameter (the next index) and its value in a register:
+  // a user's scalar, bound with each launch (Launch::scalars[index]).
+  Value param();
   Value unary(Op op, Value a);
   Value binary(Op op, Value a, Value b);
   Value ternary(Op op, Value a, Value b, Value c);
@@ -27,11 +31,13 @@ class Encoder {
   void store(Op store_op, int arg, Value v);  // ST, STB
 
   // Assigns registers and writes the bytes. Throws dvm::Error when the kernel
-  // needs more than kMaxRegs live values or kMaxArgs arguments.
+  // needs more than kMaxRegs live values, kMaxArgs arguments or kMaxScalars
+  // scalar parameters.
   Bytecode finish() const;
   // The same, or false (and *out untouched) when the kernel is over a limit.
   bool try_finish(Bytecode* out) const;
   size_t size() const { return ops_.size(); }
+  int scalars() const { return nscalars_; }
 
  private:
   struct PendingOp {
@@ -39,7 +45,7 @@ class Encoder {
     Value dst;  // -1 for stores
     Value src[3];
     int nsrc;
-    int arg;
+    int arg;  // argument index (loads, stores) or scalar index (PARAM)
     float imm;
   };
   Value emit(Op op, std::initializer_list<Value> srcs, int arg, float imm, bool has_dst);
@@ -50,6 +56,7 @@ class Encoder {
   std::vector<Dtype> types_;
   std::vector<PendingOp> ops_;
   Value next_ = 0;
+  int nscalars_ = 0;
 };
 
 }  // namespace dvm::vm

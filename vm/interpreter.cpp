@@ -87,14 +87,17 @@ inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
   return off;
 }
 
-// An outer-reduction epilogue may read constants set in the prologue; the
+// An outer-reduction epilogue may read constants (CONST, PARAM) set in the prologue; the
 // prologue runs per row (not at all when R = 0) and a split launch's
 // epilogue may run on another thread's frame, so they are set again before
 // the reductions' results are (in program order: a register a later
 // constant or a result reuses holds the later value).
-void set_prologue_constants(const Program& p, size_t first_reduce, Frame& f) {
-  for (size_t i = 0; i < first_reduce; ++i)
-    if (p.code[i].op == Op::CONST) f.sval[p.code[i].r[0]] = p.code[i].imm;
+void set_prologue_constants(const Program& p, const Launch& l, size_t first_reduce, Frame& f) {
+  for (size_t i = 0; i < first_reduce; ++i) {
+    const Instr& ins = p.code[i];
+    if (ins.op == Op::CONST) f.sval[ins.r[0]] = ins.imm;
+    else if (ins.op == Op::PARAM) f.sval[ins.r[0]] = l.scalars[ins.r[1]];
+  }
 }
 
 Op combine_op(Op reduce) {
@@ -154,8 +157,8 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       }
       return;
     }
-    case OpClass::Const:
-      f.sval[ins.r[0]] = ins.imm;
+    case OpClass::Const:  // an immediate, or a scalar parameter the launch binds
+      f.sval[ins.r[0]] = ins.op == Op::PARAM ? l.scalars[ins.r[1]] : ins.imm;
       return;
     case OpClass::Unary: {
       const int d = ins.r[0], a = ins.r[1];
@@ -377,7 +380,7 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
         }
       }
     }
-    set_prologue_constants(p, r0, f);  // before the results: a result may reuse a constant's register
+    set_prologue_constants(p, l, r0, f);  // before the results: a result may reuse a constant's register
     for (size_t i = r0; i <= r1; ++i) {
       const Instr& ins = p.code[i];
       if (info[i].dst_kind == Kind::Vec) f.ptr[ins.r[0]] = f.colacc(i, p.nregs);
@@ -445,7 +448,7 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
     for (int64_t item = b; item < e; ++item) {
       const ItemStart at = col_item(l, sp.ctiles, item);
       Tile t{at.p, 0, at.c0, at.n};
-      set_prologue_constants(p, r0, f);  // before the results: a result may reuse a constant's register
+      set_prologue_constants(p, l, r0, f);  // before the results: a result may reuse a constant's register
       for (size_t i = r0; i <= r1; ++i) {
         const int comb = static_cast<int>(combine_op(p.code[i].op));
         const int64_t n = info[i].dst_kind == Kind::Vec ? t.n : 1;

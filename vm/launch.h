@@ -1,5 +1,5 @@
-// A launch: the concrete sizes and argument addresses one run of a kernel
-// binds. Bytecode never holds these, so one kernel serves every shape.
+// A launch: the concrete sizes, argument addresses and scalar values one run
+// of a kernel binds. Bytecode never holds these, so one kernel serves every shape.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +46,10 @@ inline void* advance(void* base, int64_t elems, Dtype t) {
 struct Launch {
   int64_t extent[kMaxParts] = {1, 1, 1, 1};
   std::vector<ArgBinding> args;
+  // The values of the kernel's scalar parameters (Program::nscalars of
+  // them), read by PARAM: user scalars are bound here like sizes, so a new
+  // value runs the same kernel.
+  std::vector<float> scalars;
 
   // The extents of the three-part forms.
   int64_t P() const { return extent[kP]; }

@@ -30,6 +30,9 @@ void check_launch(const Kernel& k, const Launch& l) {
   if (l.args.size() != p.roles.size())
     bad(k, "kernel takes " + std::to_string(p.roles.size()) + " arguments, launch binds " +
                std::to_string(l.args.size()));
+  if (l.scalars.size() != static_cast<size_t>(p.nscalars))
+    bad(k, "kernel takes " + std::to_string(p.nscalars) + " scalar parameters, launch binds " +
+               std::to_string(l.scalars.size()));
   const int parts = form_row(p.form).parts;
   for (int part = 0; part < kMaxParts; ++part) {
     const int64_t e = l.extent[part];

@@ -10,7 +10,7 @@
 namespace dvm::vm {
 
 // Throws dvm::Error (naming the argument and what was expected) when the
-// launch does not fit the kernel: argument count, missing pointers, an
+// launch does not fit the kernel: argument or scalar count, missing pointers, an
 // output that is also an input, strides a load or store cannot use. Nothing
 // is written before these checks pass.
 void check_launch(const Kernel& k, const Launch& l);

@@ -8,7 +8,12 @@ namespace dvm::vm {
 
 // Operand signatures, one letter per operand in encoding order:
 //   D = destination register, R = source register, A = argument index,
+//   S = scalar parameter index (one byte, < the kernel's scalar count),
 //   F = 32-bit float immediate.
+// A value the user passes (a frame's dt, `x * t`, `where(m, x, t)`) is a
+// scalar parameter read by PARAM and bound with the launch (Launch::scalars),
+// so a new value runs the same kernel; CONST holds only constants that
+// belong to an op's definition.
 // Classes say how the interpreter and JIT treat an instruction.
 //
 //   X(NAME,     mnemonic,   class,    signature)
@@ -20,7 +25,8 @@ namespace dvm::vm {
   X(LDG,       "ldg",       Load,     "DA")  /* general gather, any rank    */ \
   X(ST,        "st",        Store,    "AR")  /* full extent along C         */ \
   X(STB,       "stb",       Store,    "AR")  /* one value per row           */ \
-  X(CONST,     "const",     Const,    "DF")  /* uniform value               */ \
+  X(CONST,     "const",     Const,    "DF")  /* uniform value (immediate)   */ \
+  X(PARAM,     "param",     Const,    "DS")  /* uniform value, from launch  */ \
   /* unary */                                                                  \
   X(NEG,       "neg",       Unary,    "DR")                                    \
   X(ABS,       "abs",       Unary,    "DR")                                    \

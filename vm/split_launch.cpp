@@ -32,6 +32,7 @@ std::shared_ptr<Kernel> make_fold_kernel(const Kernel& k) {
   f.nregs = p.nregs;
   for (ArgRole r : p.roles) f.roles.push_back(r == ArgRole::Output ? ArgRole::Input : r);
   f.types = p.types;
+  f.nscalars = p.nscalars;
   std::vector<uint8_t> dst_seen(static_cast<size_t>(p.nregs), 0);
   for (size_t i = 0; i <= r1; ++i) {
     const Instr& ins = p.code[i];
@@ -107,6 +108,7 @@ Kernel::SplitPass make_split_pass(const Kernel& k, int pass) {
   for (size_t a = 0; a < nargs; ++a)
     f.roles.push_back(p.roles[a] == ArgRole::Output && stored[a] ? ArgRole::Output : ArgRole::Input);
   f.types = p.types;
+  f.nscalars = p.nscalars;
   std::vector<uint32_t> fold_regs;
   for (size_t i = 0; i < ni; ++i) {
     if (!need[i]) continue;
@@ -178,6 +180,7 @@ bool jit_split_rows(const Kernel& k, const Launch& l, const backends::MicroKerne
     cl.extent[kR] = last ? 1 : len / lanes;
     cl.extent[kC] = last ? len : lanes;
     cl.args.resize(f.roles.size());
+    cl.scalars = l.scalars;
     const int64_t pp = row / l.R(), rr = row % l.R();
     size_t next = nargs;  // finished reductions, then fold outputs
     for (size_t a = 0; a < nargs; ++a) {
@@ -229,6 +232,7 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
     cl.extent[kP] = l.P();
     cl.extent[kC] = l.C();
     cl.args.resize(nargs + sp.nred);
+    cl.scalars = l.scalars;
     while (b < e) {
       const int64_t chunk = b / sp.items, first = b % sp.items;
       const int64_t last = std::min(sp.items, first + (e - b));

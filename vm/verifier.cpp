@@ -44,6 +44,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   const bool outer = rules.reduces == ReduceAxis::Outer;
   p.nregs = b[5];
   int nargs = b[6];
+  p.nscalars = b[7];
   if (p.nregs > kMaxRegs)
     return c.fail(std::to_string(p.nregs) + " registers, at most " + std::to_string(kMaxRegs));
   if (nargs > kMaxArgs)
@@ -119,6 +120,10 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
           return c.fail(at + ": argument " + std::to_string(v) + " out of range (kernel has " +
                         std::to_string(nargs) + ")");
         arg = v;
+      } else if (letter == 'S') {
+        if (v >= p.nscalars)
+          return c.fail(at + ": scalar parameter s" + std::to_string(v) + " out of range (kernel has " +
+                        std::to_string(p.nscalars) + ")");
       } else if (letter == 'D') {
         if (v >= p.nregs)
           return c.fail(at + ": destination register r" + std::to_string(v) + " out of range (" +

@@ -12,7 +12,7 @@ namespace dvm::vm {
 
 // What a register holds at one point of the program.
 //   Vec: values that vary along C (one per element of the tile).
-//   Row: one value per row (constant along C): CONST, LDB, reductions over
+//   Row: one value per row (constant along C): CONST, PARAM, LDB, reductions over
 //        C, and ops whose operands are all Row.
 enum class Kind : uint8_t { Vec = 0, Row = 1 };
 
@@ -34,7 +34,8 @@ struct VerifiedProgram {
   int last_reduce = -1;
 };
 
-// Checks magic and version, form, register and argument bounds, operand
+// Checks magic and version, form, register, argument and scalar-parameter
+// bounds, operand
 // kinds, argument roles (loads read inputs, stores write outputs, every
 // output written), reads of unwritten registers, unknown opcodes, truncation
 // and trailing bytes, and the form's rules on reductions. On failure returns

@@ -33,6 +33,8 @@ enum class IrNeed : uint8_t { None, FusedOrAnd, ScaleExp };
   X(Const, _, _, _, V, kIrPool, None)                                                              \
   /* u = pattern materialised in a register (accumulators) */                                     \
   X(Init, _, _, _, V, 0, None)                                                                     \
+  /* u = index: scalar parameter u of the launch (JitArgs::scalars) broadcast */                   \
+  X(Param, _, _, _, V, 0, None)                                                                    \
   /* element i of the argument (masked in the tail); imm = copy k of an unrolled body: elements    \
      i + k * lanes */                                                                              \
   X(Load, _, _, _, V, kIrMemory, None)                                                             \

@@ -175,6 +175,7 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   }
   args.rows = 1;
   args.scratch = nullptr;
+  args.scalars = l.scalars.data();
   thread_local std::vector<float> scratch;
   if (code.scratch_rows > 0) {
     const size_t need = static_cast<size_t>(code.scratch_rows) * static_cast<size_t>(std::max<int64_t>(l.C(), 1));

@@ -31,6 +31,7 @@ namespace dvm::backends::jit {
 //   STB:     writes one value to base[a]
 //   Elementwise and RowReduce rows, ColReduce prologue loads: row r
 //   (0 <= r < rows) adds r * rs[a] elements.
+//   PARAM:   scalars[s] (Launch::scalars), broadcast.
 struct JitArgs {
   const void* base[vm::kMaxArgs];  // elements of the kernel's type (f32 only so far)
   int64_t cs[vm::kMaxArgs];
@@ -41,6 +42,7 @@ struct JitArgs {
   // multi-phase kernel keeps vec values a later pass reads again instead of
   // recomputing them. Unused by the other forms.
   float* scratch;
+  const float* scalars;  // the launch's scalar parameters (Launch::scalars)
 };
 
 using EntryFn = void (*)(const JitArgs* args);

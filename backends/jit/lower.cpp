@@ -154,7 +154,9 @@ struct Lowering {
         ir.add(n);
         return -1;
       }
-      case OpClass::Const: return ir.konst(std::bit_cast<uint32_t>(ins.imm));
+      case OpClass::Const:
+        if (ins.op == Op::CONST) return ir.konst(std::bit_cast<uint32_t>(ins.imm));
+        return params[ins.r[1]];  // loaded once per call (load_params)
       case OpClass::Unary:
       case OpClass::Binary:
       case OpClass::Ternary: {
@@ -166,6 +168,20 @@ struct Lowering {
       case OpClass::Reduce: break;
     }
     return -1;
+  }
+
+  // Scalar parameters broadcast into registers once per call, before every
+  // loop: a value read after a loop that may run no time (a ColReduce
+  // epilogue when R = 0) is then still set.
+  std::vector<int32_t> params;
+  void load_params() {
+    params.assign(static_cast<size_t>(p.nscalars), -1);
+    for (const vm::Instr& ins : p.code)
+      if (ins.op == Op::PARAM && params[ins.r[1]] < 0) {
+        Node n{IrOp::Param};
+        n.u = ins.r[1];
+        params[ins.r[1]] = ir.add(n);
+      }
   }
 
   void set(size_t i, int32_t v) { (kind(i) == Kind::Row ? row_val : vec_val)[i] = v; }
@@ -573,6 +589,7 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, in
   t_ir = ir;
   Lowering lw(vp, *ir);
   lw.analyse();
+  lw.load_params();
   switch (vp.program.form) {
     case vm::Form::Elementwise: lw.elementwise(std::max(unroll, 1), interleave); break;
     case vm::Form::RowReduce: lw.row_reduce(); break;

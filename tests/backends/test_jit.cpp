@@ -108,7 +108,8 @@ Buf layout_buffer(const Layout& l, int64_t P, int64_t R, int64_t C) {
 // Runs k through the interpreter and the JIT on the same inputs; expects
 // identical output bytes, including untouched guard elements.
 void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64_t P, int64_t R,
-                  int64_t C, uint32_t seed, const std::string& what, bool specials = false) {
+                  int64_t C, uint32_t seed, const std::string& what, bool specials = false,
+                  const std::vector<float>& scalars = {}) {
   const auto& roles = k.program().roles;
   ASSERT_EQ(roles.size(), layouts.size());
   for (Isa isa : jit_isas()) {
@@ -122,6 +123,7 @@ void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64
     li.extent[vm::kC] = lj.extent[vm::kC] = C;
     li.args.resize(roles.size());
     lj.args.resize(roles.size());
+    li.scalars = lj.scalars = scalars;
     for (size_t a = 0; a < roles.size(); ++a) {
       const Layout& ly = layouts[a];
       Buf b = layout_buffer(ly, P, R, C);
@@ -468,6 +470,65 @@ TEST(JitReduce, ColReductions) {
         differential(*k, {dense(R, C), per_row(R), epilogue(C), epilogue(C), epilogue(C)}, P, R, C,
                      static_cast<uint32_t>(C * 10 + R), vm::op_name(op), C == 19);
       }
+  }
+}
+
+// Scalar parameters (PARAM): the launch's values broadcast like constants,
+// in every form and phase, bit for bit as the interpreter computes; new
+// values run the same compiled code.
+TEST(JitScalars, ParamsInEveryForm) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  const std::vector<std::vector<float>> values = {
+      {0.75f, -2.5f, 3.0f}, {1e-3f, 7.0f, -0.0f}, {std::nanf(""), 1e30f, -1e-40f}};
+  {
+    // Elementwise: x * s0 + y, a comparison with s1, a select against s2.
+    Encoder e(Form::Elementwise);
+    int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Input);
+    int o1 = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output);
+    auto x = e.load(Op::LD, ax);
+    auto s0 = e.param(), s1 = e.param(), s2 = e.param();
+    e.store(Op::ST, o1, e.ternary(Op::FMA, x, s0, e.load(Op::LD, ay)));
+    e.store(Op::ST, o2, e.ternary(Op::SELECT, e.binary(Op::GT, x, s1), x, e.binary(Op::POW, s2, s0)));
+    auto k = make_kernel(e);
+    ASSERT_EQ(k->program().nscalars, 3);
+    for (size_t v = 0; v < values.size(); ++v)
+      for (int64_t C : short_and_long())
+        differential(*k, {dense(3, C), dense(3, C), dense(3, C), dense(3, C)}, 2, 3, C,
+                     static_cast<uint32_t>(C + 100 * v), "elementwise params", C == 13, values[v]);
+  }
+  {
+    // RowReduce, multi-phase: a parameter before and after each reduction.
+    Encoder e(Form::RowReduce);
+    int ax = e.add_arg(ArgRole::Input), o = e.add_arg(ArgRole::Output), ob = e.add_arg(ArgRole::Output);
+    auto s0 = e.param();
+    auto x = e.binary(Op::MUL, e.load(Op::LD, ax), s0);
+    auto m = e.reduce(Op::RMAX, x);
+    auto ex = e.unary(Op::EXP, e.binary(Op::SUB, x, m));
+    auto sum = e.reduce(Op::RSUM, ex);
+    auto s1 = e.param();
+    e.store(Op::ST, o, e.binary(Op::MUL, ex, e.binary(Op::ADD, e.unary(Op::RECIP, sum), s1)));
+    e.store(Op::STB, ob, e.binary(Op::SUB, sum, e.param()));
+    auto k = make_kernel(e);
+    for (size_t v = 0; v < values.size(); ++v)
+      for (int64_t C : short_and_long())
+        differential(*k, {dense(3, C), dense(3, C), per_row(3)}, 2, 3, C, static_cast<uint32_t>(C + 7 * v),
+                     "row_reduce params", false, values[v]);
+  }
+  {
+    // ColReduce: a parameter in the prologue, read again by the epilogue.
+    Encoder e(Form::ColReduce);
+    int ax = e.add_arg(ArgRole::Input), o = e.add_arg(ArgRole::Output);
+    auto s0 = e.param();
+    auto r = e.reduce(Op::RSUM, e.binary(Op::MUL, e.load(Op::LD, ax), s0));
+    e.store(Op::ST, o, e.binary(Op::ADD, e.binary(Op::MUL, r, e.param()), s0));
+    auto k = make_kernel(e);
+    std::vector<int64_t> lens = short_and_long();
+    lens.push_back(1025);
+    for (size_t v = 0; v < values.size(); ++v)
+      for (int64_t C : lens)
+        for (int64_t R : {0, 1, 7})
+          differential(*k, {dense(R, C), epilogue(C)}, 2, R, C, static_cast<uint32_t>(C * 10 + R + v),
+                       "col_reduce params", false, {values[v][0], values[v][1]});
   }
 }
 

@@ -175,8 +175,13 @@ TEST(TieringExitDeathTest, ExitingWithCompilesQueuedIsClean) {
           Tensor x = Tensor::from_blob(xv.data(), {64});
           (x * 1.5f).sync();
           wait_for_jit();  // the JIT's runtime exists before what follows
-          for (int i = 0; i < 200; ++i)
-            tanh(exp(x * (2.0f + static_cast<float>(i))) + sin(x) * cos(x)).sync();
+          // Kernels differ by structure (a user's scalar would not make a new
+          // one): bit b of i picks the b-th op of the chain.
+          for (int i = 0; i < 200; ++i) {
+            Tensor y = x;
+            for (int b = 0; b < 8; ++b) y = (i >> b & 1) ? exp(y * 0.5f) : sin(y);
+            tanh(y + sin(x) * cos(x)).sync();
+          }
           std::exit(0);
         },
         ::testing::ExitedWithCode(0), "");
@@ -196,7 +201,11 @@ TEST_F(Tiering, EvictedKernelsFreeTheirCode) {
   cache.set_capacity(2);
   const auto xv = ramp(256, 0.4f);
   Tensor x = Tensor::from_blob(xv.data(), {256});
-  for (int i = 0; i < 6; ++i) (x * static_cast<float>(i + 2) + 1.0f).sync();  // six kernels
+  for (int i = 0; i < 6; ++i) {  // six kernels: chains of 1..6 multiplies
+    Tensor y = x;
+    for (int k = 0; k <= i; ++k) y = y * 2.0f;
+    (y + 1.0f).sync();
+  }
   EXPECT_EQ(cache.size(), 2);
   EXPECT_EQ(cache.evictions() > 0, true);
   EXPECT_GT(stats().jit_code_bytes, base);

@@ -27,6 +27,18 @@ Bytecode simple_chain() {
   return e.finish();
 }
 
+// y = x * s0 + s1 with two scalar parameters.
+Bytecode with_params() {
+  Encoder e(Form::Elementwise);
+  int x = e.add_arg(ArgRole::Input);
+  int y = e.add_arg(ArgRole::Output);
+  auto v = e.load(Op::LD, x);
+  auto s0 = e.param();
+  auto m = e.binary(Op::MUL, v, s0);
+  e.store(Op::ST, y, e.binary(Op::ADD, m, e.param()));
+  return e.finish();
+}
+
 std::string verify_error(const Bytecode& bc) {
   VerifiedProgram vp;
   std::string err;
@@ -96,10 +108,42 @@ TEST(Verifier, RejectsArgumentOutOfRange) {
   EXPECT_NE(verify_error(bc).find("argument 9 out of range"), std::string::npos);
 }
 
+TEST(Verifier, AcceptsScalarParameters) {
+  VerifiedProgram vp;
+  std::string err;
+  const Bytecode bc = with_params();
+  ASSERT_TRUE(verify(bc, &vp, &err)) << err;
+  EXPECT_EQ(bc.bytes[7], 2);  // the header's scalar count
+  EXPECT_EQ(vp.program.nscalars, 2);
+  EXPECT_EQ(vp.program.code[1].op, Op::PARAM);
+  EXPECT_EQ(vp.program.code[1].r[1], 0);
+  EXPECT_EQ(vp.info[1].dst_kind, Kind::Row);  // uniform, like a constant
+  EXPECT_EQ(encode(vp.program), bc);
+}
+
+TEST(Verifier, RejectsScalarIndexOutOfRange) {
+  // param r1, s0 is the second instruction: opcode, register, scalar index.
+  Bytecode bc = with_params();
+  const size_t param_at = code_start(bc) + 3;
+  ASSERT_EQ(bc.bytes[param_at], static_cast<uint8_t>(Op::PARAM));
+  bc.bytes[param_at + 2] = 2;
+  EXPECT_NE(verify_error(bc).find("instruction 1 (param): scalar parameter s2 out of range (kernel has 2)"),
+            std::string::npos)
+      << verify_error(bc);
+  bc.bytes[param_at + 2] = 255;
+  EXPECT_NE(verify_error(bc).find("s255 out of range"), std::string::npos);
+  // A header that declares fewer scalars than the code reads.
+  bc = with_params();
+  bc.bytes[7] = 1;
+  EXPECT_NE(verify_error(bc).find("scalar parameter s1 out of range (kernel has 1)"), std::string::npos);
+  bc.bytes[7] = 0;
+  EXPECT_NE(verify_error(bc).find("scalar parameter s0 out of range (kernel has 0)"), std::string::npos);
+}
+
 TEST(Verifier, RejectsReadOfUnwrittenRegister) {
   // relu r1, r0 with nothing written before.
   Bytecode bc;
-  bc.bytes = {'D', 'V', 'M', kBytecodeVersion, 0, 2, 1, 1, static_cast<uint8_t>(Dtype::F32), 2, 0};
+  bc.bytes = {'D', 'V', 'M', kBytecodeVersion, 0, 2, 1, 0, 1, static_cast<uint8_t>(Dtype::F32), 2, 0};
   bc.bytes.push_back(static_cast<uint8_t>(Op::RELU));
   bc.bytes.push_back(1);
   bc.bytes.push_back(0);
@@ -259,10 +303,10 @@ TEST(Verifier, FollowsEachFormsRow) {
 // verifier; whatever it accepts must decode to the same instruction count.
 TEST(Verifier, FuzzNeverCrashes) {
   std::mt19937 rng(1234);
-  Bytecode base = simple_chain();
+  const Bytecode bases[] = {simple_chain(), with_params()};
   int accepted = 0;
   for (int iter = 0; iter < 20000; ++iter) {
-    Bytecode bc = base;
+    Bytecode bc = bases[iter % 2];
     int flips = 1 + static_cast<int>(rng() % 3);
     for (int f = 0; f < flips; ++f) bc.bytes[rng() % bc.bytes.size()] = static_cast<uint8_t>(rng());
     if (iter % 4 == 0) bc.bytes.resize(rng() % (bc.bytes.size() + 4), 0);
@@ -290,6 +334,10 @@ TEST(Disassembler, ListsEveryInstruction) {
   Bytecode bad = simple_chain();
   bad.bytes.pop_back();
   EXPECT_NE(disassemble(bad).find("<invalid"), std::string::npos);
+  text = disassemble(with_params());
+  EXPECT_NE(text.find("(in a0:f32, out a1:f32) scalars=2 instrs=6"), std::string::npos) << text;
+  EXPECT_NE(text.find("param    r1, s0"), std::string::npos) << text;
+  EXPECT_NE(text.find(", s1"), std::string::npos) << text;
 }
 
 TEST(Encoder, ReusesDeadRegisters) {
@@ -317,6 +365,8 @@ TEST(KernelCache, KeyIsTheBytecode) {
   e.store(Op::ST, y, e.unary(Op::RELU, e.binary(Op::MUL, e.load(Op::LD, x), e.constant(0.25f))));
   auto c = cache.get(e.finish());
   EXPECT_NE(a.get(), c.get());
+  // A scalar parameter's value is not in the bytecode: one kernel for any.
+  EXPECT_EQ(cache.get(with_params()).get(), cache.get(with_params()).get());
   // Malformed bytecode never enters the cache.
   Bytecode bad = simple_chain();
   bad.bytes[0] = 0;

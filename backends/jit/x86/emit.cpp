@@ -25,6 +25,7 @@ constexpr int32_t kOffCs = offsetof(JitArgs, cs);
 constexpr int32_t kOffRs = offsetof(JitArgs, rs);
 constexpr int32_t kOffN = offsetof(JitArgs, n);
 constexpr int32_t kOffRows = offsetof(JitArgs, rows);
+constexpr int32_t kOffScalars = offsetof(JitArgs, scalars);
 
 // Registers with a fixed job.
 //   rdi: JitArgs*   rsi: i (element index)   rdx: n   r8: row counter
@@ -621,6 +622,11 @@ struct Gen {
         commit(i);
         return;
       }
+      case IrOp::Param:  // rax is free between nodes
+        as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffScalars));
+        as.v(VI::vbroadcastss, dst(i), asmx::mem(asmx::rax, static_cast<int32_t>(4 * n.u), 4));
+        commit(i);
+        return;
       case IrOp::LoadB: {
         Gp p = arg_ptr(n, asmx::rax);
         as.v(VI::vbroadcastss, dst(i), asmx::mem(p, 0, 4));
