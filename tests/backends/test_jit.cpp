@@ -846,7 +846,12 @@ RandomKernel random_kernel(uint32_t seed) {
       if (kind <= 1) vals.push_back({e.load(Op::LD, input(col_epilogue ? 'e' : 'v')), false, 0, phase});
       else if (kind == 2) vals.push_back({e.load(Op::LDS, input(col_epilogue ? 'f' : 's')), false, 0, phase});
       else if (kind == 3 && !col_epilogue) vals.push_back({e.load(Op::LDB, input('b')), true, 0, phase});
-      else vals.push_back({e.constant(static_cast<float>(pick(9)) * 0.375f - 1.0f), true, 0, 0});
+      else {
+        // Odd picks are scalar parameters (the launch binds k * 0.375 - 1
+        // to parameter k), even ones immediates.
+        const int c = pick(9);
+        vals.push_back({c % 2 ? e.param() : e.constant(static_cast<float>(c) * 0.375f - 1.0f), true, 0, 0});
+      }
     }
   };
   auto all = [](const Val&) { return true; };
@@ -922,6 +927,8 @@ TEST(JitRandom, TwoHundredKernels) {
     ASSERT_TRUE(rk.kernel) << "seed " << seed;
     ++ran;
     const Form form = rk.kernel->form();
+    std::vector<float> scalars;
+    for (int k = 0; k < rk.kernel->program().nscalars; ++k) scalars.push_back(static_cast<float>(k) * 0.375f - 1.0f);
     for (int64_t C : {0, 1, 7, 16, 23, 40, 1001}) {
       const int64_t P = 2, R = form == Form::ColReduce ? 5 : 3;
       std::vector<Layout> ls;
@@ -936,7 +943,7 @@ TEST(JitRandom, TwoHundredKernels) {
       }
       differential(*rk.kernel, ls, P, R, C, seed + static_cast<uint32_t>(C),
                    "random kernel seed " + std::to_string(seed) + " (" + vm::form_name(form) + ")",
-                   seed % 3 == 0);
+                   seed % 3 == 0, scalars);
       if (::testing::Test::HasFailure()) return;
     }
   }
