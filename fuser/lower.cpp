@@ -410,7 +410,6 @@ Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
                     const std::vector<ScalarOrigin>& scalars, const std::vector<Node*>& nodes,
                     const std::vector<Placement>& placement) {
   Builder b(g, placement);
-  b.out.scalar_origins = scalars;
   b.out.scalars.reserve(scalars.size());
   for (const ScalarOrigin& o : scalars) {
     const Node* n = nodes[static_cast<size_t>(o.node)];

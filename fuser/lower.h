@@ -50,10 +50,11 @@ struct Lowered {
   vm::Bytecode bytecode;
   Space space;
   std::vector<ArgSpec> args;
-  // Per scalar parameter of the kernel (PARAM s reads scalars[s]): its
-  // origin and this flush's value, bound with the launch.
-  std::vector<ScalarOrigin> scalar_origins;
+  // Per scalar parameter of the kernel (PARAM s reads scalars[s]): this
+  // flush's value, bound with the launch, and (from lower(), not from a
+  // replay, which already has them) its origin.
   std::vector<float> scalars;
+  std::vector<ScalarOrigin> scalar_origins;
 };
 
 // The group's members must be computable now: every leaf they read is

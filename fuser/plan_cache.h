@@ -2,8 +2,8 @@
 // fusion plan and kernels without running the partition or the encoder.
 //
 // The signature holds what fusion and encoding decisions depend on: ops,
-// dtypes, immediates (never the user's scalars: those are bound at launch
-// from the replayed flush's nodes), which values are observed, how nodes connect, which
+// dtypes, immediates (never the user's scalars: a replay binds them from its
+// own flush's nodes), which values are observed, how nodes connect, which
 // leaves are the same tensor, ranks, and for every extent only its class —
 // 0, 1, or "the k-th distinct size seen" — so equal extents stay equal and
 // concrete sizes never enter it. Non-contiguous leaves add their strides.

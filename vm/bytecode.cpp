@@ -43,7 +43,8 @@ Bytecode encode(const Program& p) {
   b.reserve(bytes);
   const uint8_t header[kHeaderFixed] = {'D', 'V', 'M', kBytecodeVersion, static_cast<uint8_t>(p.form),
                                         static_cast<uint8_t>(p.nregs), static_cast<uint8_t>(p.roles.size()),
-                                        static_cast<uint8_t>(p.nscalars)};
+                                        static_cast<uint8_t>(p.nscalars & 0xFF),
+                                        static_cast<uint8_t>(p.nscalars >> 8)};
   for (uint8_t h : header) b.push_back(h);
   for (size_t a = 0; a < p.roles.size(); ++a) {
     b.push_back(static_cast<uint8_t>(p.roles[a]));
@@ -59,6 +60,9 @@ Bytecode encode(const Program& p) {
         uint32_t bits;
         std::memcpy(&bits, &ins.imm, 4);
         for (int j = 0; j < 4; ++j) b.push_back(static_cast<uint8_t>(bits >> (8 * j)));
+      } else if (*s == 'S') {
+        b.push_back(static_cast<uint8_t>(ins.scalar & 0xFF));
+        b.push_back(static_cast<uint8_t>(ins.scalar >> 8));
       } else {
         b.push_back(ins.r[k++]);
       }

@@ -6,14 +6,15 @@
 //   byte  4     form (Form)
 //   byte  5     number of registers
 //   byte  6     number of arguments
-//   byte  7     number of scalar parameters (PARAM reads them by index;
-//               their values come with the launch, Launch::scalars)
+//   bytes 7-8   number of scalar parameters, u16 little-endian (PARAM
+//               reads them by index; their values come with the launch,
+//               Launch::scalars)
 //   then        per argument: its role byte (ArgRole), then its element
 //               type byte (Dtype)
 //   then        instruction count, u16 little-endian
 //   then        instructions: opcode byte, then operands per the signature
-//               (registers, argument and scalar indices one byte, floats
-//               four bytes little-endian)
+//               (registers and argument indices one byte, scalar indices
+//               two bytes and floats four bytes, little-endian)
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,8 @@ namespace dvm::vm {
 inline constexpr uint8_t kBytecodeVersion = 3;
 inline constexpr int kMaxRegs = 250;
 inline constexpr int kMaxArgs = 64;
-inline constexpr int kMaxScalars = 255;
-inline constexpr int kHeaderFixed = 8;  // magic, version, form, nregs, nargs, nscalars
+inline constexpr int kMaxScalars = 65535;
+inline constexpr int kHeaderFixed = 9;  // magic, version, form, nregs, nargs, nscalars (2)
 inline constexpr int kArgBytes = 2;     // per argument: role, element type
 
 // The kernel forms, in encoding order; vm/forms.h holds each one's row (its
@@ -90,12 +91,14 @@ struct Bytecode {
 };
 
 // One decoded instruction. Operands are stored in signature order
-// (registers and argument indices in r[], the float immediate in imm).
+// (registers and argument indices in r[], the float immediate in imm, the
+// scalar index in scalar).
 struct Instr {
   Op op;
   uint8_t r[4] = {0, 0, 0, 0};
   uint8_t nr = 0;
   float imm = 0.0f;
+  uint16_t scalar = 0;
 };
 
 // The decoded header and instruction list: verify() in vm/verifier.h is the

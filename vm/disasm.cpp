@@ -35,7 +35,7 @@ std::string disassemble(const Bytecode& bc) {
         out += buf;
       } else {
         out += *s == 'A' ? 'a' : *s == 'S' ? 's' : 'r';
-        out += std::to_string(ins.r[k++]);
+        out += std::to_string(*s == 'S' ? ins.scalar : ins.r[k++]);
       }
     }
     out += "\n";

@@ -124,8 +124,8 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
       switch (*sig) {
         case 'D': ins.r[ins.nr++] = dst; break;
         case 'R': ins.r[ins.nr++] = src_regs[next_src++]; break;
-        case 'A':
-        case 'S': ins.r[ins.nr++] = static_cast<uint8_t>(p.arg); break;  // PendingOp::arg holds either index
+        case 'A': ins.r[ins.nr++] = static_cast<uint8_t>(p.arg); break;
+        case 'S': ins.scalar = static_cast<uint16_t>(p.arg); break;  // PendingOp::arg holds it
       }
     }
     prog.code.push_back(ins);

@@ -96,7 +96,7 @@ void set_prologue_constants(const Program& p, const Launch& l, size_t first_redu
   for (size_t i = 0; i < first_reduce; ++i) {
     const Instr& ins = p.code[i];
     if (ins.op == Op::CONST) f.sval[ins.r[0]] = ins.imm;
-    else if (ins.op == Op::PARAM) f.sval[ins.r[0]] = l.scalars[ins.r[1]];
+    else if (ins.op == Op::PARAM) f.sval[ins.r[0]] = l.scalars[ins.scalar];
   }
 }
 
@@ -158,7 +158,7 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       return;
     }
     case OpClass::Const:  // an immediate, or a scalar parameter the launch binds
-      f.sval[ins.r[0]] = ins.op == Op::PARAM ? l.scalars[ins.r[1]] : ins.imm;
+      f.sval[ins.r[0]] = ins.op == Op::PARAM ? l.scalars[ins.scalar] : ins.imm;
       return;
     case OpClass::Unary: {
       const int d = ins.r[0], a = ins.r[1];

@@ -8,7 +8,8 @@ namespace dvm::vm {
 
 // Operand signatures, one letter per operand in encoding order:
 //   D = destination register, R = source register, A = argument index,
-//   S = scalar parameter index (one byte, < the kernel's scalar count),
+//   S = scalar parameter index (two bytes little-endian, < the kernel's
+//       scalar count; held in Instr::scalar),
 //   F = 32-bit float immediate.
 // A value the user passes (a frame's dt, `x * t`, `where(m, x, t)`) is a
 // scalar parameter read by PARAM and bound with the launch (Launch::scalars),
@@ -99,7 +100,7 @@ constexpr OpClass op_class(Op op) { return op_info(op).cls; }
 constexpr const char* op_name(Op op) { return op_info(op).mnemonic; }
 
 // Bytes one operand letter takes in the encoding.
-constexpr int operand_bytes(char letter) { return letter == 'F' ? 4 : 1; }
+constexpr int operand_bytes(char letter) { return letter == 'F' ? 4 : letter == 'S' ? 2 : 1; }
 
 // Encoded size of an instruction: one opcode byte plus its operands.
 constexpr int instr_bytes(Op op) {

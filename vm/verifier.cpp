@@ -44,7 +44,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   const bool outer = rules.reduces == ReduceAxis::Outer;
   p.nregs = b[5];
   int nargs = b[6];
-  p.nscalars = b[7];
+  p.nscalars = b[7] | (b[8] << 8);
   if (p.nregs > kMaxRegs)
     return c.fail(std::to_string(p.nregs) + " registers, at most " + std::to_string(kMaxRegs));
   if (nargs > kMaxArgs)
@@ -99,6 +99,13 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         for (int k = 0; k < 4; ++k) bits |= static_cast<uint32_t>(b[c.pos + k]) << (8 * k);
         std::memcpy(&ins.imm, &bits, 4);
         c.pos += 4;
+      } else if (*s == 'S') {
+        if (!c.need(2, "scalar index")) return false;
+        ins.scalar = static_cast<uint16_t>(b[c.pos] | (b[c.pos + 1] << 8));
+        c.pos += 2;
+        if (ins.scalar >= p.nscalars)
+          return c.fail(at + ": scalar parameter s" + std::to_string(ins.scalar) + " out of range (kernel has " +
+                        std::to_string(p.nscalars) + ")");
       } else {
         if (!c.need(1, "operand")) return false;
         ins.r[ins.nr++] = b[c.pos++];
@@ -120,10 +127,6 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
           return c.fail(at + ": argument " + std::to_string(v) + " out of range (kernel has " +
                         std::to_string(nargs) + ")");
         arg = v;
-      } else if (letter == 'S') {
-        if (v >= p.nscalars)
-          return c.fail(at + ": scalar parameter s" + std::to_string(v) + " out of range (kernel has " +
-                        std::to_string(p.nscalars) + ")");
       } else if (letter == 'D') {
         if (v >= p.nregs)
           return c.fail(at + ": destination register r" + std::to_string(v) + " out of range (" +

@@ -55,6 +55,10 @@ Op combine_op(Op reduce) {
   return reduce == Op::RSUM ? Op::ADD : reduce == Op::RMAX ? Op::MAX : Op::MIN;
 }
 
+// Scalar parameters one kernel's machine code holds (each in a register or a
+// spill slot for the whole call); a kernel with more stays on the interpreter.
+constexpr int kMaxJitParams = 256;
+
 // RowReduce: a folding pass whose body (one copy) has more IR nodes than this
 // is split (Lowering::split_slots) instead of copied four times.
 constexpr int kSplitBodyNodes = 24;
@@ -156,7 +160,7 @@ struct Lowering {
       }
       case OpClass::Const:
         if (ins.op == Op::CONST) return ir.konst(std::bit_cast<uint32_t>(ins.imm));
-        return params[ins.r[1]];  // loaded once per call (load_params)
+        return params[ins.scalar];  // loaded once per call (load_params)
       case OpClass::Unary:
       case OpClass::Binary:
       case OpClass::Ternary: {
@@ -177,10 +181,10 @@ struct Lowering {
   void load_params() {
     params.assign(static_cast<size_t>(p.nscalars), -1);
     for (const vm::Instr& ins : p.code)
-      if (ins.op == Op::PARAM && params[ins.r[1]] < 0) {
+      if (ins.op == Op::PARAM && params[ins.scalar] < 0) {
         Node n{IrOp::Param};
-        n.u = ins.r[1];
-        params[ins.r[1]] = ir.add(n);
+        n.u = ins.scalar;
+        params[ins.scalar] = ir.add(n);
       }
   }
 
@@ -584,6 +588,13 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, in
       *reason = "ldg: general gather is interpreter-only";
       return false;
     }
+  // Each parameter holds a register or a 64-byte spill slot for the whole
+  // call: bound the stack frame.
+  if (vp.program.nscalars > kMaxJitParams) {
+    *reason = std::to_string(vp.program.nscalars) + " scalar parameters, more than the " +
+              std::to_string(kMaxJitParams) + " the JIT keeps";
+    return false;
+  }
   ir->clear();
   IrBuilder* saved = t_ir;
   t_ir = ir;

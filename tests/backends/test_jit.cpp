@@ -515,6 +515,29 @@ TEST(JitScalars, ParamsInEveryForm) {
                      "row_reduce params", false, values[v]);
   }
   {
+    // 256 parameters (the most the JIT keeps): most live in spill slots.
+    Encoder e(Form::Elementwise);
+    int ax = e.add_arg(ArgRole::Input), o = e.add_arg(ArgRole::Output);
+    auto y = e.load(Op::LD, ax);
+    for (int k = 0; k < 128; ++k) y = e.ternary(Op::FMA, y, e.param(), e.param());
+    e.store(Op::ST, o, y);
+    auto k = make_kernel(e);
+    ASSERT_EQ(k->program().nscalars, 256);
+    std::vector<float> many;
+    for (int j = 0; j < 256; ++j) many.push_back(j % 2 ? 0.001f * static_cast<float>(j) : 1.0f - 0.0001f * j);
+    for (int64_t C : {1, 17, 1001})
+      differential(*k, {dense(3, C), dense(3, C)}, 2, 3, C, static_cast<uint32_t>(C), "256 params", false, many);
+    Encoder more(Form::Elementwise);
+    int mx = more.add_arg(ArgRole::Input), mo = more.add_arg(ArgRole::Output);
+    auto z = more.load(Op::LD, mx);
+    for (int j = 0; j < 257; ++j) z = more.binary(Op::ADD, z, more.param());
+    more.store(Op::ST, mo, z);
+    auto km = make_kernel(more);
+    std::string reason;
+    EXPECT_FALSE(compile(km->verified(), jit_isas().front(), &reason));
+    EXPECT_NE(reason.find("257 scalar parameters"), std::string::npos) << reason;
+  }
+  {
     // ColReduce: a parameter in the prologue, read again by the epilogue.
     Encoder e(Form::ColReduce);
     int ax = e.add_arg(ArgRole::Input), o = e.add_arg(ArgRole::Output);

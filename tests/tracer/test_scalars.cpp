@@ -4,6 +4,7 @@
 // usual), and a replayed plan binds the new value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -204,6 +205,79 @@ TEST(Scalars, InterpreterAndJitAgreeBitForBit) {
             << "s=" << s << " t=" << t << " i=" << i << ": jit " << jit[static_cast<size_t>(i)] << " interp "
             << interp[static_cast<size_t>(i)];
     }
+}
+
+// A long unobserved chain with a scalar per op: one group of 600 scalar
+// parameters (more than one byte indexes, more than the JIT keeps), still
+// one kernel whatever the values, on the interpreter.
+TEST(Scalars, ALongChainOfScalarsIsOneKernel) {
+  const std::vector<float> xv = make_values(100, 61, uniform_gen(-1, 1));
+  Tensor x = Tensor::from_vector(xv);
+  for (int round = 0; round < 2; ++round) {
+    const float a = round == 0 ? 0.999f : 1.001f, b = round == 0 ? 0.001f : -0.002f;
+    const int64_t compiled = dvm::stats().kernels_compiled;
+    Tensor y = x;
+    for (int k = 0; k < 300; ++k) y = y * a + b;
+    const std::vector<float> got = y.to_vector();
+    if (round == 1) {
+      EXPECT_EQ(dvm::stats().kernels_compiled, compiled);
+    }
+    int widest = 0;
+    for (const auto& k : vm::KernelCache::global().snapshot()) widest = std::max(widest, k->program().nscalars);
+    EXPECT_EQ(widest, 600);
+    for (size_t i = 0; i < xv.size(); ++i) {
+      double want = xv[i], mag = std::fabs(want);
+      for (int k = 0; k < 300; ++k) {
+        want = want * a + b;
+        mag = mag * std::fabs(a) + std::fabs(b);
+      }
+      // 600 roundings, each at most u of a value bounded by mag's running bound.
+      EXPECT_NEAR(got[i], want, 600 * kU * mag * 1.5) << "i=" << i;
+    }
+  }
+}
+
+// Reductions long enough to split (a row of 2^20 floats; a [2^17, 64]
+// column sum): their split passes and fold kernels are kernels of their own
+// that inherit the parent's scalar parameters and launch values. The same
+// bits on the interpreter and the JIT, and near the double reference.
+TEST(Scalars, SplitReductionsBindScalarsOnEveryTier) {
+  SettingsGuard guard;
+  const int64_t n = int64_t{1} << 20, cols = 64, rows = n / cols;
+  const std::vector<float> xv = make_values(n, 51, uniform_gen(-1, 1));
+  Tensor x = Tensor::from_vector(xv);
+  Tensor m = Tensor::from_vector(xv, {rows, cols});
+  const bool jit = DVM_HAS_JIT && dvm::isa() != "portable";
+  for (float a : {0.5f, -3.25f}) {
+    std::vector<std::vector<float>> results;
+    for (TierMode mode : {TierMode::Off, TierMode::Eager}) {
+      if (mode == TierMode::Eager && !jit) continue;
+      dvm::set_tier_mode(mode);
+      std::vector<float> r = ((x * a).sum() + a).to_vector();
+      const std::vector<float> c = ((m * a).sum({0}) - a).to_vector();
+      r.insert(r.end(), c.begin(), c.end());
+      results.push_back(r);
+    }
+    double s = 0, sa = 0;
+    for (float v : xv) {
+      s += static_cast<double>(v) * a;
+      sa += std::fabs(static_cast<double>(v) * a);
+    }
+    // Blocked sums: error well under sqrt(n)-scaled bounds; 64 u * sum |x a| is loose but independent.
+    EXPECT_NEAR(results[0][0], s + a, 64 * kU * (sa + std::fabs(a)));
+    for (int64_t j = 0; j < cols; ++j) {
+      double cs = 0, ca = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        cs += static_cast<double>(xv[static_cast<size_t>(i * cols + j)]) * a;
+        ca += std::fabs(static_cast<double>(xv[static_cast<size_t>(i * cols + j)]) * a);
+      }
+      EXPECT_NEAR(results[0][static_cast<size_t>(1 + j)], cs - a, 64 * kU * (ca + std::fabs(a))) << "column " << j;
+    }
+    if (results.size() == 2) {
+      for (size_t i = 0; i < results[0].size(); ++i)
+        ASSERT_TRUE(same_float(results[1][i], results[0][i])) << "a=" << a << " result " << i;
+    }
+  }
 }
 
 }  // namespace

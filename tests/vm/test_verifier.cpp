@@ -113,16 +113,18 @@ TEST(Verifier, AcceptsScalarParameters) {
   std::string err;
   const Bytecode bc = with_params();
   ASSERT_TRUE(verify(bc, &vp, &err)) << err;
-  EXPECT_EQ(bc.bytes[7], 2);  // the header's scalar count
+  EXPECT_EQ(bc.bytes[7] | bc.bytes[8] << 8, 2);  // the header's scalar count
+  EXPECT_EQ(vp.program.code[1].scalar, 0);
+  EXPECT_EQ(vp.program.code[3].scalar, 1);
   EXPECT_EQ(vp.program.nscalars, 2);
   EXPECT_EQ(vp.program.code[1].op, Op::PARAM);
-  EXPECT_EQ(vp.program.code[1].r[1], 0);
   EXPECT_EQ(vp.info[1].dst_kind, Kind::Row);  // uniform, like a constant
   EXPECT_EQ(encode(vp.program), bc);
 }
 
 TEST(Verifier, RejectsScalarIndexOutOfRange) {
-  // param r1, s0 is the second instruction: opcode, register, scalar index.
+  // param r1, s0 is the second instruction: opcode, register, scalar index
+  // (two bytes, little-endian).
   Bytecode bc = with_params();
   const size_t param_at = code_start(bc) + 3;
   ASSERT_EQ(bc.bytes[param_at], static_cast<uint8_t>(Op::PARAM));
@@ -130,20 +132,25 @@ TEST(Verifier, RejectsScalarIndexOutOfRange) {
   EXPECT_NE(verify_error(bc).find("instruction 1 (param): scalar parameter s2 out of range (kernel has 2)"),
             std::string::npos)
       << verify_error(bc);
-  bc.bytes[param_at + 2] = 255;
-  EXPECT_NE(verify_error(bc).find("s255 out of range"), std::string::npos);
+  bc.bytes[param_at + 2] = 0;
+  bc.bytes[param_at + 3] = 1;
+  EXPECT_NE(verify_error(bc).find("s256 out of range"), std::string::npos);
   // A header that declares fewer scalars than the code reads.
   bc = with_params();
   bc.bytes[7] = 1;
   EXPECT_NE(verify_error(bc).find("scalar parameter s1 out of range (kernel has 1)"), std::string::npos);
   bc.bytes[7] = 0;
   EXPECT_NE(verify_error(bc).find("scalar parameter s0 out of range (kernel has 0)"), std::string::npos);
+  // A truncated index.
+  bc = with_params();
+  bc.bytes.resize(param_at + 3);
+  EXPECT_NE(verify_error(bc).find("truncated: scalar index"), std::string::npos);
 }
 
 TEST(Verifier, RejectsReadOfUnwrittenRegister) {
   // relu r1, r0 with nothing written before.
   Bytecode bc;
-  bc.bytes = {'D', 'V', 'M', kBytecodeVersion, 0, 2, 1, 0, 1, static_cast<uint8_t>(Dtype::F32), 2, 0};
+  bc.bytes = {'D', 'V', 'M', kBytecodeVersion, 0, 2, 1, 0, 0, 1, static_cast<uint8_t>(Dtype::F32), 2, 0};
   bc.bytes.push_back(static_cast<uint8_t>(Op::RELU));
   bc.bytes.push_back(1);
   bc.bytes.push_back(0);
