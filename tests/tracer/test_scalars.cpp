@@ -155,7 +155,9 @@ TEST(Scalars, ReplayedPlansBindNewValuesInEveryForm) {
     const int64_t compiled = dvm::stats().kernels_compiled;
     Tensor rows = (x * a).sum({1}) + b;  // row reduction
     Tensor cols = x.sum({0}) * b - a;    // column reduction
-    const std::vector<float> rv = rows.to_vector(), cv = cols.to_vector();
+    Tensor filled = Tensor::full({r, c}, a).sum({0});  // a reduction of a user's constant
+    const std::vector<float> rv = rows.to_vector(), cv = cols.to_vector(), fv = filled.to_vector();
+    for (int64_t j = 0; j < c; ++j) EXPECT_EQ(fv[static_cast<size_t>(j)], static_cast<float>(r) * a) << "column " << j;
     if (round > 0) {
       EXPECT_EQ(dvm::stats().kernels_compiled, compiled);
     }
