@@ -190,9 +190,10 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
                     " has no identity)");
   if (in->shape.rank() == 0) {
     // A scalar reduces to itself, in the dtype the reduction gives at any
-    // rank (a bool mask sums to float); x * 1 is exact for every float.
+    // rank (a bool mask sums to float); x * 1 is exact for every float (the
+    // 1 is this composition's own constant: an immediate).
     if (in->dtype == detail::op_result_dtype(op)) return x;
-    return binary_scalar(OpKind::Mul, x, 1.0f, 1);
+    return binary_scalar(OpKind::Mul, x, 1.0f, 1, true);
   }
   // One node per run of adjacent axes, innermost run first, each keeping its
   // axes as size 1 so later runs' axis numbers stay valid.
