@@ -1,0 +1,427 @@
+// The bytecode fuzzer's harness: verify, launch on guarded buffers on every
+// backend, compare (see fuzz_harness.h).
+#include "fuzz/fuzz_harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <list>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <utility>
+
+#include "backends/isa.h"
+#include "dvm/error.h"
+#include "vm/backend.h"
+#include "vm/bytecode.h"
+#include "vm/disasm.h"
+#include "vm/forms.h"
+#include "vm/kernel.h"
+#include "vm/launch.h"
+#include "vm/launcher.h"
+#include "vm/schedule.h"
+#include "vm/verifier.h"
+
+namespace dvm::fuzz {
+namespace {
+
+using backends::Isa;
+using vm::ArgRole;
+using vm::Op;
+
+constexpr Isa kIsas[] = {Isa::Portable, Isa::Avx2, Isa::Avx512};
+
+// Guard and untouched-output pattern: signalling NaNs (quiet bit clear) with
+// a payload that varies by position, so a shifted copy of the pattern shows.
+// Arithmetic never produces a signalling NaN and the inputs hold none.
+uint32_t canary(size_t i) { return 0x7FA00000u | static_cast<uint32_t>((i * 2654435761u) >> 12 & 0xFFFFFu); }
+bool is_signalling(uint32_t bits) {
+  return (bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0 && (bits & 0x00400000u) == 0;
+}
+bool is_nan(uint32_t bits) { return (bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0; }
+
+// One argument's memory: `guard` canaries, the elements the launch may touch
+// (offsets lo..hi from the argument's base), `guard` canaries.
+struct Buffer {
+  std::vector<uint32_t> words;
+  int64_t origin = 0;  // index of offset 0
+  int64_t guard = 0;
+  int64_t span = 0;
+  float* base() { return reinterpret_cast<float*>(words.data() + origin); }
+};
+
+struct Range {
+  int64_t lo = 0, hi = 0;
+  void add(int64_t n, int64_t stride) {
+    if (n <= 0) return;
+    const int64_t o = (n - 1) * stride;
+    if (o < 0) lo += o;
+    else hi += o;
+  }
+};
+
+float input_value(std::mt19937& rng, int mode) {
+  static constexpr float kSpecials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                                        -std::numeric_limits<float>::infinity(),
+                                        std::numeric_limits<float>::quiet_NaN(),
+                                        -std::numeric_limits<float>::quiet_NaN(), 1e-40f, -1e-40f,
+                                        std::numeric_limits<float>::min(), std::numeric_limits<float>::max(),
+                                        -std::numeric_limits<float>::max(), 1.0f, -1.0f, 0.5f, 88.8f,
+                                        -88.8f, 1e30f, -1e30f, 3.0e38f, 2.5f, -0.5f};
+  const uint32_t u = rng();
+  const uint32_t pick = u % 16;
+  if (mode == 0 || pick < 10) {
+    return (static_cast<float>(rng() % 20001) - 10000.0f) * 3e-4f;
+  }
+  if (pick < 12) return (static_cast<float>(rng() % 20001) - 10000.0f) * 0.5f;
+  return kSpecials[rng() % std::size(kSpecials)];
+}
+
+// A verified kernel and what each machine-code backend made of it, kept for
+// the next inputs: mutations often change only the launch parameters.
+struct Compiled {
+  std::shared_ptr<vm::Kernel> kernel;
+  std::unique_ptr<vm::CompiledKernel> code[std::size(kIsas)];
+  std::string declined[std::size(kIsas)];
+  bool tried[std::size(kIsas)] = {};
+};
+
+Compiled* kernel_for(const uint8_t* bytes, size_t n, bool* accepted) {
+  static std::list<std::pair<std::vector<uint8_t>, std::unique_ptr<Compiled>>> cache;  // most recent first
+  std::vector<uint8_t> key(bytes, bytes + n);
+  for (auto it = cache.begin(); it != cache.end(); ++it)
+    if (it->first == key) {
+      cache.splice(cache.begin(), cache, it);
+      *accepted = true;
+      return cache.front().second.get();
+    }
+  vm::Bytecode bc;
+  bc.bytes = key;
+  vm::VerifiedProgram vp;
+  std::string error;
+  *accepted = vm::verify(bc, &vp, &error);
+  if (!*accepted) return nullptr;
+  auto c = std::make_unique<Compiled>();
+  c->kernel = std::make_shared<vm::Kernel>(std::move(bc), std::move(vp));
+  cache.emplace_front(std::move(key), std::move(c));
+  if (cache.size() > 32) cache.pop_back();
+  return cache.front().second.get();
+}
+
+struct Failure {
+  std::ostringstream msg;
+};
+
+std::string hex(uint32_t b) {
+  char s[16];
+  std::snprintf(s, sizeof s, "0x%08x", b);
+  return s;
+}
+
+}  // namespace
+
+bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* failure) {
+  Outcome local;
+  if (!outcome) outcome = &local;
+  *outcome = Outcome{};
+  if (size < kParamBytes) return true;
+  const uint8_t* prm = data;
+  const uint8_t* code = data + kParamBytes;
+  const size_t code_size = size - kParamBytes;
+
+  // The disassembler takes any bytes (it prints the verifier's message);
+  // every other input, as it verifies again.
+  if (prm[0] & 0x80) {
+    vm::Bytecode bc;
+    bc.bytes.assign(code, code + code_size);
+    (void)vm::disassemble(bc);
+  }
+  bool accepted = false;
+  Compiled* comp = kernel_for(code, code_size, &accepted);
+  outcome->accepted = accepted;
+  if (!accepted) return true;
+  const vm::Kernel& k = *comp->kernel;
+  const vm::Program& p = k.program();
+  auto fail = [&](const std::string& what) {
+    if (failure) *failure = what + "\n" + vm::disassemble(k.bytecode());
+    return false;
+  };
+
+  // The bytes the verifier accepted are exactly encode() of what it decoded.
+  if (!(vm::encode(p) == k.bytecode())) return fail("encode(verify(bytes)) != bytes");
+
+  // Kernels derived for split launches must build from any verified kernel.
+  try {
+    (void)k.fold_kernel();
+    for (int pass = 0; pass <= k.verified().max_level; ++pass) (void)k.split_pass(pass);
+  } catch (const Error& e) {
+    return fail(std::string("deriving split kernels threw: ") + e.what());
+  }
+
+  // Extents: small, with the tile and chunk edges within reach.
+  std::mt19937 rng(static_cast<uint32_t>(prm[4] | prm[5] << 8 | prm[6] << 16 | prm[7] << 24));
+  const int parts = vm::form_row(p.form).parts;
+  static constexpr int64_t kLongC[] = {511, 512, 513, 1000, 4096, 4097, 4100, 8193};
+  vm::Launch l;
+  l.extent[vm::kP] = prm[0] % 4;
+  l.extent[vm::kR] = prm[1] % 10;
+  l.extent[vm::kC] = prm[2] < 248 ? prm[2] % 70 : kLongC[prm[2] % std::size(kLongC)];
+  if (l.C() > 1000) l.extent[vm::kR] = std::min<int64_t>(l.R(), 2);
+  if ((prm[3] & 3) == 0) l.extent[vm::kP] = std::min<int64_t>(l.P(), 1);
+  for (int part = parts; part < vm::kMaxParts; ++part) l.extent[part] = 1;
+  const int64_t P = l.P(), R = l.R(), C = l.C();
+  const int data_mode = (prm[3] >> 2) & 1;
+  const int64_t guard = 1 + ((prm[3] >> 3) & 15);
+
+  // Which instructions touch each argument.
+  const size_t nargs = p.roles.size();
+  std::vector<uint8_t> uses(nargs, 0);  // bit per op kind below
+  enum : uint8_t { kLd = 1, kLdb = 2, kLds = 4, kLdg = 8, kSt = 16, kStb = 32 };
+  for (const vm::Kernel::ArgUse& u : k.arg_uses()) {
+    switch (u.op) {
+      case Op::LD: uses[u.arg] |= kLd; break;
+      case Op::LDB: uses[u.arg] |= kLdb; break;
+      case Op::LDS: uses[u.arg] |= kLds; break;
+      case Op::LDG: uses[u.arg] |= kLdg; break;
+      case Op::ST: uses[u.arg] |= kSt; break;
+      case Op::STB: uses[u.arg] |= kStb; break;
+      default: break;
+    }
+  }
+
+  // Layouts. Outputs never overlap themselves (each (p, r, c) its own
+  // element); inputs may broadcast (stride 0), run backwards or step by more
+  // than one along C where their loads allow it.
+  l.args.resize(nargs);
+  std::vector<Buffer> inputs(nargs);
+  std::vector<Range> ranges(nargs);
+  auto pick = [&](std::initializer_list<int64_t> v) { return *(v.begin() + rng() % v.size()); };
+  for (size_t a = 0; a < nargs; ++a) {
+    vm::ArgBinding& b = l.args[a];
+    const bool out = p.roles[a] == ArgRole::Output;
+    int64_t cs;
+    if (out) {
+      cs = (uses[a] & kSt) || C <= 1 ? 1 : pick({0, 1, 7});
+      const int64_t row = (uses[a] & kSt) ? std::max<int64_t>(C, 1) : 1;
+      const int64_t pad = pick({0, 0, 1, 3});
+      if (rng() % 2) {  // p outer
+        b.stride[vm::kR] = row + pad;
+        b.stride[vm::kP] = std::max<int64_t>(R, 1) * (row + pad) + pick({0, 0, 5});
+      } else {  // r outer
+        b.stride[vm::kP] = row + pad;
+        b.stride[vm::kR] = std::max<int64_t>(P, 1) * (row + pad) + pick({0, 0, 5});
+      }
+    } else {
+      if ((uses[a] & kLd) && C > 1) cs = 1;
+      else if (uses[a] & kLds) cs = pick({-3, -1, 0, 1, 2, 5});
+      else cs = pick({0, 1, 2});
+      const int64_t row = std::max<int64_t>(C, 1) * std::max<int64_t>(std::abs(cs), 1);
+      const int64_t rs = pick({0, 1, -1, 1, 1}) * (row + pick({0, 0, 2}));
+      const int64_t rows = std::max<int64_t>(R, 1) * std::max<int64_t>(std::abs(rs), row);
+      const int64_t ps = pick({0, 1, 1, -1}) * (rows + pick({0, 0, 4}));
+      b.stride[vm::kR] = rs;
+      b.stride[vm::kP] = ps;
+      if (uses[a] & kLdg) {
+        const int64_t ext[3] = {P, R, C};
+        for (int part = 0; part < 3; ++part) {
+          b.ndims[part] = static_cast<uint8_t>(rng() % 3);
+          for (int d = 0; d < b.ndims[part]; ++d) {
+            b.dim_size[part][d] = d + 1 == b.ndims[part] ? std::max<int64_t>(ext[part], 1) : 1 + rng() % 4;
+            b.dim_stride[part][d] = pick({0, 1, 2, -1, 3, 17});
+          }
+        }
+      }
+    }
+    b.stride[vm::kC] = cs;
+    Range& rg = ranges[a];
+    rg.add(P, b.stride[vm::kP]);
+    rg.add(R, b.stride[vm::kR]);
+    rg.add(C, cs);
+    for (int part = 0; part < 3; ++part)
+      for (int d = 0; d < b.ndims[part]; ++d) rg.add(b.dim_size[part][d], b.dim_stride[part][d]);
+  }
+  auto make_buffer = [&](size_t a) {
+    Buffer buf;
+    buf.guard = guard;
+    buf.span = ranges[a].hi - ranges[a].lo + 1;
+    buf.origin = guard - ranges[a].lo;
+    buf.words.resize(static_cast<size_t>(buf.span + 2 * guard));
+    for (size_t i = 0; i < buf.words.size(); ++i) buf.words[i] = canary(i);
+    return buf;
+  };
+  for (size_t a = 0; a < nargs; ++a) {
+    if (p.roles[a] != ArgRole::Input) continue;
+    inputs[a] = make_buffer(a);
+    for (int64_t i = 0; i < inputs[a].span; ++i) {
+      const float v = input_value(rng, data_mode);
+      std::memcpy(&inputs[a].words[static_cast<size_t>(guard + i)], &v, 4);
+    }
+    l.args[a].in = inputs[a].base();
+  }
+  const std::vector<Buffer> inputs_before = inputs;
+
+  auto bind_outputs = [&](vm::Launch& launch, std::vector<Buffer>& outs) {
+    outs.assign(nargs, Buffer{});
+    for (size_t a = 0; a < nargs; ++a)
+      if (p.roles[a] == ArgRole::Output) {
+        outs[a] = make_buffer(a);
+        launch.args[a].out = outs[a].base();
+      }
+  };
+  const int64_t items = vm::work_items(k, l);
+  // Runs work items in up to three ranges, as threads would take them.
+  const int64_t cut1 = items ? static_cast<int64_t>(rng() % static_cast<uint32_t>(items + 1)) : 0;
+  const int64_t cut2 = cut1 + (items > cut1 ? static_cast<int64_t>(rng() % static_cast<uint32_t>(items - cut1 + 1)) : 0);
+  auto run = [&](const vm::Backend& be, const vm::CompiledKernel* cc, const vm::Launch& launch) {
+    be.run_items(cc, k, launch, 0, cut1);
+    be.run_items(cc, k, launch, cut1, cut2);
+    be.run_items(cc, k, launch, cut2, items);
+  };
+  auto where = [&](const std::string& backend) {
+    std::ostringstream s;
+    s << backend << " P=" << P << " R=" << R << " C=" << C << " items=" << items << " cuts=" << cut1 << ","
+      << cut2;
+    return s.str();
+  };
+  // Guards of every buffer intact, inputs as they were.
+  auto check_buffers = [&](const std::vector<Buffer>& outs, const std::string& backend, std::string* msg) {
+    for (size_t a = 0; a < nargs; ++a) {
+      if (p.roles[a] == ArgRole::Input) {
+        if (inputs[a].words != inputs_before[a].words) {
+          *msg = where(backend) + ": input argument " + std::to_string(a) + " was written";
+          return false;
+        }
+        continue;
+      }
+      const Buffer& o = outs[a];
+      for (int64_t g = 0; g < o.guard; ++g) {
+        const size_t lo = static_cast<size_t>(g), hi = o.words.size() - 1 - static_cast<size_t>(g);
+        if (o.words[lo] != canary(lo) || o.words[hi] != canary(hi)) {
+          *msg = where(backend) + ": guard of output argument " + std::to_string(a) + " overwritten";
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+
+  const Isa jit_isa = (prm[3] & 0x80) && vm::machine_code_for(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2;
+  std::string msg;
+  for (size_t i = 0; i < std::size(kIsas); ++i) {
+    const Isa isa = kIsas[i];
+    const vm::BackendRef interp = vm::interpreter_for(isa);
+    if (!interp) continue;
+    vm::Launch li = l;
+    std::vector<Buffer> out_i;
+    bind_outputs(li, out_i);
+    try {
+      vm::check_launch(k, li);
+    } catch (const Error& e) {
+      return fail(where("check_launch") + ": the harness built a launch the launcher rejects: " + e.what());
+    }
+    run(*interp.backend, nullptr, li);
+    ++outcome->runs;
+    if (!check_buffers(out_i, interp.backend->name, &msg)) return fail(msg);
+
+    // One machine-code ISA per input (compiles dominate the fuzzer's time).
+    const vm::BackendRef mc = vm::machine_code_for(isa);
+    if (!mc || isa != jit_isa) continue;
+    if (!comp->tried[i]) {
+      comp->tried[i] = true;
+      comp->code[i] = mc.backend->compile(k, &comp->declined[i]);
+      if (!comp->code[i] && std::getenv("DVM_FUZZ_DECLINES"))
+        std::fprintf(stderr, "jit declined: %s\n", comp->declined[i].c_str());
+    }
+    if (!comp->code[i]) {
+      ++outcome->jit_declined;
+      continue;
+    }
+    vm::Launch lj = l;
+    std::vector<Buffer> out_j;
+    bind_outputs(lj, out_j);
+    run(*mc.backend, comp->code[i].get(), lj);
+    ++outcome->runs;
+    if (!check_buffers(out_j, mc.backend->name, &msg)) return fail(msg);
+    for (size_t a = 0; a < nargs; ++a) {
+      if (p.roles[a] != ArgRole::Output) continue;
+      const auto& x = out_i[a].words;
+      const auto& y = out_j[a].words;
+      for (size_t e = 0; e < x.size(); ++e) {
+        if (x[e] == y[e]) continue;
+        // Which NaN comes out where two NaNs meet (x86 returns the first
+        // source's, and the C++ compiler orders the interpreter's operands
+        // of commutative ops freely) may differ, as the JIT tests allow; a
+        // NaN against a number, or a canary, never may.
+        if (is_nan(x[e]) && is_nan(y[e]) && !is_signalling(x[e]) && !is_signalling(y[e])) {
+          ++outcome->nan_payload_differences;
+          if (std::getenv("DVM_FUZZ_NANS"))
+            std::fprintf(stderr, "nan difference: %s\n%s", (where("") + " interpreter " + hex(x[e]) + " machine code " + hex(y[e])).c_str(), vm::disassemble(k.bytecode()).c_str());
+          continue;
+        }
+        return fail(where(std::string(interp.backend->name) + " vs " + mc.backend->name) + ": output argument " +
+                    std::to_string(a) + " element offset " + std::to_string(static_cast<int64_t>(e) - out_i[a].origin) +
+                    ": interpreter " + hex(x[e]) + ", machine code " + hex(y[e]));
+      }
+    }
+  }
+  return true;
+}
+
+size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
+  // The header as vm/bytecode.h lays it out; a format change only makes the
+  // repair less useful, never unsafe (the verifier still sees every byte).
+  if (size < kParamBytes + vm::kHeaderFixed) return size;
+  uint8_t* b = data + kParamBytes;
+  size_t n = size - kParamBytes;
+  std::mt19937 rng(seed);
+  b[0] = 'D';
+  b[1] = 'V';
+  b[2] = 'M';
+  b[3] = vm::kBytecodeVersion;
+  b[4] %= vm::kNumForms;
+  if (b[5] == 0 || b[5] > 40) b[5] = static_cast<uint8_t>(1 + b[5] % 40);
+  if (b[6] > 12) b[6] = b[6] % 13;
+  const int nregs = b[5], nargs = b[6];
+  size_t pos = vm::kHeaderFixed;
+  if (pos + static_cast<size_t>(vm::kArgBytes * nargs) + 2 > n) return size;
+  for (int a = 0; a < nargs; ++a) {
+    b[pos] &= 1;
+    b[pos + 1] = static_cast<uint8_t>(Dtype::F32);
+    pos += vm::kArgBytes;
+  }
+  const size_t count_at = pos;
+  pos += 2;
+  int count = 0;
+  while (pos < n) {
+    b[pos] %= vm::kNumOps;
+    const vm::Op op = static_cast<vm::Op>(b[pos]);
+    const int len = vm::instr_bytes(op);
+    if (pos + static_cast<size_t>(len) > n) break;
+    size_t q = pos + 1;
+    for (const char* s = vm::op_info(op).signature; *s; ++s) {
+      if (*s == 'F') {
+        q += 4;
+        continue;
+      }
+      // Mostly in range: out-of-range operands are the verifier's business,
+      // but a program needs in-range ones to get past it.
+      if (rng() % 8) {
+        const int lim = *s == 'A' ? nargs : nregs;
+        if (lim > 0) b[q] %= static_cast<uint8_t>(lim);
+      }
+      ++q;
+    }
+    pos += static_cast<size_t>(len);
+    ++count;
+  }
+  b[count_at] = static_cast<uint8_t>(count & 0xFF);
+  b[count_at + 1] = static_cast<uint8_t>(count >> 8);
+  (void)max_size;
+  return kParamBytes + pos;
+}
+
+}  // namespace dvm::fuzz

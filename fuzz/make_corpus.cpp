@@ -1,0 +1,105 @@
+// Writes the fuzzer's seed corpus: records typical programs through the
+// public API, flushes them, and writes every kernel the fuser made (the
+// kernel cache's contents) as seeds, each behind a few launch-parameter
+// prefixes (fuzz/fuzz_harness.h). Every seed is run through the harness
+// first, so a seed that fails a check is reported here, not by the fuzzer.
+//
+//   make_corpus OUTPUT_DIR      (scripts/fuzz.sh --corpus runs it)
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <dvm/dvm.h>
+
+#include "fuzz/fuzz_harness.h"
+#include "vm/kernel_cache.h"
+
+namespace {
+
+using dvm::Tensor;
+
+// The programs: every op family, each kernel form, broadcasts and views.
+void record_programs() {
+  const Tensor x = Tensor::uniform({4, 6, 8}, 1, -2.0f, 2.0f);
+  const Tensor y = Tensor::uniform({6, 8}, 2, 0.5f, 2.0f);
+  const Tensor b = Tensor::uniform({8}, 3, -1.0f, 1.0f);
+  const Tensor m = Tensor::uniform({4, 6, 1}, 4, -1.0f, 1.0f);
+  std::vector<Tensor> keep;
+  // Elementwise: unary, binary, ternary, scalars, broadcasts.
+  keep.push_back(dvm::exp(x) + dvm::log(y) * b);
+  keep.push_back(dvm::tanh(x) - dvm::sigmoid(x) / (dvm::abs(x) + 1.0f));
+  keep.push_back(dvm::sqrt(y) * dvm::rsqrt(y) + dvm::reciprocal(y));
+  keep.push_back(dvm::relu(x) + dvm::gelu(x) + dvm::gelu(x, dvm::GeluApprox::Tanh));
+  keep.push_back(dvm::erf(x) * dvm::sin(x) + dvm::cos(x));
+  keep.push_back(dvm::floor(x) + dvm::ceil(x) - dvm::round(x));
+  keep.push_back(dvm::maximum(x, y) - dvm::minimum(x, m) + dvm::pow(y, 1.5f) + dvm::pow(y, x));
+  keep.push_back(dvm::where(dvm::gt(x, m), x, y) + dvm::where(dvm::le(x, b), 1.0f, -x));
+  keep.push_back(dvm::eq(x, b) + dvm::ne(x, y) + dvm::lt(x, m) + dvm::ge(y, b));
+  keep.push_back(-x * 3.0f + 2.0f);
+  // Views: transposes, slices (strided loads), expands.
+  keep.push_back(x.transpose(1, 2).contiguous() * 2.0f);
+  keep.push_back(x.slice(2, 1, 8, 2) + 1.0f);
+  keep.push_back(x.permute({2, 0, 1}) * x.permute({2, 0, 1}));
+  keep.push_back(b.expand({6, 8}) * y);
+  // RowReduce: single and multi-phase.
+  keep.push_back(x.sum(2));
+  keep.push_back(x.max(-1, true) - x.min(-1, true));
+  keep.push_back(x.mean(2) + m.reshape({4, 6}));
+  keep.push_back(dvm::softmax(x, -1));
+  keep.push_back(dvm::log_softmax(x, 2));
+  keep.push_back(dvm::layer_norm(x, {8}, b, b));
+  // ColReduce: leading-axis reductions with epilogues.
+  keep.push_back(x.sum(0) * y);
+  keep.push_back(x.max(1) + b);
+  keep.push_back(x.mean(0, true) / (x.min(0, true) + 3.0f));
+  keep.push_back(dvm::softmax(x, 0));
+  keep.push_back(x.sum({0, 1}));
+  keep.push_back(x.sum());
+  for (Tensor& t : keep) t.sync();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  std::filesystem::create_directories(dir);
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().rfind("seed-", 0) == 0) std::filesystem::remove(e.path());
+  record_programs();
+  // Launch prefixes: a small shape, a ragged one, long rows, an empty axis.
+  const uint8_t prefixes[][dvm::fuzz::kParamBytes] = {
+      {2, 3, 17, 0x15, 1, 0, 0, 0},
+      {1, 5, 33, 0x2c, 2, 0, 0, 0},
+      {3, 1, 229, 0x0d, 3, 0, 0, 0},  // C from the long list (tile edges)
+      {1, 0, 9, 0x01, 4, 0, 0, 0},    // R = 0
+  };
+  int written = 0, failed = 0;
+  std::set<std::vector<uint8_t>> seen;
+  for (const auto& k : dvm::vm::KernelCache::global().snapshot()) {
+    const std::vector<uint8_t>& bc = k->bytecode().bytes;
+    if (!seen.insert(bc).second) continue;
+    for (size_t v = 0; v < std::size(prefixes); ++v) {
+      std::vector<uint8_t> seed(prefixes[v], prefixes[v] + dvm::fuzz::kParamBytes);
+      seed.insert(seed.end(), bc.begin(), bc.end());
+      std::string failure;
+      if (!dvm::fuzz::run_one(seed.data(), seed.size(), nullptr, &failure)) {
+        std::fprintf(stderr, "seed fails a check: %s\n", failure.c_str());
+        ++failed;
+      }
+      char name[64];
+      std::snprintf(name, sizeof name, "seed-%016llx-%zu", static_cast<unsigned long long>(k->hash()), v);
+      std::ofstream(dir / name, std::ios::binary).write(reinterpret_cast<const char*>(seed.data()),
+                                                          static_cast<std::streamsize>(seed.size()));
+      ++written;
+    }
+  }
+  std::printf("%d seeds from %zu kernels in %s\n", written, seen.size(), dir.c_str());
+  return failed ? 1 : 0;
+}
