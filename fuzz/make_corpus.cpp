@@ -75,10 +75,11 @@ int main(int argc, char** argv) {
   record_programs();
   // Launch prefixes: a small shape, a ragged one, long rows, an empty axis.
   const uint8_t prefixes[][dvm::fuzz::kParamBytes] = {
-      {2, 3, 17, 0x15, 1, 0, 0, 0},
-      {1, 5, 33, 0x2c, 2, 0, 0, 0},
-      {3, 1, 229, 0x0d, 3, 0, 0, 0},  // C from the long list (tile edges)
-      {1, 0, 9, 0x01, 4, 0, 0, 0},    // R = 0
+      // P, R, C, flags (fuzz_harness.cpp: run_one), data seed
+      {0xc2, 3, 17, 0x95, 1, 0, 0, 0},
+      {0x41, 5, 33, 0x2c, 2, 0, 0, 0},
+      {0x83, 1, 250, 0x8d, 3, 0, 0, 0},  // C from the long list (tile edges)
+      {0x01, 0, 9, 0x01, 4, 0, 0, 0},    // R = 0
   };
   int written = 0, failed = 0;
   std::set<std::vector<uint8_t>> seen;
