@@ -409,6 +409,9 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
   uint8_t* b = data + kParamBytes;
   size_t n = size - kParamBytes;
   Rng rng(seed);
+  // Each rule is skipped now and then, so near-valid programs reach the
+  // verifier's rejections too.
+  auto often = [&] { return rng() % 16 != 0; };
   b[0] = 'D';
   b[1] = 'V';
   b[2] = 'M';
@@ -419,35 +422,63 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
   const int nregs = b[5], nargs = b[6];
   size_t pos = vm::kHeaderFixed;
   if (pos + static_cast<size_t>(vm::kArgBytes * nargs) + 2 > n) return size;
+  const size_t roles_at = pos;
+  std::vector<int> ins, outs;
   for (int a = 0; a < nargs; ++a) {
     b[pos] &= 1;
+    (b[pos] ? outs : ins).push_back(a);
     b[pos + 1] = static_cast<uint8_t>(Dtype::F32);
     pos += vm::kArgBytes;
   }
   const size_t count_at = pos;
   pos += 2;
   int count = 0;
+  std::vector<uint8_t> written;  // registers written so far
+  std::vector<uint8_t> stored(static_cast<size_t>(nargs), 0);
+  bool reduces = false;
   while (pos < n) {
     b[pos] %= vm::kNumOps;
     const vm::Op op = static_cast<vm::Op>(b[pos]);
+    const vm::OpClass cls = vm::op_class(op);
     const int len = vm::instr_bytes(op);
     if (pos + static_cast<size_t>(len) > n) break;
+    reduces |= cls == vm::OpClass::Reduce;
     size_t q = pos + 1;
-    for (const char* s = vm::op_info(op).signature; *s; ++s) {
-      if (*s == 'F') {
-        q += 4;
-        continue;
+    int dst = -1;
+    for (const char* s = vm::op_info(op).signature; *s; ++s, ++q) {
+      uint8_t& v = b[q];
+      switch (*s) {
+        case 'F': q += 3; break;
+        case 'D':
+          if (often()) v %= static_cast<uint8_t>(nregs);
+          dst = v;
+          break;
+        case 'R':  // a register already written
+          if (often() && !written.empty()) v = written[v % written.size()];
+          break;
+        case 'A': {  // loads read inputs, stores write outputs
+          const std::vector<int>& pool = cls == vm::OpClass::Store ? outs : ins;
+          if (often() && !pool.empty()) v = static_cast<uint8_t>(pool[v % pool.size()]);
+          if (cls == vm::OpClass::Store && v < nargs) stored[v] = 1;
+          break;
+        }
       }
-      // Mostly in range: out-of-range operands are the verifier's business,
-      // but a program needs in-range ones to get past it.
-      if (rng() % 8) {
-        const int lim = *s == 'A' ? nargs : nregs;
-        if (lim > 0) b[q] %= static_cast<uint8_t>(lim);
-      }
-      ++q;
     }
+    if (dst >= 0 && std::find(written.begin(), written.end(), dst) == written.end())
+      written.push_back(static_cast<uint8_t>(dst));
     pos += static_cast<size_t>(len);
     ++count;
+  }
+  // An output nobody stores becomes an input; the form follows the
+  // reductions (Elementwise has none, the others need one).
+  if (often())
+    for (int a = 0; a < nargs; ++a)
+      if (b[roles_at + static_cast<size_t>(vm::kArgBytes * a)] == 1 && !stored[static_cast<size_t>(a)])
+        b[roles_at + static_cast<size_t>(vm::kArgBytes * a)] = 0;
+  if (often()) {
+    const bool elementwise = b[4] == static_cast<uint8_t>(vm::Form::Elementwise);
+    if (reduces && elementwise) b[4] = static_cast<uint8_t>(1 + rng() % (vm::kNumForms - 1));
+    if (!reduces && !elementwise) b[4] = static_cast<uint8_t>(vm::Form::Elementwise);
   }
   b[count_at] = static_cast<uint8_t>(count & 0xFF);
   b[count_at + 1] = static_cast<uint8_t>(count >> 8);
