@@ -14,6 +14,8 @@
 #include <utility>
 
 #include "backends/isa.h"
+#include "backends/microkernels.h"
+#include "dvm/runtime.h"
 #include "dvm/error.h"
 #include "vm/backend.h"
 #include "vm/bytecode.h"
@@ -22,7 +24,10 @@
 #include "vm/kernel.h"
 #include "vm/launch.h"
 #include "vm/launcher.h"
+#include "vm/interpreter.h"
 #include "vm/schedule.h"
+#include "vm/split_launch.h"
+#include "vm/tiering.h"
 #include "vm/verifier.h"
 
 namespace dvm::fuzz {
@@ -197,6 +202,19 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
   l.extent[vm::kR] = prm[1] % 10;
   l.extent[vm::kC] = prm[2] < 248 ? prm[2] % 70 : kLongC[prm[2] % std::size(kLongC)];
   if (l.C() > 1000) l.extent[vm::kR] = std::min<int64_t>(l.R(), 2);
+  // 1 input in 256: a launch that splits its reduced axis into chunks
+  // (vm/schedule.h), a few chunks long.
+  const bool split = prm[2] == 255 && vm::form_row(p.form).reduces != vm::ReduceAxis::None;
+  if (split && vm::form_row(p.form).reduces == vm::ReduceAxis::Outer) {
+    l.extent[vm::kC] = prm[1] & 1 ? 512 : 64 + prm[1] % 7;
+    const int64_t rows = vm::kRowChunk / std::min<int64_t>(l.C(), vm::kTile);
+    l.extent[vm::kR] = std::max(2 * rows + 1, vm::kSplitRowMin / std::min<int64_t>(l.C(), vm::kTile) + 1) + prm[1] % 5;
+    l.extent[vm::kP] = 1;
+  } else if (split) {
+    l.extent[vm::kC] = vm::kSplitRowMin + 1 + prm[1] % 300;
+    l.extent[vm::kR] = 1 + prm[1] % 2;
+    l.extent[vm::kP] = 1;
+  }
   if ((prm[3] & 3) == 0) l.extent[vm::kP] = std::min<int64_t>(l.P(), 1);
   for (int part = parts; part < vm::kMaxParts; ++part) l.extent[part] = 1;
   const int64_t P = l.P(), R = l.R(), C = l.C();
@@ -339,7 +357,54 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
   };
 
   const Isa jit_isa = (prm[3] & 0x80) && vm::machine_code_for(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2;
+  // Outputs of a reference run (x) and a machine-code run (y) bit for bit.
+  auto same_bits = [&](const std::vector<Buffer>& out_x, const std::vector<Buffer>& out_y, const std::string& who,
+                       std::string* msg) {
+    for (size_t a = 0; a < nargs; ++a) {
+      if (p.roles[a] != ArgRole::Output) continue;
+      const auto& x = out_x[a].words;
+      const auto& y = out_y[a].words;
+      for (size_t e = 0; e < x.size(); ++e) {
+        if (x[e] == y[e]) continue;
+        // Which NaN comes out where two NaNs meet (x86 returns the first
+        // source's, and the C++ compiler orders the interpreter's operands
+        // of commutative ops freely) may differ, as the JIT tests allow; a
+        // NaN against a number, or a canary, never may.
+        if (is_nan(x[e]) && is_nan(y[e]) && !is_signalling(x[e]) && !is_signalling(y[e])) {
+          ++outcome->nan_payload_differences;
+          if (std::getenv("DVM_FUZZ_NANS"))
+            std::fprintf(stderr, "nan difference: %s interpreter %s machine code %s\n%s", where(who).c_str(),
+                         hex(x[e]).c_str(), hex(y[e]).c_str(), vm::disassemble(k.bytecode()).c_str());
+          continue;
+        }
+        *msg = where(who) + ": output argument " + std::to_string(a) + " element offset " +
+               std::to_string(static_cast<int64_t>(e) - out_x[a].origin) + ": interpreter " + hex(x[e]) +
+               ", machine code " + hex(y[e]);
+        return false;
+      }
+    }
+    return true;
+  };
   std::string msg;
+  if (split) {
+    // A split launch (vm/split_launch.h) on machine code where it can,
+    // against the interpreter's split order: the same bits either way.
+    static const bool eager = (vm::set_tier_mode(TierMode::Eager), true);
+    (void)eager;
+    const backends::MicroKernels* mk = backends::microkernels_for(jit_isa);
+    if (!mk || !vm::splits_rows(k, l)) return true;
+    vm::Launch li = l, lm = l;
+    std::vector<Buffer> out_i, out_m;
+    bind_outputs(li, out_i);
+    bind_outputs(lm, out_m);
+    vm::interpret_split_rows(k, li, *mk);
+    if (!check_buffers(out_i, "split interpreter", &msg)) return fail(msg);
+    vm::run_split(k, lm, *mk);
+    if (!check_buffers(out_m, "split machine code", &msg)) return fail(msg);
+    outcome->runs += 2;
+    if (!same_bits(out_i, out_m, std::string("split on ") + backends::isa_name(jit_isa), &msg)) return fail(msg);
+    return true;
+  }
   for (size_t i = 0; i < std::size(kIsas); ++i) {
     const Isa isa = kIsas[i];
     const vm::BackendRef interp = vm::interpreter_for(isa);
@@ -377,27 +442,8 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
     run(*mc.backend, comp->code[i].get(), lj);
     ++outcome->runs;
     if (!check_buffers(out_j, mc.backend->name, &msg)) return fail(msg);
-    for (size_t a = 0; a < nargs; ++a) {
-      if (p.roles[a] != ArgRole::Output) continue;
-      const auto& x = out_i[a].words;
-      const auto& y = out_j[a].words;
-      for (size_t e = 0; e < x.size(); ++e) {
-        if (x[e] == y[e]) continue;
-        // Which NaN comes out where two NaNs meet (x86 returns the first
-        // source's, and the C++ compiler orders the interpreter's operands
-        // of commutative ops freely) may differ, as the JIT tests allow; a
-        // NaN against a number, or a canary, never may.
-        if (is_nan(x[e]) && is_nan(y[e]) && !is_signalling(x[e]) && !is_signalling(y[e])) {
-          ++outcome->nan_payload_differences;
-          if (std::getenv("DVM_FUZZ_NANS"))
-            std::fprintf(stderr, "nan difference: %s\n%s", (where("") + " interpreter " + hex(x[e]) + " machine code " + hex(y[e])).c_str(), vm::disassemble(k.bytecode()).c_str());
-          continue;
-        }
-        return fail(where(std::string(interp.backend->name) + " vs " + mc.backend->name) + ": output argument " +
-                    std::to_string(a) + " element offset " + std::to_string(static_cast<int64_t>(e) - out_i[a].origin) +
-                    ": interpreter " + hex(x[e]) + ", machine code " + hex(y[e]));
-      }
-    }
+    if (!same_bits(out_i, out_j, std::string(interp.backend->name) + " vs " + mc.backend->name, &msg))
+      return fail(msg);
   }
   return true;
 }

@@ -123,13 +123,15 @@ int main(int argc, char** argv) {
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().filename().string().rfind("seed-", 0) == 0) std::filesystem::remove(e.path());
   record_programs();
-  // Launch prefixes: a small shape, a ragged one, long rows, an empty axis.
+  // Launch prefixes: a small shape, a ragged one, long rows, an empty axis,
+  // a split launch.
   const uint8_t prefixes[][dvm::fuzz::kParamBytes] = {
       // P, R, C, flags (fuzz_harness.cpp: run_one), data seed
       {0xc2, 3, 17, 0x95, 1, 0, 0, 0},
       {0x41, 5, 33, 0x2c, 2, 0, 0, 0},
       {0x83, 1, 250, 0x8d, 3, 0, 0, 0},  // C from the long list (tile edges)
       {0x01, 0, 9, 0x01, 4, 0, 0, 0},    // R = 0
+      {0x01, 3, 255, 0x85, 5, 0, 0, 0},  // reductions: a split launch
   };
   int written = 0, failed = 0;
   std::set<std::vector<uint8_t>> seen;

@@ -2,7 +2,7 @@
 # The bytecode fuzzer (fuzz/): builds it with clang in build-fuzz/ and runs it.
 #
 #   scripts/fuzz.sh [SECONDS]   fuzz for SECONDS (default 3600)
-#   scripts/fuzz.sh --ci        bounded run for CI (120 s of fuzzing, plus the build)
+#   scripts/fuzz.sh --ci        bounded run for CI (90 s of fuzzing, plus the build)
 #   scripts/fuzz.sh --corpus    regenerate the seed corpus fuzz/corpus/ from the fuser's kernels
 #
 # Exits non-zero on a crash, a sanitizer report or a failed check; the input
@@ -16,7 +16,7 @@ build=${DVM_FUZZ_BUILD:-$root/build-fuzz}
 mode=fuzz
 seconds=3600
 case "${1:-}" in
-  --ci) seconds=120 ;;
+  --ci) seconds=90 ;;
   --corpus) mode=corpus ;;
   "") ;;
   *[!0-9]*) echo "usage: $0 [SECONDS | --ci | --corpus]" >&2; exit 2 ;;
