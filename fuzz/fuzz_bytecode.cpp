@@ -13,11 +13,11 @@ namespace {
 
 // With DVM_FUZZ_STATS set: how many inputs got how far, printed at exit.
 struct Counts {
-  long long inputs = 0, accepted = 0, runs = 0, declined = 0, nan_differences = 0;
+  long long inputs = 0, accepted = 0, runs = 0, split_runs = 0, declined = 0, nan_differences = 0;
   ~Counts() {
     if (std::getenv("DVM_FUZZ_STATS"))
-      std::fprintf(stderr, "dvm fuzz: %lld inputs, %lld verified, %lld backend runs, %lld jit declines, "
-                   "%lld NaN payload differences\n", inputs, accepted, runs, declined, nan_differences);
+      std::fprintf(stderr, "dvm fuzz: %lld inputs, %lld verified, %lld backend runs (%lld split), %lld jit declines, "
+                   "%lld NaN payload differences\n", inputs, accepted, runs, split_runs, declined, nan_differences);
   }
 } g_counts;
 
@@ -30,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ++g_counts.inputs;
   g_counts.accepted += o.accepted;
   g_counts.runs += o.runs;
+  g_counts.split_runs += o.split_runs;
   g_counts.declined += o.jit_declined;
   g_counts.nan_differences += o.nan_payload_differences;
   if (!ok) {

@@ -206,10 +206,15 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
   // (vm/schedule.h), a few chunks long.
   const bool split = prm[2] == 255 && vm::form_row(p.form).reduces != vm::ReduceAxis::None;
   if (split && vm::form_row(p.form).reduces == vm::ReduceAxis::Outer) {
-    l.extent[vm::kC] = prm[1] & 1 ? 512 : 64 + prm[1] % 7;
-    const int64_t rows = vm::kRowChunk / std::min<int64_t>(l.C(), vm::kTile);
-    l.extent[vm::kR] = std::max(2 * rows + 1, vm::kSplitRowMin / std::min<int64_t>(l.C(), vm::kTile) + 1) + prm[1] % 5;
-    l.extent[vm::kP] = 1;
+    // Narrow columns split once R passes two chunks, wide ones from
+    // kSplitRowMin floats per column tile (vm/schedule.h).
+    const int sel = prm[1] % 4;
+    l.extent[vm::kC] = sel < 2 ? 1 + prm[1] % 9 : sel == 2 ? vm::kSplitColsMin + prm[1] % 7 : vm::kTile;
+    l.extent[vm::kP] = 1 + (sel < 2 && (prm[0] & 1));
+    l.extent[vm::kR] = 1;
+    l.extent[vm::kR] = 2 * vm::col_split(k, l).rows + 1 + prm[1] % 5;
+    if (l.C() >= vm::kSplitColsMin)
+      l.extent[vm::kR] = std::max(l.R(), vm::kSplitRowMin / std::min(l.C(), vm::kTile) + 1 + prm[1] % 5);
   } else if (split) {
     l.extent[vm::kC] = vm::kSplitRowMin + 1 + prm[1] % 300;
     l.extent[vm::kR] = 1 + prm[1] % 2;
@@ -402,6 +407,7 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
     vm::run_split(k, lm, *mk);
     if (!check_buffers(out_m, "split machine code", &msg)) return fail(msg);
     outcome->runs += 2;
+    outcome->split_runs += 2;
     if (!same_bits(out_i, out_m, std::string("split on ") + backends::isa_name(jit_isa), &msg)) return fail(msg);
     return true;
   }

@@ -20,6 +20,7 @@ inline constexpr size_t kParamBytes = 8;
 struct Outcome {
   bool accepted = false;    // the verifier accepted the bytecode
   int runs = 0;             // backend runs compared
+  int split_runs = 0;       // of which split launches (vm/split_launch.h)
   int jit_declined = 0;     // machine-code backends that declined the kernel
   int64_t nan_payload_differences = 0;
 };

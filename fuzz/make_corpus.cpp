@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
       {0x41, 5, 33, 0x2c, 2, 0, 0, 0},
       {0x83, 1, 250, 0x8d, 3, 0, 0, 0},  // C from the long list (tile edges)
       {0x01, 0, 9, 0x01, 4, 0, 0, 0},    // R = 0
-      {0x01, 3, 255, 0x85, 5, 0, 0, 0},  // reductions: a split launch
+      {0x01, 4, 255, 0x85, 5, 0, 0, 0},  // reductions: a split launch
   };
   int written = 0, failed = 0;
   std::set<std::vector<uint8_t>> seen;

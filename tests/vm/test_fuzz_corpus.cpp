@@ -19,7 +19,7 @@ namespace {
 TEST(FuzzCorpus, EverySeedVerifiesAndPassesOnEveryBackend) {
   const std::filesystem::path dir = std::filesystem::path(DVM_SOURCE_DIR) / "fuzz" / "corpus";
   ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
-  int seeds = 0, runs = 0;
+  int seeds = 0, runs = 0, split_runs = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(e.path(), std::ios::binary);
     const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -29,10 +29,12 @@ TEST(FuzzCorpus, EverySeedVerifiesAndPassesOnEveryBackend) {
     EXPECT_TRUE(o.accepted) << e.path().filename()
                             << ": the verifier rejects this seed; regenerate the corpus (scripts/fuzz.sh --corpus)";
     runs += o.runs;
+    split_runs += o.split_runs;
     ++seeds;
   }
   EXPECT_GE(seeds, 40);
   EXPECT_GE(runs, seeds);
+  EXPECT_GT(split_runs, 0);  // the split-launch seeds still split
 }
 
 }  // namespace
