@@ -361,7 +361,11 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
     return true;
   };
 
-  const Isa jit_isa = (prm[3] & 0x80) && vm::machine_code_for(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2;
+  // The ISA whose interpreter always runs and whose JIT (if any) runs:
+  // AVX-512 or AVX2 where the CPU has them, else the portable one.
+  const Isa jit_isa = (prm[3] & 0x80) && vm::interpreter_for(Isa::Avx512) ? Isa::Avx512
+                      : vm::interpreter_for(Isa::Avx2)                    ? Isa::Avx2
+                                                                          : Isa::Portable;
   // Outputs of a reference run (x) and a machine-code run (y) bit for bit.
   auto same_bits = [&](const std::vector<Buffer>& out_x, const std::vector<Buffer>& out_y, const std::string& who,
                        std::string* msg) {
