@@ -224,6 +224,13 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
   for (int part = parts; part < vm::kMaxParts; ++part) l.extent[part] = 1;
   const int64_t P = l.P(), R = l.R(), C = l.C();
   const int data_mode = (prm[3] >> 2) & 1;
+  // The scalar parameters PARAM reads: values from the same pools as the
+  // inputs (specials included in data mode 1).
+  l.scalars.resize(static_cast<size_t>(p.nscalars));
+  for (float& v : l.scalars) {
+    const uint32_t bits = pool(data_mode)[rng() % kPool];
+    std::memcpy(&v, &bits, sizeof v);
+  }
   const int64_t guard = 1 + ((prm[3] >> 3) & 15);
 
   // Which instructions touch each argument.
@@ -475,7 +482,9 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
   b[4] %= vm::kNumForms;
   if (b[5] == 0 || b[5] > 40) b[5] = static_cast<uint8_t>(1 + b[5] % 40);
   if (b[6] > 12) b[6] = b[6] % 13;
-  const int nregs = b[5], nargs = b[6];
+  b[7] %= 6;  // scalar parameters: a few, so PARAM indices land in range often
+  b[8] = 0;
+  const int nregs = b[5], nargs = b[6], nscalars = b[7];
   size_t pos = vm::kHeaderFixed;
   if (pos + static_cast<size_t>(vm::kArgBytes * nargs) + 2 > n) return size;
   const size_t roles_at = pos;
@@ -505,6 +514,13 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
       uint8_t& v = b[q];
       switch (*s) {
         case 'F': q += 3; break;
+        case 'S':  // a scalar index, two bytes
+          if (often() && nscalars > 0) {
+            v = static_cast<uint8_t>(v % nscalars);
+            b[q + 1] = 0;
+          }
+          ++q;
+          break;
         case 'D':
           if (often()) v %= static_cast<uint8_t>(nregs);
           dst = v;
