@@ -53,6 +53,8 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   if (!c.need(static_cast<size_t>(kArgBytes * nargs), "argument roles and types")) return false;
   p.roles.clear();
   p.types.clear();
+  p.roles.reserve(static_cast<size_t>(nargs));
+  p.types.reserve(static_cast<size_t>(nargs));
   for (int i = 0; i < nargs; ++i) {
     uint8_t r = b[c.pos++];
     if (r > 1) return c.fail("argument " + std::to_string(i) + " has unknown role " + std::to_string(r));
