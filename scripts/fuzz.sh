@@ -52,8 +52,8 @@ log=$build/fuzz.log
 start=$(date +%s)
 set +e
 # One worker (-max_len: kernels of typical size; the harness bounds the launch).
-# -timeout: a split launch runs 262,144+ floats on every ISA under ASan, about
-# 10 s on a loaded 2-core machine; a hang still stops the run.
+# -timeout: a split launch (kSplitRowMin floats and more) on every ISA under
+# ASan takes seconds on a loaded machine; a hang still stops the run.
 "$build/fuzz/fuzz_bytecode" -max_len=512 -max_total_time="$seconds" -timeout=120 -rss_limit_mb=4096 \
   -print_final_stats=1 -artifact_prefix="$build/artifacts/" "$build/corpus" "$root/fuzz/corpus" 2>&1 |
   tee "$log" | grep --line-buffered -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE)'
