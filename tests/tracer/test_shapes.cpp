@@ -27,24 +27,6 @@ constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
 __extension__ typedef __int128 i128;  // exact reference arithmetic
 
-// f must throw dvm::Error whose message contains every part, and record
-// nothing.
-template <class F>
-void expect_error(const std::string& what, F&& f, const std::vector<std::string>& parts) {
-  const size_t pending = detail::Trace::current().pending();
-  try {
-    f();
-    ADD_FAILURE() << what << ": no dvm::Error thrown";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << what << ": message \"" << msg << "\" lacks \"" << p << "\"";
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": threw a non-dvm exception: " << e.what();
-  }
-  EXPECT_EQ(detail::Trace::current().pending(), pending) << what << ": the failed op recorded nodes";
-}
-
 std::string shape_str(const std::vector<int64_t>& d) { return Shape(d).to_string(); }
 
 // The independent reference of the shape rule: the product of the extents

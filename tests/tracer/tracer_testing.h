@@ -20,8 +20,38 @@
 #include "backends/isa.h"
 #include "dvm/dvm.h"
 #include "tests/jit_built.h"
+#include "tracer/trace.h"
 
 namespace dvm::testing {
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+// Runs f, which must throw dvm::Error whose message contains every string of
+// `parts`, without recording, computing or flushing anything.
+template <class F>
+inline void expect_error(const std::string& what, F&& f, const std::vector<std::string>& parts) {
+  auto& trace = detail::Trace::current();
+  const size_t pending = trace.pending();
+  const Stats before = dvm::stats();
+  try {
+    f();
+    ADD_FAILURE() << what << ": no dvm::Error thrown";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts)
+      EXPECT_TRUE(msg.find(p) != std::string::npos) << what << ": message \"" << msg << "\" lacks \"" << p << "\"";
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": threw a non-dvm exception: " << e.what();
+  } catch (...) {
+    ADD_FAILURE() << what << ": threw something that is not an exception";
+  }
+  EXPECT_EQ(trace.pending(), pending) << what << ": the failed op recorded nodes";
+  const Stats after = dvm::stats();
+  EXPECT_EQ(after.flushes, before.flushes) << what << ": the failed op flushed the trace";
+  EXPECT_EQ(after.nodes_computed, before.nodes_computed) << what << ": the failed op computed something";
+  EXPECT_EQ(after.kernels_launched, before.kernels_launched) << what;
+}
 
 // ---------------------------------------------------------------------------
 // Floats
