@@ -200,11 +200,14 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
   vm::Launch l;
   l.extent[vm::kP] = prm[0] % 4;
   l.extent[vm::kR] = prm[1] % 10;
-  l.extent[vm::kC] = prm[2] < 248 ? prm[2] % 70 : kLongC[prm[2] % std::size(kLongC)];
+  // DVM_FUZZ_SMALL: C of at most 1000 and no split launches, for runs that
+  // want many executions more than the long and split launch shapes.
+  static const bool small = std::getenv("DVM_FUZZ_SMALL") != nullptr;
+  l.extent[vm::kC] = prm[2] < 248 ? prm[2] % 70 : kLongC[prm[2] % (small ? 4 : std::size(kLongC))];
   if (l.C() > 1000) l.extent[vm::kR] = std::min<int64_t>(l.R(), 2);
   // 1 input in 256: a launch that splits its reduced axis into chunks
   // (vm/schedule.h), a few chunks long.
-  const bool split = prm[2] == 255 && vm::form_row(p.form).reduces != vm::ReduceAxis::None;
+  const bool split = !small && prm[2] == 255 && vm::form_row(p.form).reduces != vm::ReduceAxis::None;
   if (split && vm::form_row(p.form).reduces == vm::ReduceAxis::Outer) {
     // Narrow columns split once R passes two chunks, wide ones from
     // kSplitRowMin floats per column tile (vm/schedule.h).

@@ -2,6 +2,10 @@
 # The bytecode fuzzer (fuzz/): builds it with clang in build-fuzz/ and runs it.
 #
 #   scripts/fuzz.sh [SECONDS]   fuzz for SECONDS (default 3600)
+#   scripts/fuzz.sh --small [SECONDS]
+#                               the same with small launches only (C <= 1000, no
+#                               split launches: DVM_FUZZ_SMALL), several times the
+#                               executions per second
 #   scripts/fuzz.sh --ci        bounded run for CI (90 s of fuzzing, plus the build)
 #   scripts/fuzz.sh --corpus    regenerate the seed corpus fuzz/corpus/ from the fuser's kernels
 #
@@ -15,11 +19,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DVM_FUZZ_BUILD:-$root/build-fuzz}
 mode=fuzz
 seconds=3600
+if [ "${1:-}" = --small ]; then
+  export DVM_FUZZ_SMALL=1
+  shift
+fi
 case "${1:-}" in
   --ci) seconds=90 ;;
   --corpus) mode=corpus ;;
   "") ;;
-  *[!0-9]*) echo "usage: $0 [SECONDS | --ci | --corpus]" >&2; exit 2 ;;
+  *[!0-9]*) echo "usage: $0 [--small] [SECONDS] | --ci | --corpus" >&2; exit 2 ;;
   *) seconds=$1 ;;
 esac
 

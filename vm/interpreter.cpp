@@ -2,6 +2,7 @@
 // executor.
 #include "vm/interpreter.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -87,6 +88,41 @@ inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
   return off;
 }
 
+// Gathers n elements of an LDG argument along C from index c0: the C part's
+// mixed-radix digits advance one element at a time, which wraps as
+// part_offset's modulo does, without a division per element.
+void gather_c(float* dst, const float* base, const ArgBinding& a, int64_t c0, int64_t n) {
+  const int nd = a.ndims[kC];
+  if (nd == 0) {
+    std::fill(dst, dst + n, *base);
+    return;
+  }
+  int64_t digit[kMaxRank];
+  int64_t off = 0;
+  for (int d = nd - 1; d >= 0; --d) {
+    const int64_t s = a.dim_size[kC][d];
+    digit[d] = c0 % s;
+    off += digit[d] * a.dim_stride[kC][d];
+    c0 /= s;
+  }
+  const int inner = nd - 1;
+  const int64_t inner_size = a.dim_size[kC][inner], inner_stride = a.dim_stride[kC][inner];
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = base[off];
+    off += inner_stride;
+    if (++digit[inner] < inner_size) continue;
+    // Carry into the outer digits.
+    int d = inner;
+    for (;;) {
+      off -= digit[d] * a.dim_stride[kC][d];
+      digit[d] = 0;
+      if (--d < 0) break;
+      off += a.dim_stride[kC][d];
+      if (++digit[d] < a.dim_size[kC][d]) break;
+    }
+  }
+}
+
 // An outer-reduction epilogue may read constants (CONST, PARAM) set in the prologue; the
 // prologue runs per row (not at all when R = 0) and a split launch's
 // epilogue may run on another thread's frame, so they are set again before
@@ -135,9 +171,8 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
           f.ptr[static_cast<size_t>(d)] = f.reg(d);
           break;
         default: {  // LDG
-          const int64_t base = part_offset(a, 0, t.p) + part_offset(a, 1, t.r);
           float* dst = f.reg(d);
-          for (int64_t i = 0; i < n; ++i) dst[i] = *f32_in(a, base + part_offset(a, 2, t.c0 + i));
+          gather_c(dst, f32_in(a, part_offset(a, 0, t.p) + part_offset(a, 1, t.r)), a, t.c0, n);
           f.ptr[static_cast<size_t>(d)] = dst;
           break;
         }
