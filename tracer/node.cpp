@@ -62,10 +62,17 @@ bool Node::is_contiguous() const {
 
 void Node::drop_inputs() {
   for (int i = 0; i < nin; ++i) {
-    if (in[i]) in[i]->release();
+    if (in[i] && !(uncounted >> i & 1)) in[i]->release();
     in[i] = nullptr;
   }
   nin = 0;
+  uncounted = 0;
+}
+
+void Node::count_inputs() {
+  for (int i = 0; i < nin; ++i)
+    if (in[i] && (uncounted >> i & 1)) in[i]->retain();
+  uncounted = 0;
 }
 
 namespace {
@@ -158,11 +165,14 @@ void destroy_from(Node* n, int depth) {
   for (int i = 0; i < n->nin; ++i) {
     Node* x = n->in[i];
     n->in[i] = nullptr;
-    if (!x || (x->counts.fetch_sub(Node::kRef, std::memory_order_acq_rel) & 0xffffffffu) != 1) continue;
+    if (!x || (n->uncounted >> i & 1) ||
+        (x->counts.fetch_sub(Node::kRef, std::memory_order_acq_rel) & 0xffffffffu) != 1)
+      continue;
     if (depth < kMaxDestroyDepth) destroy_from(x, depth + 1);
     else defer_destroy(x);
   }
   n->nin = 0;
+  n->uncounted = 0;
   if (n->failed) [[unlikely]] forget_failure(n);
   if (n->storage) n->storage->release();
   if (Storage* d = n->dense.load(std::memory_order_acquire)) d->release();
@@ -232,10 +242,38 @@ Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape) {
   return n;
 }
 
-void set_input(Node* n, int i, Node* input) {
+namespace {
+bool count_edge(Node* input) {
+  // `pending` is this thread's to read: the ops take only inputs that are
+  // not pending in another thread's trace.
+  if (input->pending) return false;
   input->retain();
+  return true;
+}
+
+void attach_input(Node* n, int i, Node* input, bool counted) {
+  const uint8_t bit = static_cast<uint8_t>(1u << i);
+  n->uncounted = static_cast<uint8_t>(counted ? n->uncounted & ~bit : n->uncounted | bit);
   n->in[i] = input;
   if (n->nin <= i) n->nin = static_cast<uint8_t>(i + 1);
 }
+}  // namespace
+
+Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape, Node* const* inputs, int k) {
+  bool counted[3];
+  for (int i = 0; i < k; ++i) counted[i] = count_edge(inputs[i]);
+  Node* n;
+  try {
+    n = new_node(kind, op, dtype, shape);
+  } catch (...) {
+    for (int i = 0; i < k; ++i)
+      if (counted[i]) inputs[i]->release();
+    throw;
+  }
+  for (int i = 0; i < k; ++i) attach_input(n, i, inputs[i], counted[i]);
+  return n;
+}
+
+void set_input(Node* n, int i, Node* input) { attach_input(n, i, input, count_edge(input)); }
 
 }  // namespace dvm::detail

@@ -59,6 +59,11 @@ struct Node {
   bool failed = false;
   int8_t red_begin = 0, red_end = 0;
   uint8_t nin = 0;
+  // Bit i: in[i] is not counted in that input's refs. An input pending in
+  // the recording thread's trace is kept alive by the trace until its flush
+  // ends, so recording an op counts no edge to it (one atomic operation
+  // fewer per operand); the flush drops or counts these edges (settle_inputs).
+  uint8_t uncounted = 0;
   Shape shape;
   Node* in[3] = {nullptr, nullptr, nullptr};
   float value = 0.0f;       // Const; or the inline scalar operand
@@ -114,6 +119,9 @@ struct Node {
   void destroy();
   // Drops the inputs once this node's values are materialized.
   void drop_inputs();
+  // Counts the uncounted edges of a node that keeps its inputs past the
+  // flush that made them (before the trace lets go of its nodes).
+  void count_inputs();
 
   // Nodes come from a per-thread free list: recording allocates nothing
   // from the system in steady state.
@@ -137,6 +145,12 @@ void contiguous_strides(const Shape& shape, int64_t* strides);
 void node_pool_init();
 
 Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape);
-void set_input(Node* n, int i, Node* input);  // retains input
+// Sets n's input i (n is new): counts the reference, unless input is pending
+// in the calling thread's trace (see Node::uncounted).
+void set_input(Node* n, int i, Node* input);
+// new_node with inputs 0..k-1 set (as set_input). The edges are counted
+// before the node is written: an atomic operation waits for the stores
+// before it, and a new node is a few hundred bytes of them.
+Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape, Node* const* inputs, int k);
 
 }  // namespace dvm::detail

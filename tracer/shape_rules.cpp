@@ -69,6 +69,7 @@ void check_extents(const char* op, const Shape& s, const std::string& context) {
 }
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  if (a == b) return a;  // the common case; a's extents were checked when it was made
   const int rank = std::max(a.rank(), b.rank());
   Shape out;
   for (int k = 0; k < rank; ++k) {

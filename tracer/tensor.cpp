@@ -83,7 +83,10 @@ void check_shape(const char* op, const Shape& s) { detail::check_extents(op, s);
 
 // Hands a new pending node to the trace and returns its handle.
 Tensor record(Node* n) {
-  Tensor t(n);  // the Tensor holds it before the trace may flush
+  // n is new and no other thread can see it yet: its first two references
+  // (the handle's, the trace's) are counted with one plain store.
+  n->counts.store(Node::kUserRef + Node::kRef, std::memory_order_relaxed);
+  Tensor t(n, Tensor::Adopt{});  // the Tensor holds it before the trace may flush
   detail::Trace::current().record(n);
   return t;
 }
@@ -100,16 +103,20 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   const char* name = detail::op_name(op);
   Node* nodes[3];
   int k = 0;
-  Shape shape;
+  const Shape* shape = nullptr;
+  Shape broadcast;
   for (const Tensor* t : ins) {
     nodes[k] = need(*t, name);
     check_computable(name, nodes[k]);
-    shape = k == 0 ? nodes[0]->shape : detail::broadcast_shapes(name, shape, nodes[k]->shape);
+    if (k == 0) {
+      shape = &nodes[0]->shape;
+    } else if (!(*shape == nodes[k]->shape)) {
+      broadcast = detail::broadcast_shapes(name, *shape, nodes[k]->shape);
+      shape = &broadcast;
+    }
     ++k;
   }
-  Node* n = detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), shape);
-  for (int i = 0; i < k; ++i) detail::set_input(n, i, nodes[i]);
-  return record(n);
+  return record(detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), *shape, nodes, k));
 }
 
 // A binary op with one float operand kept inline in the node (position pos):
@@ -119,8 +126,7 @@ Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediat
   const char* name = detail::op_name(op);
   Node* x = need(t, name);
   check_computable(name, x);
-  Node* n = detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), x->shape);
-  detail::set_input(n, 0, x);
+  Node* n = detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), x->shape, &x, 1);
   n->scalar_pos = static_cast<int8_t>(pos);
   n->value = s;
   n->immediate = immediate;

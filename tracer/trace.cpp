@@ -40,16 +40,16 @@ namespace {
 }  // namespace
 
 void Trace::record(Node* n) {
-  // Appended first: when the list cannot grow, n is left as it came (the
-  // caller's handle frees it) and the error is a dvm::Error.
+  // Appended first: when the list cannot grow, the trace's reference is
+  // dropped (the caller's handle frees n) and the error is a dvm::Error.
   try {
     nodes_.push_back(n);
   } catch (const std::bad_alloc&) {
+    n->release();
     out_of_memory_recording(n);
   }
   n->pending = true;
   n->owner.store(this, std::memory_order_relaxed);
-  n->retain();  // the trace's reference
   if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_) flush();
 }
 
@@ -93,6 +93,34 @@ std::string flush_error_message(std::exception_ptr e, size_t nodes) {
   }
 }
 
+// Ends a flush: every node of the list leaves the trace, and the trace's
+// reference goes. Latest first, so that a node's pending consumers are
+// settled before it: each either died (its uncounted edge to the node went
+// with it) or kept its inputs and counted them. A node that then holds only
+// the trace's reference can be seen by no handle on any thread and by no
+// node: it is destroyed without an atomic operation on its count. `failed`:
+// the flush failed, and every node but a leaf drops its inputs.
+void settle(std::vector<Node*>& nodes, bool failed) {
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    n->pending = false;
+    n->needed = false;
+    // Acquire: a handle that died on another thread just before is done with n.
+    if ((n->counts.load(std::memory_order_acquire) & 0xffffffffu) == 1) {
+      n->destroy();
+      continue;
+    }
+    const bool leaf = n->kind == NodeKind::Leaf;
+    const bool keeps_inputs = failed ? n->storage && leaf : !n->storage || leaf;
+    if (keeps_inputs) n->count_inputs();
+    else n->drop_inputs();
+    // Last: other threads may read the node from here on.
+    n->owner.store(nullptr, std::memory_order_release);
+    n->release();
+  }
+  nodes.clear();
+}
+
 }  // namespace
 
 void Trace::flush() {
@@ -120,28 +148,14 @@ void Trace::flush() {
     } catch (...) {
       why = "out of memory";
     }
-    for (Node* n : nodes) {
-      n->pending = false;
-      n->needed = false;
+    for (Node* n : nodes)
       if (!n->storage) mark_failed(n, shared);
-      if (!n->storage || n->kind != NodeKind::Leaf) n->drop_inputs();
-      n->owner.store(nullptr, std::memory_order_release);  // publishes what this flush left
-    }
-    for (Node* n : nodes) n->release();
-    nodes.clear();
+    settle(nodes, true);
     flushing_ = false;
     throw Error(why);
   }
   counters().flushes.fetch_add(1, std::memory_order_relaxed);
-  for (Node* n : nodes) {
-    n->pending = false;
-    n->needed = false;
-    if (n->storage && n->kind != NodeKind::Leaf) n->drop_inputs();
-    // Last: other threads may read the node from here on.
-    n->owner.store(nullptr, std::memory_order_release);
-  }
-  for (Node* n : nodes) n->release();
-  nodes.clear();
+  settle(nodes, false);
   flushing_ = false;
 }
 

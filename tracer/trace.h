@@ -14,8 +14,9 @@ class Trace {
  public:
   static Trace& current();  // this thread's trace
 
-  // Appends a freshly built node (takes the trace's reference) and flushes
-  // when the node limit is reached.
+  // Appends a freshly built node whose count already holds the trace's
+  // reference (see record() in tensor.cpp) and flushes when the node limit
+  // is reached.
   void record(Node* n);
   // Computes every pending node a live Tensor can still observe; pending
   // nodes nothing can reach are dropped without being computed.

@@ -87,6 +87,8 @@ class Tensor {
 
   // ---- internal ------------------------------------------------------------
   explicit Tensor(detail::Node* node);  // takes a new user reference
+  struct Adopt {};
+  Tensor(detail::Node* node, Adopt) noexcept : node_(node) {}  // the caller counted the user reference
   detail::Node* node() const { return node_; }
 
  private:
