@@ -39,11 +39,38 @@ struct Builder {
   const Group& g;
   const std::vector<Placement>& placement;  // per node of the flush
   Lowered out;
-  // Strides of every argument over the axes of g.full, before collapsing.
-  std::vector<std::array<int64_t, kMaxRank>> full_strides;
-  std::vector<uint8_t> arg_domain;  // Domain of the readers (loads) or member (stores)
+  // Working lists, kept per thread so that their capacity stays from group
+  // to group (a flush lowers its groups one at a time, never nested).
+  struct Scratch {
+    // Strides of every argument over the axes of g.full, before collapsing.
+    std::vector<std::array<int64_t, kMaxRank>> full_strides, strides;
+    std::vector<uint8_t> arg_domain;  // Domain of the readers (loads) or member (stores)
+    std::vector<int> leaf_arg;        // per (member, input): arg index or -1
+    std::vector<int> arg_index, out_arg;
+    std::vector<vm::Encoder::Value> loaded, scalar_of;
+    std::vector<std::pair<uint32_t, vm::Encoder::Value>> consts;
+    std::vector<size_t> first_slot, order;
+    std::vector<std::pair<int, vm::Encoder::Value>> block_stores;
+  };
+  Scratch& scratch;
+  std::vector<std::array<int64_t, kMaxRank>>& full_strides;
+  std::vector<uint8_t>& arg_domain;
+  std::vector<int>& leaf_arg;
 
-  Builder(const Group& grp, const std::vector<Placement>& pl) : g(grp), placement(pl) {}
+  static Scratch& thread_scratch() {
+    thread_local Scratch s;
+    s.full_strides.clear();
+    s.arg_domain.clear();
+    s.leaf_arg.clear();
+    return s;
+  }
+  Builder(const Group& grp, const std::vector<Placement>& pl)
+      : g(grp),
+        placement(pl),
+        scratch(thread_scratch()),
+        full_strides(scratch.full_strides),
+        arg_domain(scratch.arg_domain),
+        leaf_arg(scratch.leaf_arg) {}
 
   const Placement& at(const Node* n) const { return placement[static_cast<size_t>(n->index)]; }
 
@@ -77,8 +104,10 @@ struct Builder {
   }
 
   // Pass 1: every argument with its strides over the full shape.
-  std::vector<int> leaf_arg;  // per (member, input): arg index or -1
   void collect() {
+    size_t most = 0;  // arguments at most: one per input, one per member
+    for (const Node* n : g.members) most += n->nin + 1u;
+    out.args.reserve(most);
     for (Node* n : g.members) {
       for (int i = 0; i < n->nin; ++i) {
         Node* x = n->in[i];
@@ -160,7 +189,8 @@ struct Builder {
     sp.parts = vm::form_row(g.form).parts;  // three for every form so far: [P, R, C]
     const Shape& f = g.full;
     const int rank = f.rank();
-    std::vector<std::array<int64_t, kMaxRank>> strides(out.args.size());
+    std::vector<std::array<int64_t, kMaxRank>>& strides = scratch.strides;
+    strides.assign(out.args.size(), {});
     if (g.form != vm::Form::Elementwise) {
       for (int k = 0; k < rank; ++k) sp.size[k] = f[k];
       sp.ndims = rank;
@@ -260,12 +290,15 @@ struct Builder {
   // reductions, then the epilogue.
   bool encode() {
     vm::Encoder enc(g.form);
-    std::vector<int> arg_index(out.args.size(), -1);
-    std::vector<vm::Encoder::Value> loaded(out.args.size(), -1);
+    std::vector<int>& arg_index = scratch.arg_index;
+    std::vector<vm::Encoder::Value>& loaded = scratch.loaded;
+    arg_index.assign(out.args.size(), -1);
+    loaded.assign(out.args.size(), -1);
     for (size_t a = 0; a < out.args.size(); ++a)
       arg_index[a] = enc.add_arg(out.args[a].output ? vm::ArgRole::Output : vm::ArgRole::Input);
 
-    std::vector<std::pair<uint32_t, vm::Encoder::Value>> consts;
+    std::vector<std::pair<uint32_t, vm::Encoder::Value>>& consts = scratch.consts;
+    consts.clear();
     auto constant = [&](float v) {
       uint32_t bits;
       std::memcpy(&bits, &v, 4);
@@ -285,8 +318,10 @@ struct Builder {
     };
 
     // Member index -> its first leaf_arg slot and its output argument.
-    std::vector<size_t> first_slot(g.members.size());
-    std::vector<int> out_arg(g.members.size(), -1);
+    std::vector<size_t>& first_slot = scratch.first_slot;
+    std::vector<int>& out_arg = scratch.out_arg;
+    first_slot.assign(g.members.size(), 0);
+    out_arg.assign(g.members.size(), -1);
     size_t slot = 0;
     for (size_t m = 0; m < g.members.size(); ++m) {
       first_slot[m] = slot;
@@ -296,8 +331,10 @@ struct Builder {
         if (out.args[a].output && out.args[a].node == g.members[m]) out_arg[m] = static_cast<int>(a);
     }
 
-    std::vector<vm::Encoder::Value> scalar_of(slot, -1);  // per (member, input): its parameter
-    std::vector<size_t> order(g.members.size());
+    std::vector<vm::Encoder::Value>& scalar_of = scratch.scalar_of;  // per (member, input): its parameter
+    scalar_of.assign(slot, -1);
+    std::vector<size_t>& order = scratch.order;
+    order.resize(g.members.size());
     for (size_t m = 0; m < order.size(); ++m) order[m] = m;
     const bool col = g.form == vm::Form::ColReduce;
     auto phase = [&](size_t m) {
@@ -333,7 +370,8 @@ struct Builder {
     // ColReduce keeps its reductions in one block: the loads and constants
     // they read come before the first, their stores after the last.
     bool in_block = false;
-    std::vector<std::pair<int, vm::Encoder::Value>> block_stores;
+    std::vector<std::pair<int, vm::Encoder::Value>>& block_stores = scratch.block_stores;
+    block_stores.clear();
     auto end_block = [&] {
       for (auto [a, v] : block_stores) enc.store(out.args[static_cast<size_t>(a)].access, arg_index[static_cast<size_t>(a)], v);
       block_stores.clear();

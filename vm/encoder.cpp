@@ -7,6 +7,13 @@
 
 namespace dvm::vm {
 
+Encoder::Encoder(Form form) : form_(form) {
+  // Typical kernels fit without growing (one allocation each).
+  roles_.reserve(8);
+  types_.reserve(8);
+  ops_.reserve(32);
+}
+
 int Encoder::add_arg(ArgRole role, Dtype type) {
   roles_.push_back(role);
   types_.push_back(type);
@@ -59,12 +66,23 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
     return false;
   }
   // Last use of every value, so its register can be reused after that.
-  std::vector<int> last_use(static_cast<size_t>(next_), -1);
+  // (Per thread, so that their capacity stays from kernel to kernel.)
+  thread_local std::vector<int> last_use, reg_of;
+  last_use.assign(static_cast<size_t>(next_), -1);
   for (size_t i = 0; i < ops_.size(); ++i)
     for (int s = 0; s < ops_[i].nsrc; ++s) last_use[static_cast<size_t>(ops_[i].src[s])] = static_cast<int>(i);
 
-  std::vector<int> reg_of(static_cast<size_t>(next_), -1);
-  std::vector<uint8_t> free_regs;  // a stack: most recently freed first
+  reg_of.assign(static_cast<size_t>(next_), -1);
+  // Registers free for reuse, a stack: most recently freed first. Each
+  // holds a register allocated before, so it never holds more than kMaxRegs.
+  struct FreeRegs {
+    uint8_t r[kMaxRegs];
+    int n = 0;
+    bool empty() const { return n == 0; }
+    void push_back(uint8_t x) { r[n++] = x; }
+    uint8_t back() const { return r[n - 1]; }
+    void pop_back() { --n; }
+  } free_regs;
   int nregs = 0;
   Program prog;
   prog.form = form_;

@@ -15,7 +15,7 @@ class Encoder {
  public:
   using Value = int32_t;  // a virtual register
 
-  explicit Encoder(Form form) : form_(form) {}
+  explicit Encoder(Form form);
 
   int add_arg(ArgRole role, Dtype type = Dtype::F32);
   Value load(Op load_op, int arg);          // LD, LDB, LDS, LDG
