@@ -225,7 +225,8 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
   }
   if ((prm[3] & 3) == 0) l.extent[vm::kP] = std::min<int64_t>(l.P(), 1);
   for (int part = parts; part < vm::kMaxParts; ++part) l.extent[part] = 1;
-  const int64_t P = l.P(), R = l.R(), C = l.C();
+  if (parts > vm::kK) l.extent[vm::kK] = prm[1] % 7;  // Contraction: the summed axis
+  const int64_t P = l.P(), R = l.R(), C = l.C(), K = l.extent[vm::kK];
   const int data_mode = (prm[3] >> 2) & 1;
   // The scalar parameters PARAM reads: values from the same pools as the
   // inputs (specials included in data mode 1).
@@ -284,6 +285,7 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
       const int64_t ps = pick({0, 1, 1, -1}) * (rows + pick({0, 0, 4}));
       b.stride[vm::kR] = rs;
       b.stride[vm::kP] = ps;
+      if (K > 1) b.stride[vm::kK] = pick({0, 1, -1, 3}) * (std::max<int64_t>(P, 1) * std::max<int64_t>(std::abs(ps), rows) + 1);
       if (uses[a] & kLdg) {
         const int64_t ext[3] = {P, R, C};
         for (int part = 0; part < 3; ++part) {
@@ -300,6 +302,7 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
     rg.add(P, b.stride[vm::kP]);
     rg.add(R, b.stride[vm::kR]);
     rg.add(C, cs);
+    rg.add(K, b.stride[vm::kK]);
     for (int part = 0; part < 3; ++part)
       for (int d = 0; d < b.ndims[part]; ++d) rg.add(b.dim_size[part][d], b.dim_stride[part][d]);
   }
@@ -345,7 +348,7 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
   };
   auto where = [&](const std::string& backend) {
     std::ostringstream s;
-    s << backend << " P=" << P << " R=" << R << " C=" << C << " items=" << items << " cuts=" << cut1 << ","
+    s << backend << " P=" << P << " R=" << R << " C=" << C << " K=" << K << " items=" << items << " cuts=" << cut1 << ","
       << cut2;
     return s.str();
   };
@@ -503,7 +506,7 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
   int count = 0;
   std::vector<uint8_t> written;  // registers written so far
   std::vector<uint8_t> stored(static_cast<size_t>(nargs), 0);
-  bool reduces = false;
+  bool reduces = false, contracts = false;
   while (pos < n) {
     b[pos] %= vm::kNumOps;
     const vm::Op op = static_cast<vm::Op>(b[pos]);
@@ -511,6 +514,7 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
     const int len = vm::instr_bytes(op);
     if (pos + static_cast<size_t>(len) > n) break;
     reduces |= cls == vm::OpClass::Reduce;
+    contracts |= cls == vm::OpClass::Contract;
     size_t q = pos + 1;
     int dst = -1;
     for (const char* s = vm::op_info(op).signature; *s; ++s, ++q) {
@@ -551,9 +555,16 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
       if (b[roles_at + static_cast<size_t>(vm::kArgBytes * a)] == 1 && !stored[static_cast<size_t>(a)])
         b[roles_at + static_cast<size_t>(vm::kArgBytes * a)] = 0;
   if (often()) {
-    const bool elementwise = b[4] == static_cast<uint8_t>(vm::Form::Elementwise);
-    if (reduces && elementwise) b[4] = static_cast<uint8_t>(1 + rng() % (vm::kNumForms - 1));
-    if (!reduces && !elementwise) b[4] = static_cast<uint8_t>(vm::Form::Elementwise);
+    // A product makes a Contraction kernel; reductions a reducing form
+    // (vm/forms.h: the rows' rules).
+    const vm::FormRow& row = vm::form_row(static_cast<vm::Form>(b[4]));
+    if (contracts) {
+      b[4] = static_cast<uint8_t>(vm::Form::Contraction);
+    } else if (reduces && row.reduces == vm::ReduceAxis::None) {
+      b[4] = static_cast<uint8_t>(rng() % 2 ? vm::Form::RowReduce : vm::Form::ColReduce);
+    } else if (!reduces && (row.reduces != vm::ReduceAxis::None || row.contracts)) {
+      b[4] = static_cast<uint8_t>(vm::Form::Elementwise);
+    }
   }
   b[count_at] = static_cast<uint8_t>(count & 0xFF);
   b[count_at + 1] = static_cast<uint8_t>(count >> 8);

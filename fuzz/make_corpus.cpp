@@ -108,6 +108,16 @@ std::vector<dvm::vm::Bytecode> contract_kernels() {
     e.store(Op::ST, o, e.binary(Op::ADD, e.binary(Op::ADD, s, two), e.binary(Op::MUL, mn, e.load(Op::LD, b))));
     out.push_back(e.finish());
   }
+  {  // A Contraction: the product, an epilogue with a bias, a parameter and
+     // a per-row load, and a second output.
+    Encoder e(Form::Contraction);
+    const int a = e.add_arg(ArgRole::Input), b = e.add_arg(ArgRole::Input), bias = e.add_arg(ArgRole::Input),
+              r = e.add_arg(ArgRole::Input), o = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output);
+    const auto t = e.binary(Op::ADD, e.mma(a, b), e.load(Op::LD, bias));
+    e.store(Op::ST, o, e.unary(Op::GELU_TANH, e.binary(Op::MUL, t, e.param())));
+    e.store(Op::ST, o2, e.binary(Op::MUL, t, e.load(Op::LDB, r)));
+    out.push_back(e.finish());
+  }
   return out;
 }
 

@@ -42,12 +42,17 @@ inline constexpr int kArgBytes = 2;     // per argument: role, element type
 //                and may be reduced again (multi-phase: softmax, layer_norm).
 //   ColReduce:   reductions fold R; instructions after the reductions run
 //                over [P, C] only (the epilogue).
+//   Contraction: the cube unit's mix kernel over [P, R, C, K]: one MMA makes
+//                the [R, C] product of two inputs summed over K (per P), and
+//                the rest of the program (the epilogue) runs elementwise
+//                over [P, R, C] on it while its tile is in cache.
 //
 //   X(Name,        name in logs and stats)
 #define DVM_FORMS(X)              \
   X(Elementwise, "elementwise")   \
   X(RowReduce,   "row_reduce")    \
-  X(ColReduce,   "col_reduce")
+  X(ColReduce,   "col_reduce")   \
+  X(Contraction, "contraction")
 
 enum class Form : uint8_t {
 #define DVM_X(name, str) name,

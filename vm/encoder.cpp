@@ -38,6 +38,11 @@ Encoder::Value Encoder::ternary(Op op, Value a, Value b, Value c) {
 }
 Encoder::Value Encoder::reduce(Op op, Value a) { return emit(op, {a}, -1, 0.0f, true); }
 void Encoder::store(Op op, int arg, Value v) { emit(op, {v}, arg, 0.0f, false); }
+Encoder::Value Encoder::mma(int a, int b) {
+  const Value v = emit(Op::MMA, {}, a, 0.0f, true);
+  ops_.back().arg2 = b;
+  return v;
+}
 
 Bytecode Encoder::finish() const {
   Bytecode b;
@@ -137,12 +142,12 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
     Instr ins;
     ins.op = p.op;
     ins.imm = p.imm;
-    int next_src = 0;
+    int next_src = 0, next_arg = 0;
     for (const char* sig = op_info(p.op).signature; *sig; ++sig) {
       switch (*sig) {
         case 'D': ins.r[ins.nr++] = dst; break;
         case 'R': ins.r[ins.nr++] = src_regs[next_src++]; break;
-        case 'A': ins.r[ins.nr++] = static_cast<uint8_t>(p.arg); break;
+        case 'A': ins.r[ins.nr++] = static_cast<uint8_t>(next_arg++ == 0 ? p.arg : p.arg2); break;
         case 'S': ins.scalar = static_cast<uint16_t>(p.arg); break;  // PendingOp::arg holds it
       }
     }

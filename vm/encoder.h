@@ -28,6 +28,8 @@ class Encoder {
   Value binary(Op op, Value a, Value b);
   Value ternary(Op op, Value a, Value b, Value c);
   Value reduce(Op op, Value a);             // RSUM, RMAX, RMIN
+  // The cube unit's product of inputs a [P, R, K] and b [P, K, C] (Contraction).
+  Value mma(int a, int b);
   void store(Op store_op, int arg, Value v);  // ST, STB
 
   // Assigns registers and writes the bytes. Throws dvm::Error when the kernel
@@ -47,6 +49,7 @@ class Encoder {
     int nsrc;
     int arg;  // argument index (loads, stores) or scalar index (PARAM)
     float imm;
+    int arg2 = -1;  // MMA's second argument
   };
   Value emit(Op op, std::initializer_list<Value> srcs, int arg, float imm, bool has_dst);
   bool build(Bytecode* out, std::string* why) const;

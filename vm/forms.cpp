@@ -10,9 +10,10 @@ namespace dvm::vm {
 namespace {
 
 constexpr FormRow kRows[] = {
-    {Form::Elementwise, 3, ReduceAxis::None, false, elementwise_work_items, elementwise_item_elements, nullptr},
-    {Form::RowReduce, 3, ReduceAxis::Inner, true, row_reduce_work_items, row_reduce_item_elements, row_reduce_splits},
-    {Form::ColReduce, 3, ReduceAxis::Outer, false, col_reduce_work_items, col_reduce_item_elements, col_reduce_splits},
+    {Form::Elementwise, 3, ReduceAxis::None, false, false, elementwise_work_items, elementwise_item_elements, nullptr},
+    {Form::RowReduce, 3, ReduceAxis::Inner, true, false, row_reduce_work_items, row_reduce_item_elements, row_reduce_splits},
+    {Form::ColReduce, 3, ReduceAxis::Outer, false, false, col_reduce_work_items, col_reduce_item_elements, col_reduce_splits},
+    {Form::Contraction, 4, ReduceAxis::None, false, true, contraction_work_items, contraction_item_elements, nullptr},
 };
 static_assert(std::size(kRows) == kNumForms, "one row per form of DVM_FORMS");
 

@@ -24,12 +24,13 @@ enum class ReduceAxis : uint8_t {
 
 struct FormRow {
   Form form;
-  // Parts of the iteration space it uses (vm/launch.h: at most kMaxParts);
-  // the forms so far use three, [P, R, C].
+  // Parts of the iteration space it uses (vm/launch.h: at most kMaxParts):
+  // three, [P, R, C], for the vector forms; Contraction adds K.
   int parts;
   // Verify rules.
   ReduceAxis reduces;  // None: no reductions; otherwise at least one
   bool row_stores;     // stb (one value per row) is allowed
+  bool contracts;      // exactly one mma (the cube unit); elsewhere none
   // Schedule (vm/schedule.h): work items of a launch, floats one item
   // touches (the parallel cost model's unit), and whether a launch splits its
   // reduced axis into chunks (null: never).

@@ -3,6 +3,7 @@
 #include "vm/interpreter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -28,6 +29,8 @@ struct Frame {
   // value is stored by the next instruction), or -1.
   std::vector<int> direct;
   int64_t tile = 0;
+  // Contraction: the current tile's row of the MMA's product (its register's data).
+  const float* mma = nullptr;
 
   ~Frame() { std::free(scratch); }
 
@@ -192,6 +195,9 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       }
       return;
     }
+    case OpClass::Contract:  // the driver computed the product; its row for this tile
+      f.ptr[ins.r[0]] = f.mma;
+      return;
     case OpClass::Const:  // an immediate, or a scalar parameter the launch binds
       f.sval[ins.r[0]] = ins.op == Op::PARAM ? l.scalars[ins.scalar] : ins.imm;
       return;
@@ -502,6 +508,62 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
 
 namespace {
 
+// The cube unit's product of one output block: c[i * ldc + j] = sum over k
+// of a[i * ars + k * aks] * b[k * bks + j * bcs], each sum in ascending k
+// from +0 (fused multiply-adds on the SIMD ISAs, separate roundings on the
+// portable one), the order every tier keeps.
+void mma_block(backends::Isa isa, const float* a, int64_t ars, int64_t aks, const float* b, int64_t bks,
+               int64_t bcs, int64_t rows, int64_t cols, int64_t K, float* c, int64_t ldc) {
+  const bool fused = isa != backends::Isa::Portable;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float acc = 0.0f;
+      const float* ai = a + i * ars;
+      const float* bj = b + j * bcs;
+      if (fused) {
+        for (int64_t k = 0; k < K; ++k) acc = std::fma(ai[k * aks], bj[k * bks], acc);
+      } else {
+        for (int64_t k = 0; k < K; ++k) {
+          const float prod = ai[k * aks] * bj[k * bks];
+          acc = acc + prod;
+        }
+      }
+      c[i * ldc + j] = acc;
+    }
+}
+
+// Contraction items are output blocks (vm/schedule.h): the MMA's product
+// for the block is made into the thread's block buffer, then the program
+// runs over the block's rows as tiles, its MMA register reading the buffer.
+void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
+                     const backends::MicroKernels& mk) {
+  const Program& p = k.program();
+  const auto& info = k.verified().info;
+  Frame& f = t_frame;
+  f.prepare(p, kTile, mk.lanes);
+  const Instr* mma = nullptr;
+  for (const Instr& ins : p.code)
+    if (ins.op == Op::MMA) mma = &ins;
+  const ArgBinding& A = l.args[mma->r[1]];
+  const ArgBinding& B = l.args[mma->r[2]];
+  const MmaBlocks blocks = mma_blocks(l);
+  thread_local std::vector<float> product;
+  product.resize(static_cast<size_t>(blocks.rows * kMmaCols));
+  const size_t ni = p.code.size();
+  for (int64_t item = begin; item < end; ++item) {
+    int64_t rows = 0;
+    const ItemStart at = mma_item(l, blocks, item, &rows);
+    mma_block(mk.isa, f32_in(A, at.p * A.stride[kP] + at.r * A.stride[kR]), A.stride[kR], A.stride[kK],
+              f32_in(B, at.p * B.stride[kP] + at.c0 * B.stride[kC]), B.stride[kK], B.stride[kC], rows, at.n, l.K(),
+              product.data(), at.n);
+    for (int64_t r = 0; r < rows; ++r) {
+      const Tile t{at.p, at.r + r, at.c0, at.n};
+      f.mma = product.data() + r * at.n;
+      for (size_t i = 0; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
+    }
+  }
+}
+
 void split_rows_interpreted(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
   split_row_reduce(k, l, mk, nullptr);
 }
@@ -517,6 +579,7 @@ constexpr Driver kDrivers[] = {
     {Form::Elementwise, run_elementwise, nullptr},
     {Form::RowReduce, run_row_reduce, split_rows_interpreted},
     {Form::ColReduce, run_col_reduce, interpret_split_cols},
+    {Form::Contraction, run_contraction, nullptr},
 };
 static_assert(std::size(kDrivers) == kNumForms, "an interpreter driver per form");
 constexpr bool drivers_in_form_order() {

@@ -45,7 +45,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // check does not walk the code.
   struct ArgUse {
     uint8_t arg;
-    Op op;          // the load or store
+    Op op;          // the load or store, or MMA (once per argument it reads)
     bool prologue;  // ColReduce: before the reductions (runs only when R > 0)
   };
   const std::vector<ArgUse>& arg_uses() const { return arg_uses_; }

@@ -12,6 +12,11 @@ Kernel::Kernel(Bytecode bc, VerifiedProgram vp)
   for (size_t i = 0; i < p.code.size(); ++i) {
     const Instr& ins = p.code[i];
     const OpClass cls = op_class(ins.op);
+    if (cls == OpClass::Contract) {  // reads both its arguments
+      arg_uses_.push_back({ins.r[1], ins.op, false});
+      arg_uses_.push_back({ins.r[2], ins.op, false});
+      continue;
+    }
     if (cls != OpClass::Load && cls != OpClass::Store) continue;
     const bool prologue =
         form_row(p.form).reduces == ReduceAxis::Outer && static_cast<int>(i) < vp_.first_reduce;

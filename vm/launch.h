@@ -12,10 +12,12 @@ namespace dvm::vm {
 
 // The iteration space has up to kMaxParts parts, outermost first; a form
 // says how many it uses and what they mean (vm/forms.h: FormRow::parts).
-// The forms so far use three, [P, R, C] with C innermost; the extents of
-// parts a form does not use are 1.
+// The vector forms use three, [P, R, C] with C innermost; Contraction adds
+// K, the axis its MMA sums over (its inputs' addresses step along it; its
+// epilogue runs over [P, R, C]). The extents of parts a form does not use
+// are 1.
 inline constexpr int kMaxParts = 4;
-enum Part : int { kP = 0, kR = 1, kC = 2 };
+enum Part : int { kP = 0, kR = 1, kC = 2, kK = 3 };
 
 // Addresses are element offsets from the argument's base pointer: element
 // (i0, i1, ...) of the iteration space is at base[sum of ik * stride[k]];
@@ -55,6 +57,7 @@ struct Launch {
   int64_t P() const { return extent[kP]; }
   int64_t R() const { return extent[kR]; }
   int64_t C() const { return extent[kC]; }
+  int64_t K() const { return extent[kK]; }
 };
 
 }  // namespace dvm::vm

@@ -50,7 +50,8 @@ void check_launch(const Kernel& k, const Launch& l) {
   if (work_items(k, l) > 0)
     for (const Kernel::ArgUse& u : k.arg_uses()) {
       const bool per_row = u.op == Op::LDB || u.op == Op::STB;
-      if ((per_row || l.C() > 0) && (!u.prologue || l.R() > 0)) touched[u.arg] = 1;
+      if ((per_row || l.C() > 0) && (!u.prologue || l.R() > 0) && (u.op != Op::MMA || l.K() > 0))
+        touched[u.arg] = 1;
     }
   for (size_t a = 0; a < l.args.size(); ++a) {
     const ArgBinding& b = l.args[a];

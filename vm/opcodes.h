@@ -67,7 +67,9 @@ namespace dvm::vm {
   /* reductions along the kernel's reduced axis */                             \
   X(RSUM,      "rsum",      Reduce,   "DR")                                    \
   X(RMAX,      "rmax",      Reduce,   "DR")                                    \
-  X(RMIN,      "rmin",      Reduce,   "DR")
+  X(RMIN,      "rmin",      Reduce,   "DR")                                    \
+  /* the cube unit: D = sum over K of A[p, r, k] * B[p, k, c] (Contraction) */ \
+  X(MMA,       "mma",       Contract, "DAA")
 
 enum class Op : uint8_t {
 #define DVM_X(name, mn, cls, sig) name,
@@ -81,7 +83,7 @@ inline constexpr int kNumOps = 0
 #undef DVM_X
     ;
 
-enum class OpClass : uint8_t { Load, Store, Const, Unary, Binary, Ternary, Reduce };
+enum class OpClass : uint8_t { Load, Store, Const, Unary, Binary, Ternary, Reduce, Contract };
 
 struct OpInfo {
   const char* mnemonic;

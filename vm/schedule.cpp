@@ -21,6 +21,17 @@ bool row_reduce_splits(const Kernel&, const Launch& l) {
 }
 
 int64_t col_reduce_work_items(const Kernel&, const Launch& l) { return l.P() * col_tiles(l); }
+
+int64_t contraction_work_items(const Kernel&, const Launch& l) {
+  if (l.R() == 0 || l.C() == 0) return 0;
+  const MmaBlocks b = mma_blocks(l);
+  return l.P() * b.rblocks * b.cblocks;
+}
+int64_t contraction_item_elements(const Kernel&, const Launch& l) {
+  // Floats read and written by one block: its output and its two panels.
+  const int64_t rows = std::min(mma_blocks(l).rows, l.R()), cols = std::min(kMmaCols, l.C());
+  return rows * cols + (rows + cols) * std::max<int64_t>(l.K(), 0);
+}
 int64_t col_reduce_item_elements(const Kernel&, const Launch& l) {
   return std::min(l.C(), kTile) * std::max<int64_t>(l.R(), 1);
 }

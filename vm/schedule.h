@@ -83,6 +83,9 @@ bool row_reduce_splits(const Kernel& k, const Launch& l);
 int64_t col_reduce_work_items(const Kernel& k, const Launch& l);
 int64_t col_reduce_item_elements(const Kernel& k, const Launch& l);
 bool col_reduce_splits(const Kernel& k, const Launch& l);
+int64_t contraction_work_items(const Kernel& k, const Launch& l);
+int64_t contraction_item_elements(const Kernel& k, const Launch& l);
+
 
 // Where a work item starts: Elementwise items are (row, chunk) with rows
 // p * R + r, C in chunks of kChunk; ColReduce items are (p, column tile) of
@@ -99,6 +102,29 @@ inline int64_t col_tiles(const Launch& l) { return (l.C() + kTile - 1) / kTile; 
 inline ItemStart col_item(const Launch& l, int64_t ctiles, int64_t item) {
   const int64_t c0 = (item % ctiles) * kTile;
   return {item / ctiles, 0, c0, std::min(kTile, l.C() - c0)};
+}
+
+// Contraction items are output blocks (p, rows, columns) of up to
+// kMmaRows x kMmaCols, each summed over the whole K (never split, so the
+// bits do not depend on the thread count). A launch of at most kMmaSmallRows
+// rows takes them all in one block per column block: the weights stream
+// through once (one token of a decoder).
+inline constexpr int64_t kMmaRows = 192;
+inline constexpr int64_t kMmaCols = kTile;
+inline constexpr int64_t kMmaSmallRows = 16;
+struct MmaBlocks {
+  int64_t rows, rblocks, cblocks;
+};
+inline MmaBlocks mma_blocks(const Launch& l) {
+  const int64_t rows = l.R() <= kMmaSmallRows ? std::max<int64_t>(l.R(), 1) : kMmaRows;
+  return {rows, (l.R() + rows - 1) / rows, (l.C() + kMmaCols - 1) / kMmaCols};
+}
+inline ItemStart mma_item(const Launch& l, const MmaBlocks& b, int64_t item, int64_t* rows) {
+  const int64_t per_p = b.rblocks * b.cblocks;
+  const int64_t p = item / per_p, rb = item % per_p / b.cblocks, cb = item % b.cblocks;
+  const int64_t r0 = rb * b.rows, c0 = cb * kMmaCols;
+  *rows = std::min(b.rows, l.R() - r0);
+  return {p, r0, c0, std::min(kMmaCols, l.C() - c0)};
 }
 
 }  // namespace dvm::vm

@@ -300,6 +300,7 @@ constexpr MachineSplit kMachineSplits[] = {
     {Form::Elementwise, nullptr},
     {Form::RowReduce, machine_split_rows},
     {Form::ColReduce, machine_split_cols},
+    {Form::Contraction, nullptr},
 };
 static_assert(std::size(kMachineSplits) == kNumForms, "an entry per form");
 

@@ -84,6 +84,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   out->max_level = 0;
   out->first_reduce = out->last_reduce = -1;
   bool after_reduce_block = false;  // outer reductions: past the reductions
+  int mmas = 0;
 
   for (int i = 0; i < count; ++i) {
     std::string at = "instruction " + std::to_string(i);
@@ -198,6 +199,14 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       case OpClass::Ternary:
         info.dst_kind = any_vec ? Kind::Vec : Kind::Row;
         break;
+      case OpClass::Contract:
+        if (!rules.contracts) return c.fail(at + ": mma is not allowed in " + form_name(p.form) + " kernels");
+        if (++mmas > 1) return c.fail(at + ": a " + form_name(p.form) + " kernel has one mma");
+        for (int k = 1; k <= 2; ++k)
+          if (p.roles[ins.r[k]] != ArgRole::Input)
+            return c.fail(at + ": multiplies argument " + std::to_string(ins.r[k]) + ", which is an output");
+        info.dst_kind = Kind::Vec;
+        break;
       case OpClass::Reduce:
         if (rules.reduces == ReduceAxis::None)
           return c.fail(at + ": reductions are not allowed in " + form_name(p.form) + " kernels");
@@ -224,6 +233,8 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   if (c.pos != b.size())
     return c.fail(std::to_string(b.size() - c.pos) + " trailing byte(s) after " +
                   std::to_string(count) + " instructions");
+  if (rules.contracts && mmas == 0)
+    return c.fail(std::string(form_name(p.form)) + " kernel has no mma");
   if (rules.reduces != ReduceAxis::None && out->first_reduce < 0)
     return c.fail(std::string(form_name(p.form)) + " kernel has no reduction");
   for (int a = 0; a < nargs; ++a)

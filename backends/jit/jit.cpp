@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/jit/codegen.h"
+#include "dvm/error.h"
 #include "backends/jit/lower.h"
 #include "backends/jit/target.h"
 #include "vm/schedule.h"
@@ -97,6 +98,11 @@ void run_col_tiles(ItemRunner& run, int64_t begin, int64_t end) {
   }
 }
 
+// Contraction kernels are declined by compile(): never run here.
+[[noreturn]] void run_declined(ItemRunner&, int64_t, int64_t) {
+  throw Error("internal: the JIT ran a kernel form it declines to compile");
+}
+
 // The JIT's entry per form of the form table (vm/forms.h).
 struct FormDriver {
   vm::Form form;
@@ -106,6 +112,7 @@ constexpr FormDriver kFormDrivers[] = {
     {vm::Form::Elementwise, run_elementwise},
     {vm::Form::RowReduce, run_row_runs},
     {vm::Form::ColReduce, run_col_tiles},
+    {vm::Form::Contraction, run_declined},
 };
 static_assert(std::size(kFormDrivers) == vm::kNumForms, "a JIT driver per form");
 
@@ -114,6 +121,10 @@ static_assert(std::size(kFormDrivers) == vm::kNumForms, "a JIT driver per form")
 std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::string* reason) {
   std::string local;
   if (!reason) reason = &local;
+  if (vp.program.form == vm::Form::Contraction) {
+    *reason = "contraction kernels run on the interpreter's cube unit (no machine-code cube unit yet)";
+    return nullptr;
+  }
   // Loads and stores of the generated code read and write f32 elements.
   for (size_t a = 0; a < vp.program.types.size(); ++a)
     if (vp.program.types[a] != Dtype::F32) {

@@ -169,7 +169,8 @@ struct Lowering {
           if (src[i][k] >= 0) s[k].id = val(src[i][k]);
         return kApply[static_cast<int>(ins.op)](s).id;
       }
-      case OpClass::Reduce: break;
+      case OpClass::Reduce:
+      case OpClass::Contract: break;  // Contraction kernels are declined before lowering
     }
     return -1;
   }
@@ -588,6 +589,10 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, in
       *reason = "ldg: general gather is interpreter-only";
       return false;
     }
+  if (vp.program.form == vm::Form::Contraction) {
+    *reason = "contraction kernels are interpreter-only";
+    return false;
+  }
   // Each parameter holds a register or a 64-byte spill slot for the whole
   // call: bound the stack frame.
   if (vp.program.nscalars > kMaxJitParams) {
@@ -605,6 +610,7 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, in
     case vm::Form::Elementwise: lw.elementwise(std::max(unroll, 1), interleave); break;
     case vm::Form::RowReduce: lw.row_reduce(); break;
     case vm::Form::ColReduce: lw.col_reduce(std::max(col_block, 1)); break;
+    case vm::Form::Contraction: break;  // declined above
   }
   t_ir = saved;
   return true;

@@ -279,7 +279,22 @@ TEST(Verifier, FollowsEachFormsRow) {
       Encoder e(form);
       int in = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
       e.store(Op::ST, out, e.load(Op::LD, in));
-      EXPECT_EQ(accepted(e.finish()), row.reduces == ReduceAxis::None) << form_name(form);
+      EXPECT_EQ(accepted(e.finish()), row.reduces == ReduceAxis::None && !row.contracts) << form_name(form);
+    }
+    // A product stored: only where the form contracts; a second is never allowed.
+    {
+      Encoder e(form);
+      int a = e.add_arg(ArgRole::Input), b = e.add_arg(ArgRole::Input), out = e.add_arg(ArgRole::Output);
+      e.store(Op::ST, out, e.mma(a, b));
+      EXPECT_EQ(accepted(e.finish()), row.contracts && row.reduces == ReduceAxis::None) << form_name(form);
+      Encoder twice(form);
+      a = twice.add_arg(ArgRole::Input), b = twice.add_arg(ArgRole::Input), out = twice.add_arg(ArgRole::Output);
+      twice.store(Op::ST, out, twice.binary(Op::ADD, twice.mma(a, b), twice.mma(b, a)));
+      EXPECT_FALSE(accepted(twice.finish())) << form_name(form);
+      Encoder from_output(form);
+      a = from_output.add_arg(ArgRole::Input), out = from_output.add_arg(ArgRole::Output);
+      from_output.store(Op::ST, out, from_output.mma(a, out));
+      EXPECT_FALSE(accepted(from_output.finish())) << form_name(form);
     }
     // A sum stored per element.
     {
