@@ -2,6 +2,8 @@
 #include "vm/launcher.h"
 
 #include <chrono>
+#include <new>
+#include <type_traits>
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -94,11 +96,14 @@ void launch_stack(const std::vector<StackEntry>& entries) {
     // (no malloc per launch); larger ones on the heap.
     constexpr size_t kInlineEntries = 32;
     int64_t first_buf[kInlineEntries + 1];
-    Tier tier_buf[kInlineEntries];
+    // Raw storage: an array of Tier would zero its kInlineEntries members
+    // (default member initializers) on every launch.
+    alignas(Tier) unsigned char tier_buf[sizeof(Tier) * kInlineEntries];
+    static_assert(std::is_trivially_copyable_v<Tier> && std::is_trivially_destructible_v<Tier>);
     std::vector<int64_t> first_heap;
     std::vector<Tier> tier_heap;
     int64_t* first = first_buf;
-    Tier* tier = tier_buf;
+    Tier* tier = reinterpret_cast<Tier*>(tier_buf);
     if (n > kInlineEntries) {
       first_heap.resize(n + 1);
       tier_heap.resize(n);
@@ -113,7 +118,7 @@ void launch_stack(const std::vector<StackEntry>& entries) {
       const int64_t items = splits_rows(*s.kernel, *s.launch) ? 0 : work_items(*s.kernel, *s.launch);
       first[i + 1] = first[i] + items;
       elems += items * item_elements(*s.kernel, *s.launch);
-      tier[i] = select_tier(*s.kernel, s.kernel->calls.load(std::memory_order_relaxed), mk.isa);
+      new (&tier[i]) Tier(select_tier(*s.kernel, s.kernel->calls.load(std::memory_order_relaxed), mk.isa));
     }
     const int64_t total = first[n];
     auto t0 = std::chrono::steady_clock::now();
