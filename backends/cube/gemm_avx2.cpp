@@ -1,0 +1,41 @@
+// The cube GEMM's AVX2 micro-kernels (6 x 16 register tile, fused
+// multiply-add). Compiled with -mavx2 -mfma; gemm.cpp calls in only after
+// isa.h says the CPU has AVX2 and FMA.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "backends/cube/gemm_driver.h"
+
+namespace dvm::backends::cube::detail {
+namespace {
+
+struct V256 {
+  using T = __m256;
+  static constexpr int kLanes = 8;
+  [[gnu::always_inline]] static inline T zero() { return _mm256_setzero_ps(); }
+  [[gnu::always_inline]] static inline T load(const float* p) { return _mm256_loadu_ps(p); }
+  [[gnu::always_inline]] static inline void store(float* p, T x) { _mm256_storeu_ps(p, x); }
+  [[gnu::always_inline]] static inline T bcast(const float* p) { return _mm256_set1_ps(*p); }
+  [[gnu::always_inline]] static inline T madd(T a, T b, T acc) { return _mm256_fmadd_ps(a, b, acc); }
+};
+
+struct Params {
+  using V = V256;
+  static constexpr int MR = 6;
+  static constexpr int NV = 2;
+  static constexpr int64_t KC = 256;
+  static constexpr int64_t MB = 120;
+  static constexpr int64_t NB = 256;
+  static constexpr int64_t kSmallM = 16;
+  static constexpr int64_t kSmallNB = 128;
+};
+
+}  // namespace
+
+extern const Impl kImplAvx2;
+constinit const Impl kImplAvx2 = Driver<Params>::kImpl;
+
+}  // namespace dvm::backends::cube::detail

@@ -1,0 +1,41 @@
+// The cube GEMM's AVX-512 micro-kernels (8 x 32 register tile, fused
+// multiply-add). Compiled with the AVX-512 flags; gemm.cpp calls in only after
+// isa.h says the CPU has AVX-512.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "backends/cube/gemm_driver.h"
+
+namespace dvm::backends::cube::detail {
+namespace {
+
+struct V512 {
+  using T = __m512;
+  static constexpr int kLanes = 16;
+  [[gnu::always_inline]] static inline T zero() { return _mm512_setzero_ps(); }
+  [[gnu::always_inline]] static inline T load(const float* p) { return _mm512_loadu_ps(p); }
+  [[gnu::always_inline]] static inline void store(float* p, T x) { _mm512_storeu_ps(p, x); }
+  [[gnu::always_inline]] static inline T bcast(const float* p) { return _mm512_set1_ps(*p); }
+  [[gnu::always_inline]] static inline T madd(T a, T b, T acc) { return _mm512_fmadd_ps(a, b, acc); }
+};
+
+struct Params {
+  using V = V512;
+  static constexpr int MR = 8;
+  static constexpr int NV = 2;
+  static constexpr int64_t KC = 256;
+  static constexpr int64_t MB = 128;
+  static constexpr int64_t NB = 256;
+  static constexpr int64_t kSmallM = 16;
+  static constexpr int64_t kSmallNB = 128;
+};
+
+}  // namespace
+
+extern const Impl kImplAvx512;
+constinit const Impl kImplAvx512 = Driver<Params>::kImpl;
+
+}  // namespace dvm::backends::cube::detail

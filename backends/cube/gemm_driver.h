@@ -1,0 +1,275 @@
+// The blocked GEMM driver shared by every ISA (Goto/BLIS style): per output
+// block, per K panel, pack A into row panels and B into column panels (or read
+// B in place), and run an MR x NR register-tile micro-kernel over them.
+// Included by one translation unit per ISA, each compiled with that ISA's
+// flags and supplying the vector primitives V:
+//   V::T, V::kLanes, V::zero(), V::load(p), V::store(p, x), V::bcast(p),
+//   V::madd(a, b, acc)   (acc + a * b in the ISA's rounding: fused or not).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "backends/cube/gemm.h"
+
+namespace dvm::backends::cube::detail {
+
+// One ISA's entry points (gemm.cpp dispatches to them).
+struct Impl {
+  int64_t (*items)(const Gemm& g);
+  Block (*block)(const Gemm& g, int64_t item);
+  void (*run)(const Gemm& g, int64_t begin, int64_t end);
+};
+
+// The micro-kernel: c[r][j] (r < R, j < NV * lanes) continues (load) or
+// starts from +0 the sum over k < kc of a[k * R + r] * b[k * ldb + j].
+template <class V, int R, int NV>
+void tile(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t ldb,
+          float* __restrict c, int64_t ldc, bool load) {
+  constexpr int W = V::kLanes;
+  typename V::T acc[R][NV];
+  if (load) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = V::load(c + r * ldc + v * W);
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    typename V::T bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = V::load(b + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const typename V::T av = V::bcast(a + r);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = V::madd(av, bv[v], acc[r][v]);
+    }
+    a += R;
+    b += ldb;
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) V::store(c + r * ldc + v * W, acc[r][v]);
+}
+
+using TileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                        int64_t ldc, bool load);
+
+// kTiles[R]: the micro-kernel for R rows (1 <= R <= MR).
+template <class V, int NV, class S>
+struct TileTable;
+template <class V, int NV, size_t... R>
+struct TileTable<V, NV, std::index_sequence<R...>> {
+  static constexpr TileFn fns[sizeof...(R) + 1] = {nullptr, &tile<V, static_cast<int>(R) + 1, NV>...};
+};
+
+// P: the ISA's parameters: V, MR, NV (NR = NV * lanes), KC, MB, NB (block
+// sizes, multiples of MR and NR), kSmallM (up to this many rows: one block
+// row, B read in place when its rows are contiguous), kSmallNB.
+template <class P>
+struct Driver {
+  using V = typename P::V;
+  static constexpr int MR = P::MR;
+  static constexpr int NR = P::NV * V::kLanes;
+  static constexpr int64_t KC = P::KC;
+  static_assert(P::MB % MR == 0 && P::NB % NR == 0 && P::kSmallNB % NR == 0);
+
+  static constexpr const TileFn* kTiles = TileTable<V, P::NV, std::make_index_sequence<MR>>::fns;
+
+  // Everything here is a member of a template over the TU-local P, so no
+  // inline function compiled with one ISA's flags can be picked by the linker
+  // for another TU (std::min and friends are avoided for the same reason).
+  static int64_t mn(int64_t a, int64_t b) { return a < b ? a : b; }
+
+  // Per-thread packing buffers, 64-byte aligned, grown on demand and kept.
+  struct Buffer {
+    float* p = nullptr;
+    size_t n = 0;
+    Buffer() = default;
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() { ::operator delete[](p, std::align_val_t{64}); }
+    float* get(size_t want) {
+      if (want > n) {
+        ::operator delete[](p, std::align_val_t{64});
+        p = static_cast<float*>(::operator new[](want * sizeof(float), std::align_val_t{64}));
+        n = want;
+      }
+      return p;
+    }
+  };
+
+  struct Plan {
+    int64_t mb, nb, nblocks;
+  };
+  static Plan plan(const Gemm& g) {
+    Plan p;
+    if (g.M <= P::kSmallM) {
+      p.mb = (g.M > 0 ? g.M : 1);
+      p.nb = P::kSmallNB;
+    } else {
+      p.mb = P::MB;
+      p.nb = P::NB;
+    }
+    p.nblocks = (g.N + p.nb - 1) / p.nb;
+    return p;
+  }
+
+  static int64_t items(const Gemm& g) {
+    if (g.M <= 0 || g.N <= 0) return 0;
+    const Plan p = plan(g);
+    return (g.M + p.mb - 1) / p.mb * p.nblocks;
+  }
+
+  static Block block_of(const Gemm& g, const Plan& p, int64_t item) {
+    Block b;
+    b.i0 = item / p.nblocks * p.mb;
+    b.j0 = item % p.nblocks * p.nb;
+    b.rows = mn(p.mb, g.M - b.i0);
+    b.cols = mn(p.nb, g.N - b.j0);
+    return b;
+  }
+  static Block block(const Gemm& g, int64_t item) { return block_of(g, plan(g), item); }
+
+  // Rows [i0, i0+rows) x K range [k0, k0+kc) of A into panels of MR rows
+  // (the last one `rows % MR` rows): panel p holds a[k * R + r].
+  static void pack_a(const Matrix& a, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
+                     float* dst) {
+    for (int64_t ir = 0; ir < rows; ir += MR) {
+      const int64_t R = mn(MR, rows - ir);
+      const float* src = a.data + (i0 + ir) * a.rs + k0 * a.cs;
+      if (R == MR) {
+        pack_a_panel<MR>(src, a.rs, a.cs, kc, dst);
+      } else {
+        for (int64_t k = 0; k < kc; ++k)
+          for (int64_t r = 0; r < R; ++r) dst[k * R + r] = src[r * a.rs + k * a.cs];
+      }
+      dst += R * kc;
+    }
+  }
+  // A full panel: reads R row streams, writes contiguously.
+  template <int R>
+  static void pack_a_panel(const float* src, int64_t rs, int64_t cs, int64_t kc, float* dst) {
+    if (cs == 1) {
+      for (int64_t k = 0; k < kc; ++k) {
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) dst[k * R + r] = src[r * rs + k];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) dst[k * R + r] = src[r * rs + k * cs];
+      }
+    }
+  }
+
+  // Columns [j0, j0+cols) (cols <= NR) x K range of B into one kc x NR panel,
+  // zero beyond cols.
+  static void pack_b_panel(const Matrix& b, int64_t k0, int64_t kc, int64_t j0, int64_t cols,
+                           float* dst) {
+    const float* base = b.data + k0 * b.rs + j0 * b.cs;
+    if (b.cs == 1 && cols == NR) {
+      // Fixed-size row copies (a variable-size memcpy becomes rep movs).
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = base + k * b.rs;
+#pragma GCC unroll 64
+        for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j];
+      }
+    } else if (b.cs == 1) {
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int64_t j = 0; j < cols; ++j) dst[k * NR + j] = base[k * b.rs + j];
+        for (int64_t j = cols; j < NR; ++j) dst[k * NR + j] = 0.0f;
+      }
+    } else if (b.rs == 1) {
+      // Transposed B (x @ W^T): each column is contiguous in k.
+      for (int64_t j = 0; j < cols; ++j) {
+        const float* src = base + j * b.cs;
+        for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k];
+      }
+      if (cols < NR)
+        for (int64_t k = 0; k < kc; ++k)
+          for (int64_t j = cols; j < NR; ++j) dst[k * NR + j] = 0.0f;
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = base + k * b.rs;
+        for (int64_t j = 0; j < cols; ++j) dst[k * NR + j] = src[j * b.cs];
+        for (int64_t j = cols; j < NR; ++j) dst[k * NR + j] = 0.0f;
+      }
+    }
+  }
+
+  // One micro-tile; a partial one (nc < NR) runs on a scratch tile.
+  static void run_tile(int64_t R, int64_t nc, int64_t kc, const float* ap, const float* bp,
+                       int64_t ldb, float* c, int64_t ldc, bool load) {
+    if (nc == NR) {
+      kTiles[R](kc, ap, bp, ldb, c, ldc, load);
+      return;
+    }
+    alignas(64) float t[MR * NR];
+    if (load)
+      for (int64_t r = 0; r < R; ++r)
+        std::memcpy(t + r * NR, c + r * ldc, static_cast<size_t>(nc) * sizeof(float));
+    kTiles[R](kc, ap, bp, NR, t, NR, load);
+    for (int64_t r = 0; r < R; ++r)
+      std::memcpy(c + r * ldc, t + r * NR, static_cast<size_t>(nc) * sizeof(float));
+  }
+
+  static void run(const Gemm& g, int64_t begin, int64_t end) {
+    if (begin >= end) return;
+    const Plan p = plan(g);
+    thread_local Buffer abuf, bbuf;
+    const int64_t kcmax = mn(KC, g.K > 0 ? g.K : 1);
+    float* apack = abuf.get(static_cast<size_t>(p.mb * kcmax));
+    float* bpack = bbuf.get(static_cast<size_t>(p.nb * kcmax));
+    const bool small = g.M <= P::kSmallM;
+    // Small M: B is streamed once, so rows read in place beat a packed copy.
+    const bool b_direct = small && g.b.cs == 1;
+    for (int64_t item = begin; item < end; ++item) {
+      const Block blk = block_of(g, p, item);
+      float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
+      if (g.K == 0) {
+        for (int64_t r = 0; r < blk.rows; ++r)
+          for (int64_t j = 0; j < blk.cols; ++j) cblk[r * g.ldc + j] = 0.0f;
+      }
+      for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
+        const int64_t kc = mn(KC, g.K - k0);
+        const bool load = k0 > 0;
+        pack_a(g.a, blk.i0, blk.rows, k0, kc, apack);
+        for (int64_t jr = 0; jr < blk.cols; jr += NR) {
+          const int64_t nc = mn(NR, blk.cols - jr);
+          const float* bp;
+          int64_t ldb;
+          if (b_direct && nc == NR) {
+            bp = g.b.data + k0 * g.b.rs + (blk.j0 + jr);
+            ldb = g.b.rs;
+          } else {
+            float* dst = bpack + jr * kc;
+            pack_b_panel(g.b, k0, kc, blk.j0 + jr, nc, dst);
+            bp = dst;
+            ldb = NR;
+          }
+          const float* ap = apack;
+          for (int64_t ir = 0; ir < blk.rows; ir += MR) {
+            const int64_t R = mn(MR, blk.rows - ir);
+            run_tile(R, nc, kc, ap, bp, ldb, cblk + ir * g.ldc + jr, g.ldc, load);
+            ap += R * kc;
+          }
+        }
+      }
+      if (g.hook) g.hook(g.hook_ctx, g.c, g.ldc, blk.i0, blk.j0, blk.rows, blk.cols);
+    }
+  }
+
+  static constexpr Impl kImpl = {&items, &block, &run};
+};
+
+}  // namespace dvm::backends::cube::detail
