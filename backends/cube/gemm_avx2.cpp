@@ -27,8 +27,8 @@ struct Params {
   static constexpr int MR = 6;
   static constexpr int NV = 2;
   static constexpr int64_t KC = 256;
-  static constexpr int64_t MB = 120;
-  static constexpr int64_t NB = 256;
+  static constexpr int64_t MB = 240;
+  static constexpr int64_t NB = 512;
   static constexpr int64_t kSmallM = 16;
   static constexpr int64_t kSmallNB = 128;
 };

@@ -179,10 +179,16 @@ struct Driver {
     const float* base = b.data + k0 * b.rs + j0 * b.cs;
     if (b.cs == 1 && cols == NR) {
       // Fixed-size row copies (a variable-size memcpy becomes rep movs).
+      // The rows of the next panel are fetched into L2 meanwhile: rows far
+      // apart defeat the hardware prefetchers, and the panel is packed
+      // only after this one's tiles have run.
       for (int64_t k = 0; k < kc; ++k) {
         const float* src = base + k * b.rs;
-#pragma GCC unroll 64
-        for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j];
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j += 16) __builtin_prefetch(src + NR + j, 0, 2);
+#pragma GCC unroll 8
+        for (int v = 0; v < P::NV; ++v)
+          V::store(dst + k * NR + v * V::kLanes, V::load(src + v * V::kLanes));
       }
     } else if (b.cs == 1) {
       for (int64_t k = 0; k < kc; ++k) {
@@ -229,7 +235,7 @@ struct Driver {
     thread_local Buffer abuf, bbuf;
     const int64_t kcmax = mn(KC, g.K > 0 ? g.K : 1);
     float* apack = abuf.get(static_cast<size_t>(p.mb * kcmax));
-    float* bpack = bbuf.get(static_cast<size_t>(p.nb * kcmax));
+    float* bpack = bbuf.get(static_cast<size_t>(NR * kcmax));
     const bool small = g.M <= P::kSmallM;
     // Small M: B is streamed once, so rows read in place beat a packed copy.
     const bool b_direct = small && g.b.cs == 1;
@@ -252,7 +258,7 @@ struct Driver {
             bp = g.b.data + k0 * g.b.rs + (blk.j0 + jr);
             ldb = g.b.rs;
           } else {
-            float* dst = bpack + jr * kc;
+            float* dst = bpack;  // one panel at a time: it stays in L1
             pack_b_panel(g.b, k0, kc, blk.j0 + jr, nc, dst);
             bp = dst;
             ldb = NR;
