@@ -36,6 +36,8 @@ struct Params {
   static constexpr int64_t NB = 128;
   static constexpr int64_t kSmallM = 16;
   static constexpr int64_t kSmallNB = 128;
+  static constexpr int kSmallMR = 4;
+  static constexpr int kSmallNV = 8;
 };
 
 constexpr Impl kImplPortable = Driver<Params>::kImpl;

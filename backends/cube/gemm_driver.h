@@ -25,8 +25,11 @@ struct Impl {
 };
 
 // The micro-kernel: c[r][j] (r < R, j < NV * lanes) continues (load) or
-// starts from +0 the sum over k < kc of a[k * R + r] * b[k * ldb + j].
-template <class V, int R, int NV>
+// starts from +0 the sum over k < kc of a[k * R + r] * b[k * ldb + j]. With
+// PF, each step also prefetches the next NV * lanes floats of b's row (the
+// next strip of a B read in place: its rows are far apart, which the
+// hardware prefetchers do not follow).
+template <class V, int R, int NV, bool PF>
 void tile(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t ldb,
           float* __restrict c, int64_t ldc, bool load) {
   constexpr int W = V::kLanes;
@@ -46,6 +49,10 @@ void tile(int64_t kc, const float* __restrict a, const float* __restrict b, int6
     typename V::T bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) bv[v] = V::load(b + v * W);
+    if constexpr (PF) {
+#pragma GCC unroll 8
+      for (int v = 0; v < NV * W; v += 16) __builtin_prefetch(b + NV * W + v, 0, 3);
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const typename V::T av = V::bcast(a + r);
@@ -64,26 +71,26 @@ void tile(int64_t kc, const float* __restrict a, const float* __restrict b, int6
 using TileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
                         int64_t ldc, bool load);
 
-// kTiles[R]: the micro-kernel for R rows (1 <= R <= MR).
-template <class V, int NV, class S>
+// fns[R]: the micro-kernel for R rows (1 <= R <= sizeof...(R)).
+template <class V, int NV, bool PF, class S>
 struct TileTable;
-template <class V, int NV, size_t... R>
-struct TileTable<V, NV, std::index_sequence<R...>> {
-  static constexpr TileFn fns[sizeof...(R) + 1] = {nullptr, &tile<V, static_cast<int>(R) + 1, NV>...};
+template <class V, int NV, bool PF, size_t... R>
+struct TileTable<V, NV, PF, std::index_sequence<R...>> {
+  static constexpr TileFn fns[sizeof...(R) + 1] = {nullptr,
+                                                   &tile<V, static_cast<int>(R) + 1, NV, PF>...};
 };
 
 // P: the ISA's parameters: V, MR, NV (NR = NV * lanes), KC, MB, NB (block
 // sizes, multiples of MR and NR), kSmallM (up to this many rows: one block
-// row, B read in place when its rows are contiguous), kSmallNB.
+// row of kSmallNB columns, kSmallMR x kSmallNV tiles, B read in place when
+// its rows are contiguous).
 template <class P>
 struct Driver {
   using V = typename P::V;
   static constexpr int MR = P::MR;
   static constexpr int NR = P::NV * V::kLanes;
   static constexpr int64_t KC = P::KC;
-  static_assert(P::MB % MR == 0 && P::NB % NR == 0 && P::kSmallNB % NR == 0);
-
-  static constexpr const TileFn* kTiles = TileTable<V, P::NV, std::make_index_sequence<MR>>::fns;
+  static_assert(P::MB % MR == 0 && P::NB % NR == 0 && P::kSmallNB % (P::kSmallNV * V::kLanes) == 0);
 
   // Everything here is a member of a template over the TU-local P, so no
   // inline function compiled with one ISA's flags can be picked by the linker
@@ -140,15 +147,16 @@ struct Driver {
   }
   static Block block(const Gemm& g, int64_t item) { return block_of(g, plan(g), item); }
 
-  // Rows [i0, i0+rows) x K range [k0, k0+kc) of A into panels of MR rows
-  // (the last one `rows % MR` rows): panel p holds a[k * R + r].
+  // Rows [i0, i0+rows) x K range [k0, k0+kc) of A into panels of GMR rows
+  // (the last one `rows % GMR` rows): a panel of R rows holds a[k * R + r].
+  template <int GMR>
   static void pack_a(const Matrix& a, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
                      float* dst) {
-    for (int64_t ir = 0; ir < rows; ir += MR) {
-      const int64_t R = mn(MR, rows - ir);
+    for (int64_t ir = 0; ir < rows; ir += GMR) {
+      const int64_t R = mn(GMR, rows - ir);
       const float* src = a.data + (i0 + ir) * a.rs + k0 * a.cs;
-      if (R == MR) {
-        pack_a_panel<MR>(src, a.rs, a.cs, kc, dst);
+      if (R == GMR) {
+        pack_a_panel<GMR>(src, a.rs, a.cs, kc, dst);
       } else {
         for (int64_t k = 0; k < kc; ++k)
           for (int64_t r = 0; r < R; ++r) dst[k * R + r] = src[r * a.rs + k * a.cs];
@@ -172,61 +180,113 @@ struct Driver {
     }
   }
 
-  // Columns [j0, j0+cols) (cols <= NR) x K range of B into one kc x NR panel,
-  // zero beyond cols.
+  // Columns [j0, j0+cols) (cols <= GNR) x K range of B into one kc x GNR
+  // panel, zero beyond cols.
+  template <int GNV>
   static void pack_b_panel(const Matrix& b, int64_t k0, int64_t kc, int64_t j0, int64_t cols,
                            float* dst) {
+    constexpr int GNR = GNV * V::kLanes;
     const float* base = b.data + k0 * b.rs + j0 * b.cs;
-    if (b.cs == 1 && cols == NR) {
-      // Fixed-size row copies (a variable-size memcpy becomes rep movs).
-      // The rows of the next panel are fetched into L2 meanwhile: rows far
-      // apart defeat the hardware prefetchers, and the panel is packed
-      // only after this one's tiles have run.
+    if (b.cs == 1 && cols == GNR) {
+      // Vector row copies (a variable-size memcpy becomes rep movs). The
+      // rows of the next panel are fetched into L2 meanwhile: rows far apart
+      // defeat the hardware prefetchers.
       for (int64_t k = 0; k < kc; ++k) {
         const float* src = base + k * b.rs;
-#pragma GCC unroll 4
-        for (int j = 0; j < NR; j += 16) __builtin_prefetch(src + NR + j, 0, 2);
 #pragma GCC unroll 8
-        for (int v = 0; v < P::NV; ++v)
-          V::store(dst + k * NR + v * V::kLanes, V::load(src + v * V::kLanes));
+        for (int j = 0; j < GNR; j += 16) __builtin_prefetch(src + GNR + j, 0, 2);
+#pragma GCC unroll 8
+        for (int v = 0; v < GNV; ++v)
+          V::store(dst + k * GNR + v * V::kLanes, V::load(src + v * V::kLanes));
       }
     } else if (b.cs == 1) {
       for (int64_t k = 0; k < kc; ++k) {
-        for (int64_t j = 0; j < cols; ++j) dst[k * NR + j] = base[k * b.rs + j];
-        for (int64_t j = cols; j < NR; ++j) dst[k * NR + j] = 0.0f;
+        for (int64_t j = 0; j < cols; ++j) dst[k * GNR + j] = base[k * b.rs + j];
+        for (int64_t j = cols; j < GNR; ++j) dst[k * GNR + j] = 0.0f;
       }
     } else if (b.rs == 1) {
-      // Transposed B (x @ W^T): each column is contiguous in k.
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* src = base + j * b.cs;
-        for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k];
+      // Transposed B (x @ W^T): each column is contiguous in k. The ISA's
+      // 8 x 8 transposes where it has them (P::transpose8).
+      int64_t j0t = 0;
+      if constexpr (requires { P::transpose8(base, b.cs, dst, int64_t{GNR}); }) {
+        for (; j0t + 8 <= cols; j0t += 8) {
+          int64_t k = 0;
+          for (; k + 8 <= kc; k += 8) P::transpose8(base + j0t * b.cs + k, b.cs, dst + k * GNR + j0t, GNR);
+          for (; k < kc; ++k)
+            for (int64_t j = j0t; j < j0t + 8; ++j) dst[k * GNR + j] = base[j * b.cs + k];
+        }
       }
-      if (cols < NR)
+      for (int64_t j = j0t; j < cols; ++j) {
+        const float* src = base + j * b.cs;
+        for (int64_t k = 0; k < kc; ++k) dst[k * GNR + j] = src[k];
+      }
+      if (cols < GNR)
         for (int64_t k = 0; k < kc; ++k)
-          for (int64_t j = cols; j < NR; ++j) dst[k * NR + j] = 0.0f;
+          for (int64_t j = cols; j < GNR; ++j) dst[k * GNR + j] = 0.0f;
     } else {
       for (int64_t k = 0; k < kc; ++k) {
         const float* src = base + k * b.rs;
-        for (int64_t j = 0; j < cols; ++j) dst[k * NR + j] = src[j * b.cs];
-        for (int64_t j = cols; j < NR; ++j) dst[k * NR + j] = 0.0f;
+        for (int64_t j = 0; j < cols; ++j) dst[k * GNR + j] = src[j * b.cs];
+        for (int64_t j = cols; j < GNR; ++j) dst[k * GNR + j] = 0.0f;
       }
     }
   }
 
-  // One micro-tile; a partial one (nc < NR) runs on a scratch tile.
+  // One micro-tile; a partial one (nc < GNR) runs on a scratch tile.
+  template <int GMR, int GNV, bool PF>
   static void run_tile(int64_t R, int64_t nc, int64_t kc, const float* ap, const float* bp,
                        int64_t ldb, float* c, int64_t ldc, bool load) {
-    if (nc == NR) {
-      kTiles[R](kc, ap, bp, ldb, c, ldc, load);
+    constexpr int GNR = GNV * V::kLanes;
+    constexpr const TileFn* tiles = TileTable<V, GNV, PF, std::make_index_sequence<GMR>>::fns;
+    if (nc == GNR) {
+      tiles[R](kc, ap, bp, ldb, c, ldc, load);
       return;
     }
-    alignas(64) float t[MR * NR];
+    alignas(64) float t[GMR * GNR];
     if (load)
       for (int64_t r = 0; r < R; ++r)
-        std::memcpy(t + r * NR, c + r * ldc, static_cast<size_t>(nc) * sizeof(float));
-    kTiles[R](kc, ap, bp, NR, t, NR, load);
+        std::memcpy(t + r * GNR, c + r * ldc, static_cast<size_t>(nc) * sizeof(float));
+    tiles[R](kc, ap, bp, GNR, t, GNR, load);
     for (int64_t r = 0; r < R; ++r)
-      std::memcpy(c + r * ldc, t + r * NR, static_cast<size_t>(nc) * sizeof(float));
+      std::memcpy(c + r * ldc, t + r * GNR, static_cast<size_t>(nc) * sizeof(float));
+  }
+
+  // One block, all K panels, with GMR x (GNV * lanes) tiles. kDirect: full
+  // strips of B are read in place (rows contiguous), the next one prefetched.
+  template <int GMR, int GNV, bool kDirect>
+  static void block_body(const Gemm& g, const Block& blk, float* apack, float* bpack) {
+    constexpr int GNR = GNV * V::kLanes;
+    float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
+    for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
+      const int64_t kc = mn(KC, g.K - k0);
+      const bool load = k0 > 0;
+      pack_a<GMR>(g.a, blk.i0, blk.rows, k0, kc, apack);
+      for (int64_t jr = 0; jr < blk.cols; jr += GNR) {
+        const int64_t nc = mn(GNR, blk.cols - jr);
+        const float* ap = apack;
+        if (kDirect && nc == GNR) {
+          const float* bp = g.b.data + k0 * g.b.rs + (blk.j0 + jr);
+          for (int64_t ir = 0; ir < blk.rows; ir += GMR) {
+            const int64_t R = mn(GMR, blk.rows - ir);
+            // Only the first row group streams B from memory: it prefetches.
+            if (ir == 0)
+              run_tile<GMR, GNV, true>(R, nc, kc, ap, bp, g.b.rs, cblk + jr, g.ldc, load);
+            else
+              run_tile<GMR, GNV, false>(R, nc, kc, ap, bp, g.b.rs, cblk + ir * g.ldc + jr,
+                                        g.ldc, load);
+            ap += R * kc;
+          }
+          continue;
+        }
+        pack_b_panel<GNV>(g.b, k0, kc, blk.j0 + jr, nc, bpack);  // one panel: stays in L1
+        for (int64_t ir = 0; ir < blk.rows; ir += GMR) {
+          const int64_t R = mn(GMR, blk.rows - ir);
+          run_tile<GMR, GNV, false>(R, nc, kc, ap, bpack, GNR, cblk + ir * g.ldc + jr, g.ldc,
+                                    load);
+          ap += R * kc;
+        }
+      }
+    }
   }
 
   static void run(const Gemm& g, int64_t begin, int64_t end) {
@@ -234,42 +294,23 @@ struct Driver {
     const Plan p = plan(g);
     thread_local Buffer abuf, bbuf;
     const int64_t kcmax = mn(KC, g.K > 0 ? g.K : 1);
+    constexpr int64_t kMaxNR = NR > P::kSmallNV * V::kLanes ? NR : P::kSmallNV * V::kLanes;
     float* apack = abuf.get(static_cast<size_t>(p.mb * kcmax));
-    float* bpack = bbuf.get(static_cast<size_t>(NR * kcmax));
+    float* bpack = bbuf.get(static_cast<size_t>(kMaxNR * kcmax));
     const bool small = g.M <= P::kSmallM;
-    // Small M: B is streamed once, so rows read in place beat a packed copy.
-    const bool b_direct = small && g.b.cs == 1;
     for (int64_t item = begin; item < end; ++item) {
       const Block blk = block_of(g, p, item);
-      float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
       if (g.K == 0) {
+        float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
         for (int64_t r = 0; r < blk.rows; ++r)
           for (int64_t j = 0; j < blk.cols; ++j) cblk[r * g.ldc + j] = 0.0f;
-      }
-      for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
-        const int64_t kc = mn(KC, g.K - k0);
-        const bool load = k0 > 0;
-        pack_a(g.a, blk.i0, blk.rows, k0, kc, apack);
-        for (int64_t jr = 0; jr < blk.cols; jr += NR) {
-          const int64_t nc = mn(NR, blk.cols - jr);
-          const float* bp;
-          int64_t ldb;
-          if (b_direct && nc == NR) {
-            bp = g.b.data + k0 * g.b.rs + (blk.j0 + jr);
-            ldb = g.b.rs;
-          } else {
-            float* dst = bpack;  // one panel at a time: it stays in L1
-            pack_b_panel(g.b, k0, kc, blk.j0 + jr, nc, dst);
-            bp = dst;
-            ldb = NR;
-          }
-          const float* ap = apack;
-          for (int64_t ir = 0; ir < blk.rows; ir += MR) {
-            const int64_t R = mn(MR, blk.rows - ir);
-            run_tile(R, nc, kc, ap, bp, ldb, cblk + ir * g.ldc + jr, g.ldc, load);
-            ap += R * kc;
-          }
-        }
+      } else if (small && g.b.cs == 1) {
+        // Small M streams B once: its rows read in place beat a packed copy.
+        block_body<P::kSmallMR, P::kSmallNV, true>(g, blk, apack, bpack);
+      } else if (small) {
+        block_body<P::kSmallMR, P::kSmallNV, false>(g, blk, apack, bpack);
+      } else {
+        block_body<MR, P::NV, false>(g, blk, apack, bpack);
       }
       if (g.hook) g.hook(g.hook_ctx, g.c, g.ldc, blk.i0, blk.j0, blk.rows, blk.cols);
     }
