@@ -118,16 +118,34 @@ struct Driver {
   struct Plan {
     int64_t mb, nb, nblocks;
   };
+  // Block sizes from the shape alone. Blocks shrink (halving, columns first,
+  // down to four tiles wide, then rows down to two tiles tall) until there
+  // are kMinItems, so that a mid-size product still has work for several
+  // threads; narrower blocks would re-pack A too often.
+  static constexpr int64_t kMinItems = 8;
   static Plan plan(const Gemm& g) {
     Plan p;
+    const int64_t M = g.M > 0 ? g.M : 1, N = g.N > 0 ? g.N : 1;
+    auto count = [&] { return (M + p.mb - 1) / p.mb * ((N + p.nb - 1) / p.nb); };
     if (g.M <= P::kSmallM) {
-      p.mb = (g.M > 0 ? g.M : 1);
+      constexpr int64_t nr = P::kSmallNV * V::kLanes;
+      p.mb = M;
       p.nb = P::kSmallNB;
+      while (count() < kMinItems && p.nb / 2 >= 2 * nr && (p.nb / 2) % nr == 0) p.nb /= 2;
     } else {
       p.mb = P::MB;
       p.nb = P::NB;
+      while (count() < kMinItems) {
+        if (p.nb / 2 >= 4 * NR && (p.nb / 2) % NR == 0 && p.nb / 2 < N) {
+          p.nb /= 2;
+        } else if (p.mb / 2 >= 2 * MR && (p.mb / 2) % MR == 0 && p.mb / 2 < M) {
+          p.mb /= 2;
+        } else {
+          break;
+        }
+      }
     }
-    p.nblocks = (g.N + p.nb - 1) / p.nb;
+    p.nblocks = (N + p.nb - 1) / p.nb;
     return p;
   }
 
