@@ -83,7 +83,9 @@ struct TileTable<V, NV, PF, std::index_sequence<R...>> {
 // P: the ISA's parameters: V, MR, NV (NR = NV * lanes), KC, MB, NB (block
 // sizes, multiples of MR and NR), kSmallM (up to this many rows: one block
 // row of kSmallNB columns, kSmallMR x kSmallNV tiles, B read in place when
-// its rows are contiguous).
+// its rows are contiguous), and optionally transpose8(src, cs, dst, ldd)
+// (dst[t * ldd + j] = src[j * cs + t], j, t < 8) for packing B stored by
+// columns.
 template <class P>
 struct Driver {
   using V = typename P::V;
