@@ -26,9 +26,9 @@ struct Params {
   using V = V512;
   static constexpr int MR = 8;
   static constexpr int NV = 2;
-  static constexpr int64_t KC = 256;
+  static constexpr int64_t KC = 512;
   static constexpr int64_t MB = 256;
-  static constexpr int64_t NB = 512;
+  static constexpr int64_t NB = 256;
   static constexpr int64_t kSmallM = 16;
   static constexpr int64_t kSmallNB = 512;
   static constexpr int kSmallMR = 4;
