@@ -48,8 +48,9 @@ struct Gemm {
 };
 
 // Work items: the M x N output is cut into blocks whose sizes depend on the
-// ISA and the shape only (never on the thread count): up to 256 x 512, smaller
-// where that gives a mid-size product at least 8 items; K is never split.
+// ISA and the shape only (never on the thread count): a few hundred rows and
+// columns, smaller where that gives a mid-size product at least 8 items; K is
+// never split.
 // items(g, isa) says how many (0 when M or N is 0). run(g, isa, begin, end)
 // computes items [begin, end); it may be called concurrently from several
 // threads for disjoint ranges (packing buffers are per thread). `isa` must be
