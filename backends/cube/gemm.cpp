@@ -35,6 +35,8 @@ struct Params {
   static constexpr int64_t MB = 64;
   static constexpr int64_t NB = 128;
   static constexpr int64_t kSmallM = 16;
+  static constexpr int64_t kSmallKC = 256;
+  static constexpr int64_t kSmallPackedKC = 256;
   static constexpr int64_t kSmallNB = 128;
   static constexpr int kSmallMR = 4;
   static constexpr int kSmallNV = 8;

@@ -30,6 +30,8 @@ struct Params {
   static constexpr int64_t MB = 256;
   static constexpr int64_t NB = 256;
   static constexpr int64_t kSmallM = 16;
+  static constexpr int64_t kSmallKC = 256;
+  static constexpr int64_t kSmallPackedKC = 64;
   static constexpr int64_t kSmallNB = 512;
   static constexpr int kSmallMR = 4;
   static constexpr int kSmallNV = 4;

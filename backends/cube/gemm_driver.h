@@ -82,10 +82,11 @@ struct TileTable<V, NV, PF, std::index_sequence<R...>> {
 
 // P: the ISA's parameters: V, MR, NV (NR = NV * lanes), KC, MB, NB (block
 // sizes, multiples of MR and NR), kSmallM (up to this many rows: one block
-// row of kSmallNB columns, kSmallMR x kSmallNV tiles, B read in place when
-// its rows are contiguous), and optionally transpose8(src, cs, dst, ldd)
-// (dst[t * ldd + j] = src[j * cs + t], j, t < 8) for packing B stored by
-// columns.
+// row of kSmallNB columns, kSmallMR x kSmallNV tiles, B read in place in K
+// panels of kSmallKC when its rows are contiguous, else packed in panels of
+// kSmallPackedKC, short so that a panel stays in L1 from packing to use),
+// and optionally transpose8(src, cs, dst, ldd) (dst[t * ldd + j] =
+// src[j * cs + t], j, t < 8) for packing B stored by columns.
 template <class P>
 struct Driver {
   using V = typename P::V;
@@ -97,7 +98,8 @@ struct Driver {
   // Everything here is a member of a template over the TU-local P, so no
   // inline function compiled with one ISA's flags can be picked by the linker
   // for another TU (std::min and friends are avoided for the same reason).
-  static int64_t mn(int64_t a, int64_t b) { return a < b ? a : b; }
+  static constexpr int64_t mn(int64_t a, int64_t b) { return a < b ? a : b; }
+  static constexpr int64_t mx(int64_t a, int64_t b) { return a > b ? a : b; }
 
   // Per-thread packing buffers, 64-byte aligned, grown on demand and kept.
   struct Buffer {
@@ -273,12 +275,12 @@ struct Driver {
 
   // One block, all K panels, with GMR x (GNV * lanes) tiles. kDirect: full
   // strips of B are read in place (rows contiguous), the next one prefetched.
-  template <int GMR, int GNV, bool kDirect>
+  template <int GMR, int GNV, int64_t GKC, bool kDirect>
   static void block_body(const Gemm& g, const Block& blk, float* apack, float* bpack) {
     constexpr int GNR = GNV * V::kLanes;
     float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
-    for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
-      const int64_t kc = mn(KC, g.K - k0);
+    for (int64_t k0 = 0; k0 < g.K; k0 += GKC) {
+      const int64_t kc = mn(GKC, g.K - k0);
       const bool load = k0 > 0;
       pack_a<GMR>(g.a, blk.i0, blk.rows, k0, kc, apack);
       for (int64_t jr = 0; jr < blk.cols; jr += GNR) {
@@ -313,7 +315,8 @@ struct Driver {
     if (begin >= end) return;
     const Plan p = plan(g);
     thread_local Buffer abuf, bbuf;
-    const int64_t kcmax = mn(KC, g.K > 0 ? g.K : 1);
+    constexpr int64_t kMaxKC = mx(KC, mx(P::kSmallKC, P::kSmallPackedKC));
+    const int64_t kcmax = mn(kMaxKC, g.K > 0 ? g.K : 1);
     constexpr int64_t kMaxNR = NR > P::kSmallNV * V::kLanes ? NR : P::kSmallNV * V::kLanes;
     float* apack = abuf.get(static_cast<size_t>(p.mb * kcmax));
     float* bpack = bbuf.get(static_cast<size_t>(kMaxNR * kcmax));
@@ -326,11 +329,11 @@ struct Driver {
           for (int64_t j = 0; j < blk.cols; ++j) cblk[r * g.ldc + j] = 0.0f;
       } else if (small && g.b.cs == 1) {
         // Small M streams B once: its rows read in place beat a packed copy.
-        block_body<P::kSmallMR, P::kSmallNV, true>(g, blk, apack, bpack);
+        block_body<P::kSmallMR, P::kSmallNV, P::kSmallKC, true>(g, blk, apack, bpack);
       } else if (small) {
-        block_body<P::kSmallMR, P::kSmallNV, false>(g, blk, apack, bpack);
+        block_body<P::kSmallMR, P::kSmallNV, P::kSmallPackedKC, false>(g, blk, apack, bpack);
       } else {
-        block_body<MR, P::NV, false>(g, blk, apack, bpack);
+        block_body<MR, P::NV, KC, false>(g, blk, apack, bpack);
       }
       if (g.hook) g.hook(g.hook_ctx, g.c, g.ldc, blk.i0, blk.j0, blk.rows, blk.cols);
     }
