@@ -84,8 +84,12 @@ struct Builder {
     return n->kind == NodeKind::Reduce || at(n).domain == Domain::Full;
   }
 
+  // Dims of the iteration space before collapsing: F's, and K after them
+  // for a Contraction.
+  int space_rank() const { return g.full.rank() + (g.form == vm::Form::Contraction ? 1 : 0); }
+
   int find_or_add_leaf(Node* leaf, const int64_t* fs, Domain d) {
-    const int rank = g.full.rank();
+    const int rank = space_rank();
     for (size_t a = 0; a < out.args.size(); ++a) {
       const ArgSpec& s = out.args[a];
       if (!s.output && s.node == leaf && arg_domain[a] == static_cast<uint8_t>(d) &&
@@ -134,6 +138,10 @@ struct Builder {
   Domain leaf_strides(const Node* n, int slot, int64_t* fs) const {
     const Node* x = n->in[slot];
     if (!x->storage) throw Error("internal: group reads an input that was not computed");
+    if (n->kind == NodeKind::Contract) {
+      contract_strides(n, slot, fs);
+      return Domain::Full;
+    }
     const bool full = reads_full(n);
     const Shape& s = full ? g.full : n->shape;
     int64_t bs[kMaxRank];
@@ -141,6 +149,24 @@ struct Builder {
     if (full) std::copy(bs, bs + g.full.rank(), fs);
     else to_full_space(g.full, g.red_begin, g.red_end, s, bs, fs);
     return full ? Domain::Full : Domain::Reduced;
+  }
+
+  // Strides over [F..., K] of a product's operand: a [batch, M, K] (slot
+  // 0) or b [batch, K, N] (slot 1), the batch dim broadcast to F's.
+  void contract_strides(const Node* n, int slot, int64_t* fs) const {
+    const Node* x = n->in[slot];
+    const int r = g.full.rank();
+    const int64_t K = n->in[0]->shape[n->in[0]->shape.rank() - 1];
+    Shape s;
+    for (int i = 0; i < r - 2; ++i) s.push_back(g.full[i]);
+    s.push_back(slot == 0 ? g.full[r - 2] : K);
+    s.push_back(slot == 0 ? K : g.full[r - 1]);
+    int64_t bs[kMaxRank];
+    broadcast_strides(x, s, bs);
+    std::copy(bs, bs + r - 2, fs);
+    fs[r - 2] = slot == 0 ? bs[r - 2] : 0;  // M
+    fs[r - 1] = slot == 0 ? 0 : bs[r - 1];  // N
+    fs[r] = slot == 0 ? bs[r - 1] : bs[r - 2];  // K
   }
 
   // A leaf argument read by member n through its input slot (no sharing:
@@ -157,7 +183,7 @@ struct Builder {
     a.origin_slot = static_cast<int8_t>(slot);
     out.args.push_back(a);
     std::array<int64_t, kMaxRank> f{};
-    std::copy(fs, fs + g.full.rank(), f.begin());
+    std::copy(fs, fs + space_rank(), f.begin());
     full_strides.push_back(f);
     arg_domain.push_back(static_cast<uint8_t>(d));
   }
@@ -191,7 +217,18 @@ struct Builder {
     const int rank = f.rank();
     std::vector<std::array<int64_t, kMaxRank>>& strides = scratch.strides;
     strides.assign(out.args.size(), {});
-    if (g.form != vm::Form::Elementwise) {
+    if (g.form == vm::Form::Contraction) {
+      // [P = batch, R = M, C = N, K]: F is [M, N] or [batch, M, N].
+      for (int k = 0; k < rank; ++k) sp.size[k] = f[k];
+      for (const Node* m : g.members)
+        if (m->kind == NodeKind::Contract) sp.size[rank] = m->in[0]->shape[m->in[0]->shape.rank() - 1];
+      sp.ndims = rank + 1;
+      sp.part_end[0] = rank - 2;
+      sp.part_end[1] = rank - 1;
+      sp.part_end[2] = rank;
+      sp.part_end[3] = rank + 1;
+      for (size_t a = 0; a < out.args.size(); ++a) strides[a] = full_strides[a];
+    } else if (g.form != vm::Form::Elementwise) {
       for (int k = 0; k < rank; ++k) sp.size[k] = f[k];
       sp.ndims = rank;
       const bool row = g.form == vm::Form::RowReduce;
@@ -386,6 +423,15 @@ struct Builder {
           for (int i = 0; i < g.members[order[oj]]->nin; ++i) operand(order[oj], i);
       } else if (in_block && phase(m) != 1) {
         end_block();
+      }
+      if (n->kind == NodeKind::Contract) {  // the cube unit reads both operands from memory
+        const size_t s0 = first_slot[m];
+        const vm::Encoder::Value r = enc.mma(arg_index[static_cast<size_t>(leaf_arg[s0])],
+                                             arg_index[static_cast<size_t>(leaf_arg[s0 + 1])]);
+        values[static_cast<size_t>(n->index)] = r;
+        if (out_arg[m] >= 0)
+          enc.store(out.args[static_cast<size_t>(out_arg[m])].access, arg_index[static_cast<size_t>(out_arg[m])], r);
+        continue;
       }
       vm::Encoder::Value v[3] = {-1, -1, -1};
       for (int i = 0; i < n->nin; ++i) v[i] = operand(m, i);

@@ -9,6 +9,7 @@ using detail::OpKind;
 constexpr bool fits(OpKind op, vm::Op to) {
   const vm::OpClass c = vm::op_class(to);
   if (detail::op_shape_rule(op) == detail::ShapeRule::Reduce) return c == vm::OpClass::Reduce;
+  if (detail::op_shape_rule(op) == detail::ShapeRule::Contract) return c == vm::OpClass::Contract;
   switch (detail::op_arity(op)) {
     case 1: return c == vm::OpClass::Unary;
     case 2: return c == vm::OpClass::Binary;

@@ -45,7 +45,8 @@ namespace dvm::fuser {
   M(Where, SELECT)           \
   M(Sum, RSUM)               \
   M(Max, RMAX)               \
-  M(Min, RMIN)
+  M(Min, RMIN)               \
+  M(MatMul, MMA)
 
 // One row per tracer op, in the tracer table's order.
 struct OpMapEntry {

@@ -96,6 +96,7 @@ class Partitioner {
       return;
     }
     if (n->kind == NodeKind::Reduce) place_reduce(n);
+    else if (n->kind == NodeKind::Contract) place_contract(n);
     else place_elementwise(n);
   }
 
@@ -246,8 +247,9 @@ class Partitioner {
     if (gb->form == vm::Form::Elementwise) {
       if (!domain_in(*ga, gb->full, &db)) return -1;
     } else {
+      // Two products never share a kernel (one mma each).
       if (gb->form != ga->form || !(gb->full == ga->full) || gb->red_begin != ga->red_begin ||
-          gb->red_end != ga->red_end)
+          gb->red_end != ga->red_end || ga->form == vm::Form::Contraction)
         return -1;
       db = Domain::Full;  // members keep their own domains
     }
@@ -310,6 +312,11 @@ class Partitioner {
     }
     join(n, new_group(vm::Form::Elementwise, n->shape, 0, 0), Domain::Full);
   }
+
+  // A product starts its own Contraction group: its operands are read from
+  // memory (computed by earlier groups), and elementwise consumers of its
+  // shape join it as the epilogue.
+  void place_contract(Node* n) { join(n, new_group(vm::Form::Contraction, n->shape, 0, 0), Domain::Full); }
 
   void place_reduce(Node* n) {
     Node* x = n->in[0];
@@ -380,7 +387,9 @@ std::vector<int> split_group(Plan& plan, int gi) {
       } else {
         // No reduction: elementwise over one shape at a time (a reduced
         // member's shape becomes its piece's full shape).
-        if (!cur || !(cur->full == n->shape)) cur = add_piece(vm::Form::Elementwise, n->shape, 0, 0);
+        // A product starts a Contraction piece, which its epilogue follows.
+        if (n->kind == NodeKind::Contract) cur = add_piece(vm::Form::Contraction, n->shape, 0, 0);
+        else if (!cur || !(cur->full == n->shape)) cur = add_piece(vm::Form::Elementwise, n->shape, 0, 0);
         at(n).domain = Domain::Full;
       }
       cur->members.push_back(n);

@@ -36,6 +36,7 @@ enum class NodeKind : uint8_t {
   Copy,         // identity: makes a view contiguous
   Elementwise,  // op: a Broadcast op of the op table
   Reduce,       // op: a Reduce op over the axes [red_begin, red_end)
+  Contract,     // op: a Contract op (matmul) of in[0] and in[1]
 };
 
 // A pending node belongs to the thread whose trace recorded it; once

@@ -13,6 +13,8 @@ namespace dvm::detail {
 //   None:      the node computes nothing (a leaf, constant, view or copy)
 //   Broadcast: numpy broadcasting of the operands' shapes
 //   Reduce:    the operand's shape with the reduced axes removed or kept as 1
+//   Contract:  [batch, M, K] x [batch, K, N] -> [batch, M, N] (the batch dim
+//              optional and broadcast; matmul() in tensor.cpp canonicalizes)
 // Dtype rules:
 //   None:  the node's dtype is its source's
 //   Float: float32
@@ -59,7 +61,9 @@ namespace dvm::detail {
   /* reductions over a run of adjacent axes */            \
   X(Sum,         "sum",         1,     Reduce,     Float) \
   X(Max,         "max",         1,     Reduce,     Float) \
-  X(Min,         "min",         1,     Reduce,     Float)
+  X(Min,         "min",         1,     Reduce,     Float) \
+  /* the cube unit: [.., M, K] x [.., K, N] -> [.., M, N] (batch rank <= 1) */ \
+  X(MatMul,      "matmul",      2,     Contract,   Float)
 
 enum class OpKind : uint8_t {
 #define DVM_X(name, str, arity, shape, dtype) name,
@@ -73,7 +77,7 @@ inline constexpr int kNumOpKinds = 0
 #undef DVM_X
     ;
 
-enum class ShapeRule : uint8_t { None, Broadcast, Reduce };
+enum class ShapeRule : uint8_t { None, Broadcast, Reduce, Contract };
 enum class DtypeRule : uint8_t { None, Float, Bool };
 
 struct OpKindInfo {

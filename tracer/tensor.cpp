@@ -640,6 +640,125 @@ Tensor operator*(float a, const Tensor& b) { return binary_scalar(OpKind::Mul, b
 Tensor operator/(float a, const Tensor& b) { return binary_scalar(OpKind::Div, b, a, 0); }
 
 // ---------------------------------------------------------------------------
+// Contractions: one MatMul node per product, [batch, M, K] x [batch, K, N]
+// with at most one batch dim (broadcast when it is 1 or absent); matmul()
+// brings every other case to that form with views, and the result back.
+// ---------------------------------------------------------------------------
+namespace {
+
+bool is_constant(const Tensor& t) {
+  const Node* n = t.node();
+  return n->kind == NodeKind::Const && !n->storage;
+}
+
+Shape concat(const Shape& a, std::initializer_list<int64_t> tail) {
+  Shape s = a;
+  for (int64_t v : tail) s.push_back(v);
+  return s;
+}
+
+Shape leading(const Shape& s, int drop) {
+  Shape out;
+  for (int i = 0; i + drop < s.rank(); ++i) out.push_back(s[i]);
+  return out;
+}
+
+Tensor contract(const Tensor& a, const Tensor& b, const Shape& out) {
+  // The cube unit reads its operands from memory: a constant (no buffer)
+  // becomes one first.
+  const Tensor ca = is_constant(a) ? empty_copy(a) : a, cb = is_constant(b) ? empty_copy(b) : b;
+  Node* ins[2] = {need(ca, "matmul"), need(cb, "matmul")};
+  return record(detail::new_node(NodeKind::Contract, OpKind::MatMul, Dtype::F32, out, ins, 2));
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  Node* x = need(a, "matmul");
+  Node* y = need(b, "matmul");
+  check_computable("matmul", x);
+  check_computable("matmul", y);
+  const int ra = x->shape.rank(), rb = y->shape.rank();
+  if (ra == 0 || rb == 0)
+    throw Error("matmul: both operands need at least one dimension, got " + describe(x) + " and " + describe(y));
+  const int64_t K = x->shape[ra - 1], Kb = y->shape[rb == 1 ? 0 : rb - 2];
+  if (K != Kb)
+    throw Error("matmul: inner dimensions differ: " + describe(x) + " and " + describe(y) + " (expected a's last extent, " +
+                std::to_string(K) + ", to equal b's " + (rb == 1 ? "only" : "second to last") + " extent, " +
+                std::to_string(Kb) + ")");
+  const Tensor A = ra == 1 ? a.reshape({1, K}) : a;
+  const Tensor B = rb == 1 ? b.reshape({K, 1}) : b;
+  const Shape& sa = A.shape();
+  const Shape& sb = B.shape();
+  const int64_t M = sa[sa.rank() - 2], N = sb[sb.rank() - 1];
+  const Shape ba = leading(sa, 2), bb = leading(sb, 2);
+  Shape batch;
+  try {
+    batch = detail::broadcast_shapes("matmul", ba, bb);
+  } catch (const Error&) {
+    throw Error("matmul: the batch dimensions of " + describe(x) + " and " + describe(y) + " (" + ba.to_string() +
+                " and " + bb.to_string() + ") do not broadcast (expected equal extents or 1)");
+  }
+  const Shape out = concat(batch, {M, N});
+  detail::check_extents("matmul", out);
+  Tensor r;
+  if (batch.rank() <= 1) {
+    r = contract(A, B, out);
+  } else {
+    // One batch dim: the batch dims collapse (a copy only where an operand
+    // broadcasts over them or cannot be viewed so); an operand without any
+    // batch dim stays 2-D and is read once per batch.
+    const int64_t nb = batch.numel();
+    const Tensor A3 = ba.rank() == 0 ? A : A.expand(concat(batch, {M, K})).reshape({nb, M, K});
+    const Tensor B3 = bb.rank() == 0 ? B : B.expand(concat(batch, {K, N})).reshape({nb, K, N});
+    r = contract(A3, B3, Shape{nb, M, N}).reshape(out);
+  }
+  if (ra == 1 && rb == 1) return r.reshape(Shape{});
+  if (ra == 1) return r.reshape(concat(batch, {N}));
+  if (rb == 1) return r.reshape(concat(batch, {M}));
+  return r;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  Node* x = need(a, "bmm");
+  Node* y = need(b, "bmm");
+  if (x->shape.rank() != 3 || y->shape.rank() != 3 || x->shape[0] != y->shape[0])
+    throw Error("bmm: expected [B, M, K] and [B, K, N] with the same B, got " + describe(x) + " and " + describe(y));
+  return matmul(a, b);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Node* n = need(x, "linear");
+  Node* w = need(weight, "linear");
+  if (w->shape.rank() != 2 || n->shape.rank() == 0 || n->shape[n->shape.rank() - 1] != w->shape[1])
+    throw Error("linear: expected input [..., in] and weight [out, in], got " + describe(n) + " and " + describe(w));
+  if (bias.defined() && !(bias.shape() == Shape{w->shape[0]}))
+    throw Error("linear: bias must have shape " + Shape{w->shape[0]}.to_string() + " (weight " + describe(w) +
+                "), got " + describe(need(bias, "linear")));
+  Tensor y = matmul(x, weight.transpose(0, 1));
+  return bias.defined() ? y + bias : y;
+}
+
+Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, float alpha) {
+  Node* x = need(a, "addmm");
+  Node* y = need(b, "addmm");
+  if (x->shape.rank() != 2 || y->shape.rank() != 2)
+    throw Error("addmm: expected 2-D a and b, got " + describe(x) + " and " + describe(y));
+  Tensor p = matmul(a, b);
+  if (alpha != 1.0f) p = p * alpha;
+  if (beta == 0.0f) return p;  // as torch: input is ignored (its NaNs too)
+  Node* in = need(input, "addmm");
+  try {
+    (void)detail::broadcast_shapes("addmm", in->shape, p.shape());
+  } catch (const Error&) {
+    throw Error("addmm: input " + describe(in) + " does not broadcast to the product's shape " + p.shape().to_string());
+  }
+  if (!(detail::broadcast_shapes("addmm", in->shape, p.shape()) == p.shape()))
+    throw Error("addmm: input " + describe(in) + " must broadcast to the product's shape " + p.shape().to_string());
+  return beta == 1.0f ? p + input : p + input * beta;
+}
+
+// ---------------------------------------------------------------------------
 // Compositions: built from the ops above; the fuser makes each one kernel.
 // ---------------------------------------------------------------------------
 Tensor softmax(const Tensor& x, int axis) {

@@ -3,12 +3,12 @@
 #include "vm/interpreter.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <vector>
 
+#include "backends/cube/gemm.h"
 #include "backends/microkernels.h"
 #include "vm/parallel.h"
 
@@ -508,30 +508,6 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
 
 namespace {
 
-// The cube unit's product of one output block: c[i * ldc + j] = sum over k
-// of a[i * ars + k * aks] * b[k * bks + j * bcs], each sum in ascending k
-// from +0 (fused multiply-adds on the SIMD ISAs, separate roundings on the
-// portable one), the order every tier keeps.
-void mma_block(backends::Isa isa, const float* a, int64_t ars, int64_t aks, const float* b, int64_t bks,
-               int64_t bcs, int64_t rows, int64_t cols, int64_t K, float* c, int64_t ldc) {
-  const bool fused = isa != backends::Isa::Portable;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      float acc = 0.0f;
-      const float* ai = a + i * ars;
-      const float* bj = b + j * bcs;
-      if (fused) {
-        for (int64_t k = 0; k < K; ++k) acc = std::fma(ai[k * aks], bj[k * bks], acc);
-      } else {
-        for (int64_t k = 0; k < K; ++k) {
-          const float prod = ai[k * aks] * bj[k * bks];
-          acc = acc + prod;
-        }
-      }
-      c[i * ldc + j] = acc;
-    }
-}
-
 // Contraction items are output blocks (vm/schedule.h): the MMA's product
 // for the block is made into the thread's block buffer, then the program
 // runs over the block's rows as tiles, its MMA register reading the buffer.
@@ -553,9 +529,13 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   for (int64_t item = begin; item < end; ++item) {
     int64_t rows = 0;
     const ItemStart at = mma_item(l, blocks, item, &rows);
-    mma_block(mk.isa, f32_in(A, at.p * A.stride[kP] + at.r * A.stride[kR]), A.stride[kR], A.stride[kK],
-              f32_in(B, at.p * B.stride[kP] + at.c0 * B.stride[kC]), B.stride[kK], B.stride[kC], rows, at.n, l.K(),
-              product.data(), at.n);
+    // The cube unit (backends/cube/gemm.h): each sum in ascending k from
+    // +0, the order every tier keeps.
+    backends::cube::Gemm g{rows, at.n, l.K(),
+                           {f32_in(A, at.p * A.stride[kP] + at.r * A.stride[kR]), A.stride[kR], A.stride[kK]},
+                           {f32_in(B, at.p * B.stride[kP] + at.c0 * B.stride[kC]), B.stride[kK], B.stride[kC]},
+                           product.data(), at.n};
+    backends::cube::gemm(g, mk.isa);
     for (int64_t r = 0; r < rows; ++r) {
       const Tile t{at.p, at.r + r, at.c0, at.n};
       f.mma = product.data() + r * at.n;

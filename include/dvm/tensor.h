@@ -134,6 +134,19 @@ Tensor ge(const Tensor& a, const Tensor& b);
 // mask must be bool; a and b broadcast with it.
 Tensor where(const Tensor& mask, const Tensor& a, const Tensor& b);
 
+// ---- contractions (the cube unit; elementwise ops on the result fuse into its kernel)
+// torch.matmul: 1-D operands are promoted (a to [1, K], b to [K, 1]) and the
+// added dim dropped from the result; batch dims broadcast (numpy rules).
+Tensor matmul(const Tensor& a, const Tensor& b);
+// torch.bmm: [B, M, K] x [B, K, N] -> [B, M, N], no broadcasting.
+Tensor bmm(const Tensor& a, const Tensor& b);
+// torch.nn.functional.linear: x [..., in] times weight [out, in] transposed,
+// plus bias [out] when it is defined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// torch.addmm: beta * input + alpha * (a @ b), a and b 2-D, input broadcast
+// to the product's shape.
+Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta = 1.0f, float alpha = 1.0f);
+
 // ---- compositions (the fuser makes each one kernel) ---------------------------
 Tensor softmax(const Tensor& x, int axis);
 Tensor log_softmax(const Tensor& x, int axis);

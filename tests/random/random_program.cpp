@@ -93,7 +93,7 @@ const float kScalars[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.0f, 3.0f, -2.5f, 1e-
 
 class Gen {
  public:
-  explicit Gen(uint64_t seed) : r_(seed) {
+  explicit Gen(uint64_t seed) : r_(seed), mm_(seed ^ 0x6d61746d756cull) {
     p_.seed = seed;
     p_.nvars = 1 + r_.below(4);
     p_.dims.push_back({DimExpr::Const, 0});
@@ -117,6 +117,9 @@ class Gen {
 
  private:
   Rng r_;
+  // Whether a step is a product draws from its own stream, so a program
+  // without one is the same as before products were generated.
+  Rng mm_;
   Program p_;
   bool zeros_ = false;
   int profile_ = 0;
@@ -242,6 +245,10 @@ class Gen {
   }
 
   void step() {
+    if (mm_.chance(kMatMulRate)) {
+      matmul();
+      return;
+    }
     const int w = r_.below(100);
     if (w < 24) {  // unary
       Op o;
@@ -358,6 +365,154 @@ class Gen {
       o.s = scalar();
       add(o);
     }
+  }
+
+  // ---- products ------------------------------------------------------------
+  // Rare: a product costs M N K, and its sizes are capped in instantiate().
+  static constexpr double kMatMulRate = 0.03;
+
+  int slice_of(int a, int axis, int64_t start, int64_t end, int64_t step) {
+    Op o;
+    o.kind = OpK::Slice;
+    o.a = a;
+    o.axis = axis;
+    o.start = start;
+    o.end = end;
+    o.step = step;
+    o.shape = op(a).shape;
+    const int d = o.shape[static_cast<size_t>(axis)];
+    DimExpr e{DimExpr::Slice, 0, d, -1, start, end, step};
+    o.shape[static_cast<size_t>(axis)] = d <= 1 && start == 0 ? d : intern(e);
+    return add(o);
+  }
+  // Slice bounds for an extent d, as view() draws them.
+  void slice_bounds(int d, int64_t* start, int64_t* end, int64_t* step) {
+    *step = 1 + r_.below(3);
+    *start = 0;
+    *end = kBig;
+    if (min_dim(p_, d) >= 2) {
+      static const int64_t kStarts[] = {0, 1, -2};
+      static const int64_t kEnds[] = {kBig, -1, 1 << 30};
+      *start = kStarts[r_.below(3)];
+      *end = *start == -2 ? kBig : kEnds[r_.below(3)];
+    }
+  }
+
+  // A float operand of symbolic shape s: an existing value of that shape, a
+  // new leaf, or the transpose of a new leaf (read through its strides).
+  int mm_operand(const std::vector<int>& s) {
+    if (r_.chance(0.3)) {
+      std::vector<int> c;
+      for (int i = 0; i < static_cast<int>(p_.ops.size()); ++i)
+        if (!op(i).is_bool && op(i).shape == s) c.push_back(i);
+      if (!c.empty()) return c[static_cast<size_t>(r_.below(static_cast<int>(c.size())))];
+    }
+    const size_t r = s.size();
+    if (r >= 2 && r_.chance(0.35)) {
+      std::vector<int> t = s;
+      std::swap(t[r - 1], t[r - 2]);
+      Op o;
+      o.kind = OpK::Permute;
+      o.form = 1;
+      o.a = leaf(t);
+      o.axes.resize(r);
+      std::iota(o.axes.begin(), o.axes.end(), 0);
+      std::swap(o.axes[r - 1], o.axes[r - 2]);
+      o.shape = s;
+      return add(o);
+    }
+    return leaf(s);
+  }
+
+  // Batch dims for b that broadcast against a's (numpy rules, aligned right).
+  std::vector<int> partner_batch(const std::vector<int>& ba, int rank) {
+    std::vector<int> bb(static_cast<size_t>(rank));
+    for (int i = 0; i < rank; ++i) {
+      const int j = static_cast<int>(ba.size()) - rank + i;  // a's dim aligned with bb[i]
+      if (j >= 0) {
+        const int d = ba[static_cast<size_t>(j)];
+        bb[static_cast<size_t>(i)] = r_.chance(0.65) ? d : d == 1 ? var() : 1;
+      } else {
+        bb[static_cast<size_t>(i)] = r_.chance(0.3) ? 1 : var();
+      }
+    }
+    return bb;
+  }
+
+  void matmul() {
+    Op o;
+    o.kind = OpK::MatMul;
+    const int w = r_.below(10);
+    o.form = w < 5 ? 0 : w < 6 ? 1 : w < 8 ? 2 : 3;
+    if (o.form == 0) {
+      // a: a value in the program or new operands of rank 1-4.
+      int a = pick_float();
+      if (op(a).shape.empty() || r_.chance(0.4)) {
+        std::vector<int> s = random_shape(r_.below(3));
+        s.push_back(random_dim());
+        if (s.size() == 1 && r_.chance(0.5)) s.push_back(random_dim());
+        a = mm_operand(s);
+      }
+      const std::vector<int> sa = op(a).shape;
+      const int ra = static_cast<int>(sa.size());
+      const int K = sa.back();
+      const std::vector<int> ba(sa.begin(), sa.end() - std::min(ra, 2));
+      const int rb = r_.chance(0.15) ? 1 : 2 + r_.below(3);
+      std::vector<int> sb = partner_batch(ba, rb - std::min(rb, 2));
+      sb.push_back(K);
+      if (rb >= 2) sb.push_back(random_dim());
+      int b = mm_operand(sb);
+      // A slice of the contracted dim, the same on both sides (one DimExpr).
+      if (r_.chance(0.12)) {
+        int64_t st, en, sp;
+        slice_bounds(K, &st, &en, &sp);
+        a = slice_of(a, ra - 1, st, en, sp);
+        b = slice_of(b, rb == 1 ? 0 : rb - 2, st, en, sp);
+      }
+      // Strided rows of a.
+      if (ra >= 2 && r_.chance(0.1)) {
+        int64_t st, en, sp;
+        slice_bounds(sa[static_cast<size_t>(ra - 2)], &st, &en, &sp);
+        a = slice_of(a, ra - 2, st, en, sp);
+      }
+      o.a = a;
+      o.b = b;
+      const std::vector<int>& fa = op(a).shape;
+      const std::vector<int>& fb = op(b).shape;
+      const std::vector<int> bb(fb.begin(), fb.end() - std::min(rb, 2));
+      if (!broadcast(ba, bb, &o.shape)) return;
+      if (ra >= 2) o.shape.push_back(fa[static_cast<size_t>(ra - 2)]);
+      if (rb >= 2) o.shape.push_back(fb.back());
+    } else if (o.form == 1) {  // bmm: [B, M, K] x [B, K, N], B the same
+      const int B = random_dim(), M = random_dim(), K = random_dim(), N = random_dim();
+      o.a = mm_operand({B, M, K});
+      o.b = mm_operand({B, K, N});
+      o.shape = {B, M, N};
+    } else if (o.form == 2) {  // linear: x [..., in], weight [out, in], bias [out]
+      int x = pick_float();
+      if (op(x).shape.empty()) x = mm_operand({random_dim()});
+      const std::vector<int> sx = op(x).shape;
+      const int out = random_dim();
+      o.a = x;
+      o.b = mm_operand({out, sx.back()});
+      o.c = r_.chance(0.5) ? mm_operand({out}) : -1;
+      o.shape.assign(sx.begin(), sx.end() - 1);
+      o.shape.push_back(out);
+    } else {  // addmm: beta * input + alpha * (a @ b), input broadcast to [M, N]
+      const int M = random_dim(), K = random_dim(), N = random_dim();
+      o.a = mm_operand({M, K});
+      o.b = mm_operand({K, N});
+      const int rc = r_.below(3);
+      std::vector<int> sc;
+      if (rc == 2) sc.push_back(r_.chance(0.7) ? M : 1);
+      if (rc >= 1) sc.push_back(r_.chance(0.7) ? N : 1);
+      o.c = mm_operand(sc);
+      static const float kCoef[] = {1.0f, 1.0f, 0.0f, 0.5f, -1.0f, 2.0f};
+      o.s = r_.chance(0.85) ? kCoef[r_.below(6)] : scalar();
+      o.s2 = r_.chance(0.85) ? kCoef[r_.below(6)] : scalar();
+      o.shape = {M, N};
+    }
+    add(o);
   }
 
   void view() {
@@ -1030,6 +1185,76 @@ RV expand_rv(const RV& x, const std::vector<int64_t>& to) {
   return r;
 }
 
+// One element of a product: sum over k of x[k xs] * y[k ys]. The exact sum
+// of the interval products, widened by the rounding of any order of K fused
+// or unfused multiply-adds from +0: |error| <= K u sum_k |x_k y_k| (1.1
+// covers the higher-order terms for K u < 0.1, and this sum's own double
+// roundings), plus 2^-150 per step where a result underflows. Infinite
+// terms as reduce_rv's sum; 0 * inf gives NaN.
+IV dot_iv(const IV* x, int64_t xs, const IV* y, int64_t ys, int64_t K) {
+  if (K == 0) return point(0.0);
+  double lo = 0, hi = 0, mag = 0;
+  bool nan = false, pinf = false, ninf = false, pinf_must = false, ninf_must = false;
+  auto has0 = [](const IV& v) { return v.lo <= 0 && v.hi >= 0; };
+  auto hasinf = [](const IV& v) { return std::isinf(v.lo) || std::isinf(v.hi); };
+  for (int64_t k = 0; k < K; ++k) {
+    const IV& a = x[k * xs];
+    const IV& b = y[k * ys];
+    if (empty(a) || empty(b)) return must_nan();  // NaN in any term: NaN
+    nan = nan || a.nan || b.nan;
+    const double c[4] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+    bool corner_nan = false;
+    for (double v : c) corner_nan = corner_nan || std::isnan(v);
+    if (corner_nan) {
+      if (is_point(a) && is_point(b)) return must_nan();  // 0 * inf
+      return any();
+    }
+    nan = nan || (has0(a) && hasinf(b)) || (has0(b) && hasinf(a));
+    const double plo = *std::min_element(c, c + 4), phi = *std::max_element(c, c + 4);
+    pinf = pinf || phi == kInfD;
+    ninf = ninf || plo == -kInfD;
+    pinf_must = pinf_must || plo == kInfD;
+    ninf_must = ninf_must || phi == -kInfD;
+    if (std::isfinite(plo)) lo += plo;
+    if (std::isfinite(phi)) hi += phi;
+    mag += std::max(std::isfinite(plo) ? std::fabs(plo) : 0.0, std::isfinite(phi) ? std::fabs(phi) : 0.0);
+  }
+  if (pinf_must && ninf_must) return must_nan();
+  const double kd = static_cast<double>(K);
+  // A partial sum past FLT_MAX overflows, and opposite overflows give NaN.
+  if (mag * (1 + 2 * kd * 0x1.0p-24) >= 0x1.fffffep127) return any();
+  const double err = 1.1 * kd * 0x1.0p-24 * mag + kd * 0x1.0p-149;
+  IV r = make(ninf ? -kInfD : rn(lo - err), pinf ? kInfD : rn(hi + err), nan || (pinf && ninf));
+  if (pinf_must) r.lo = kInfD;
+  if (ninf_must) r.hi = -kInfD;
+  if (r.lo > r.hi) return must_nan();
+  return r;
+}
+
+// torch.matmul: 1-D operands promoted (a to [1, K], b to [K, 1]) and the
+// added dim dropped; batch dims broadcast.
+RV matmul_rv(const RV& a, const RV& b) {
+  const bool a1 = a.shape.size() == 1, b1 = b.shape.size() == 1;
+  const std::vector<int64_t> sa = a1 ? std::vector<int64_t>{1, a.shape[0]} : a.shape;
+  const std::vector<int64_t> sb = b1 ? std::vector<int64_t>{b.shape[0], 1} : b.shape;
+  const int64_t M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
+  const std::vector<int64_t> ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  RV r;
+  r.shape = bshape(ba, bb);
+  const std::vector<int64_t> ma = bcast_map(r.shape, ba), mb = bcast_map(r.shape, bb);
+  if (!a1) r.shape.push_back(M);
+  if (!b1) r.shape.push_back(N);
+  r.v.resize(ma.size() * static_cast<size_t>(M * N));
+  size_t e = 0;
+  for (size_t q = 0; q < ma.size(); ++q)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        r.v[e++] = dot_iv(a.v.data() + ma[q] * M * K + m * K, 1, b.v.data() + mb[q] * K * N + n, N, K);
+  return r;
+}
+
+RV transpose2_rv(const RV& x) { return permute_rv(x, {1, 0}); }
+
 std::vector<int> sorted_axes(const Op& o) {
   std::vector<int> a = o.axes;
   std::sort(a.begin(), a.end());
@@ -1153,6 +1378,24 @@ std::vector<RV> reference(const Program& p, const Instance& in, const std::vecto
       case OpK::Expand: r = expand_rv(val(o.a), shape); break;
       case OpK::Contiguous:
       case OpK::Sync: r = val(o.a); break;
+      case OpK::MatMul: {
+        auto add = [](const RV& x, const RV& y) {
+          return map2(x, y, [](const IV& p, const IV& q) { return binary_ref(kAdd, p, q); });
+        };
+        auto scale = [&](const RV& x, float f) { return mul(x, RV{{}, {std::isnan(f) ? must_nan() : point(f)}}); };
+        if (o.form == 2) {  // linear: x @ weight^T (+ bias)
+          r = matmul_rv(val(o.a), transpose2_rv(val(o.b)));
+          if (o.c >= 0) r = add(r, val(o.c));
+        } else if (o.form == 3) {  // addmm, as tensor.cpp spells it
+          r = matmul_rv(val(o.a), val(o.b));
+          if (o.s2 != 1.0f) r = scale(r, o.s2);
+          if (o.s != 0.0f) r = add(r, o.s == 1.0f ? val(o.c) : scale(val(o.c), o.s));
+        } else {
+          r = matmul_rv(val(o.a), val(o.b));
+        }
+        r.shape = shape;
+        break;
+      }
     }
   }
   return v;
@@ -1310,6 +1553,14 @@ RunOut run_dvm(const Program& p, const Instance& in, const std::vector<std::vect
           t[i] = val(o.a);
           t[i].sync();
           break;
+        case OpK::MatMul:
+          switch (o.form) {
+            case 0: t[i] = dvm::matmul(val(o.a), val(o.b)); break;
+            case 1: t[i] = dvm::bmm(val(o.a), val(o.b)); break;
+            case 2: t[i] = dvm::linear(val(o.a), val(o.b), o.c >= 0 ? val(o.c) : Tensor()); break;
+            default: t[i] = dvm::addmm(val(o.c), val(o.a), val(o.b), o.s, o.s2); break;
+          }
+          break;
       }
     }
     for (int id : p.observed) out.values.push_back(t[static_cast<size_t>(id)].to_vector());
@@ -1399,6 +1650,8 @@ std::string shape_text(const std::vector<int64_t>& s) {
 // ---------------------------------------------------------------------------
 Program generate(uint64_t seed) { return Gen(seed).run(); }
 
+constexpr int64_t kMaxContracted = 300;
+
 Instance instantiate(const Program& p, int twin) {
   static const int64_t kSizes[] = {2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1000, 1025};
   Rng r(p.seed * 7919u + static_cast<uint64_t>(twin) * 104729u + 1);
@@ -1412,8 +1665,22 @@ Instance instantiate(const Program& p, int twin) {
   }
   for (int guard = 0; guard < 200; ++guard) {
     int64_t worst = 0;
-    for (const Op& o : p.ops) worst = std::max(worst, numel(eval_shape(p, o.shape, in.sizes)));
-    if (worst <= budget) break;
+    bool products_fit = true;
+    for (const Op& o : p.ops) {
+      // Zero extents count as 1: the reference's intermediates (a
+      // layer_norm's row statistics over an empty trailing dim) keep the
+      // others.
+      int64_t n = 1;
+      for (int64_t d : eval_shape(p, o.shape, in.sizes)) n *= std::max<int64_t>(d, 1);
+      worst = std::max(worst, n);
+      // A product's M N K (each output element a K-term sum here and on
+      // every tier): K at most a few hundred, the work within 32 budgets.
+      if (o.kind == OpK::MatMul) {
+        const int64_t K = eval_dim(p, p.ops[static_cast<size_t>(o.a)].shape.back(), in.sizes);
+        products_fit = products_fit && K <= kMaxContracted && n * K <= 32 * budget;
+      }
+    }
+    if (worst <= budget && products_fit) break;
     auto it = std::max_element(in.sizes.begin(), in.sizes.end());
     *it = std::max<int64_t>(2, *it / 2);
   }
@@ -1610,6 +1877,18 @@ std::string shrink_and_reproduce(Program p, Instance in, const CheckOptions& opt
         }
       }
     }
+    // Products: linear without its bias, addmm with beta and alpha 1.
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      const Op& o = p.ops[i];
+      if (o.kind != OpK::MatMul || (o.form == 2 && o.c < 0) || o.form < 2 || (o.form == 3 && o.s == 1 && o.s2 == 1))
+        continue;
+      Program q = p;
+      Op& u = q.ops[i];
+      if (u.form == 2) u.c = -1;
+      else u.s = u.s2 = 1;
+      q = dce(q);
+      if (fails(q, in)) p = q, progress = true;
+    }
     for (size_t v = 0; v < in.sizes.size(); ++v)
       for (int64_t s : {int64_t{2}, int64_t{3}, in.sizes[v] / 2}) {
         if (s < 2 || s >= in.sizes[v]) continue;
@@ -1752,6 +2031,14 @@ std::string to_cpp(const Program& p, const Instance& in) {
       case OpK::Expand: s << v(o.a) << ".expand(" << sh << ");"; break;
       case OpK::Contiguous: s << v(o.a) << ".contiguous();"; break;
       case OpK::Sync: s << v(o.a) << ";\n" << v(static_cast<int>(i)) << ".sync();"; break;
+      case OpK::MatMul:
+        if (o.form == 3)
+          s << "dvm::addmm(" << v(o.c) << ", " << v(o.a) << ", " << v(o.b) << ", " << flit(o.s) << ", " << flit(o.s2)
+            << ");";
+        else
+          s << (o.form == 0 ? "dvm::matmul(" : o.form == 1 ? "dvm::bmm(" : "dvm::linear(") << v(o.a) << ", " << v(o.b)
+            << (o.form == 2 && o.c >= 0 ? ", " + v(o.c) : "") << ");";
+        break;
     }
     s << "  // " << sh << (o.is_bool ? " bool" : "") << "\n";
   }

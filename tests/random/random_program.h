@@ -13,7 +13,10 @@
 // the bound for any summation order), plus whether NaN may or must come out.
 // Bounds compose along the program by construction, cancellation and
 // discontinuities (floor, compares, where) included, so a check has no
-// tuning tolerance: a value outside its interval is a defect.
+// tuning tolerance: a value outside its interval is a defect. Products
+// (matmul and its spellings) sum K interval products, widened by
+// 1.1 K u sum_k max|a_k b_k| plus K 2^-149 for underflow: the bound for any
+// order of fused or unfused multiply-adds.
 #pragma once
 
 #include <array>
@@ -52,6 +55,9 @@ enum class OpK {
   Expand,     // to shape
   Contiguous,
   Sync,       // a.sync(): the value is a itself, now computed
+  MatMul,     // a @ b by form: 0 matmul (1-D, 2-D, batch broadcast), 1 bmm,
+              // 2 linear(a, b = weight [out, in], c = bias or -1),
+              // 3 addmm(c, a, b, beta s, alpha s2)
 };
 
 enum UnaryOp { kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kRecip, kTanh, kSigmoid, kRelu, kGeluTanh,
@@ -65,6 +71,7 @@ struct Op {
   int sub = 0;
   int a = -1, b = -1, c = -1;  // operand value ids (value i is op i's result)
   float s = 0;                 // scalar operand, full value or eps
+  float s2 = 1;                // MatMul addmm: alpha
   int pos = 1;                 // Scalar: 0 = s op a, 1 = a op s
   int form = 0;                // which API spelling records it
   std::vector<int> shape;      // symbolic result shape (DimExpr ids)

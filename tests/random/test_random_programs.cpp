@@ -37,8 +37,9 @@ constexpr int64_t kDefaultPrograms = 10000;
 
 // Every op of the tracer's table has a generator case: a new op fails this
 // until the generator (and its reference) know it. None is no op; the
-// reductions are sum, max and min (mean is sum / n).
-static_assert(detail::kNumOpKinds == 1 + kNumUnary + kNumBinary + kNumCmp + 1 + 3,
+// reductions are sum, max and min (mean is sum / n); MatMul is the product
+// (matmul, bmm, linear, addmm).
+static_assert(detail::kNumOpKinds == 1 + kNumUnary + kNumBinary + kNumCmp + 1 + 3 + 1,
               "tests/random: the generator does not cover tracer/ops.h's op table");
 
 int64_t env_int(const char* name, int64_t fallback) {
@@ -119,14 +120,14 @@ TEST_P(RandomPrograms, MatchReferenceOnEveryTierAndIsa) {
 // Over a CI run's seeds the generator emits every op, every view and every
 // API spelling it knows.
 TEST(RandomProgramsGenerator, CoversEveryOpAndView) {
-  std::map<std::pair<int, int>, int64_t> seen;  // (kind, sub) -> count
+  std::map<std::pair<int, int>, int64_t> seen;  // (kind, sub; products: form) -> count
   std::map<int, int64_t> kinds;
   for (uint64_t seed = 1; seed <= 2000; ++seed)
     for (const Op& o : generate(seed).ops) {
       ++kinds[static_cast<int>(o.kind)];
-      ++seen[{static_cast<int>(o.kind), o.sub}];
+      ++seen[{static_cast<int>(o.kind), o.kind == OpK::MatMul ? o.form : o.sub}];
     }
-  for (int k = 0; k <= static_cast<int>(OpK::Sync); ++k) EXPECT_GT(kinds[k], 0) << "op kind " << k;
+  for (int k = 0; k <= static_cast<int>(OpK::MatMul); ++k) EXPECT_GT(kinds[k], 0) << "op kind " << k;
   for (int u = 0; u < kNumUnary; ++u) EXPECT_GT((seen[{static_cast<int>(OpK::Unary), u}]), 0) << "unary " << u;
   for (int b = 0; b < kNumBinary; ++b) {
     EXPECT_GT((seen[{static_cast<int>(OpK::Binary), b}]), 0) << "binary " << b;
@@ -135,6 +136,8 @@ TEST(RandomProgramsGenerator, CoversEveryOpAndView) {
   for (int c = 0; c < kNumCmp; ++c) EXPECT_GT((seen[{static_cast<int>(OpK::Compare), c}]), 0) << "compare " << c;
   for (int r = 0; r < kNumRed; ++r) EXPECT_GT((seen[{static_cast<int>(OpK::Reduce), r}]), 0) << "reduction " << r;
   for (int s = 0; s < 2; ++s) EXPECT_GT((seen[{static_cast<int>(OpK::Softmax), s}]), 0) << "softmax " << s;
+  // matmul, bmm, linear, addmm
+  for (int f = 0; f < 4; ++f) EXPECT_GT((seen[{static_cast<int>(OpK::MatMul), f}]), 0) << "product spelling " << f;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, RandomPrograms, ::testing::Range(0, kShards));

@@ -62,6 +62,8 @@ std::vector<Case> cases() {
       {OpKind::Sum, [](const Tensor& a, const Tensor&) { return a.sum({1}, true); }},
       {OpKind::Max, [](const Tensor& a, const Tensor&) { return a.max({1}, true); }},
       {OpKind::Min, [](const Tensor& a, const Tensor&) { return a.min({1}, true); }},
+      // [2, 3] x [3, 2]: a contraction's shape is [2, 2].
+      {OpKind::MatMul, [](const Tensor& a, const Tensor& c) { return matmul(a, c.defined() ? c.transpose(0, 1) : c); }},
   };
 }
 
@@ -76,9 +78,13 @@ TEST(OpTable, EveryOpIsRecordedAsItsRowSays) {
     seen[static_cast<size_t>(k.op)] = true;
     EXPECT_EQ(n->nin, detail::op_arity(k.op)) << name;
     EXPECT_EQ(n->dtype, detail::op_result_dtype(k.op)) << name;
-    const bool reduce = detail::op_shape_rule(k.op) == detail::ShapeRule::Reduce;
-    EXPECT_EQ(n->kind, reduce ? detail::NodeKind::Reduce : detail::NodeKind::Elementwise) << name;
-    EXPECT_EQ(n->shape, reduce ? (Shape{2, 1}) : (Shape{2, 3})) << name;
+    const detail::ShapeRule rule = detail::op_shape_rule(k.op);
+    const bool reduce = rule == detail::ShapeRule::Reduce, contract = rule == detail::ShapeRule::Contract;
+    EXPECT_EQ(n->kind, reduce     ? detail::NodeKind::Reduce
+                       : contract ? detail::NodeKind::Contract
+                                  : detail::NodeKind::Elementwise)
+        << name;
+    EXPECT_EQ(n->shape, reduce ? (Shape{2, 1}) : contract ? (Shape{2, 2}) : (Shape{2, 3})) << name;
     // An undefined operand: the error names the op by its row's name.
     try {
       (void)k.f(Tensor(), c);

@@ -1,0 +1,199 @@
+// matmul, bmm, linear and addmm through the public API: torch's shape rules
+// (1-D promotion, batch broadcasting), transposed and strided operands read
+// in place, fused epilogues, against a double-precision reference; and the
+// errors for shapes that do not contract.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dvm/dvm.h"
+#include "tests/tracer/tracer_testing.h"
+
+namespace dvm {
+namespace {
+
+std::vector<float> random_vec(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// A dense row-major double copy of t's values with t's shape.
+struct Dense {
+  Shape shape;
+  std::vector<double> v;
+  double at(const std::vector<int64_t>& idx) const {
+    int64_t off = 0;
+    for (int i = 0; i < shape.rank(); ++i) off = off * shape[i] + idx[static_cast<size_t>(i)];
+    return v[static_cast<size_t>(off)];
+  }
+};
+
+Dense dense(const Tensor& t) {
+  const std::vector<float> f = t.to_vector();
+  return {t.shape(), std::vector<double>(f.begin(), f.end())};
+}
+
+// torch.matmul in double, with the K-sum's magnitude for the tolerance.
+struct Ref {
+  Shape shape;
+  std::vector<double> value, magnitude;
+};
+
+Ref reference_matmul(const Dense& a, const Dense& b) {
+  Shape sa = a.shape, sb = b.shape;
+  const bool a1 = sa.rank() == 1, b1 = sb.rank() == 1;
+  Shape A = a1 ? Shape{1, sa[0]} : sa, B = b1 ? Shape{sb[0], 1} : sb;
+  const int ra = A.rank(), rb = B.rank();
+  const int64_t M = A[ra - 2], K = A[ra - 1], N = B[rb - 1];
+  const int nb = std::max(ra, rb) - 2;
+  Shape batch;
+  for (int i = 0; i < nb; ++i) {
+    const int ia = i - (nb - (ra - 2)), ib = i - (nb - (rb - 2));
+    const int64_t ea = ia >= 0 ? A[ia] : 1, eb = ib >= 0 ? B[ib] : 1;
+    batch.push_back(ea == 1 ? eb : ea);
+  }
+  Ref r;
+  Shape full = batch;
+  full.push_back(M);
+  full.push_back(N);
+  const int64_t total = full.numel();
+  r.value.resize(static_cast<size_t>(total));
+  r.magnitude.resize(static_cast<size_t>(total));
+  std::vector<int64_t> idx(static_cast<size_t>(full.rank()), 0);
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t rem = e;
+    for (int i = full.rank() - 1; i >= 0; --i) {
+      idx[static_cast<size_t>(i)] = rem % full[i];
+      rem /= full[i];
+    }
+    const int64_t m = idx[static_cast<size_t>(nb)], n = idx[static_cast<size_t>(nb + 1)];
+    double s = 0, mag = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      std::vector<int64_t> ia, ib;
+      for (int i = 0; i < ra - 2; ++i) {
+        const int64_t bi = idx[static_cast<size_t>(i + nb - (ra - 2))];
+        ia.push_back(A[i] == 1 ? 0 : bi);
+      }
+      for (int i = 0; i < rb - 2; ++i) {
+        const int64_t bi = idx[static_cast<size_t>(i + nb - (rb - 2))];
+        ib.push_back(B[i] == 1 ? 0 : bi);
+      }
+      if (a1) ia = {k};
+      else {
+        ia.push_back(m);
+        ia.push_back(k);
+      }
+      if (b1) ib = {k};
+      else {
+        ib.push_back(k);
+        ib.push_back(n);
+      }
+      const double p = a.at(ia) * b.at(ib);
+      s += p;
+      mag += std::fabs(p);
+    }
+    r.value[static_cast<size_t>(e)] = s;
+    r.magnitude[static_cast<size_t>(e)] = mag;
+  }
+  Shape out = batch;
+  if (!a1) out.push_back(M);
+  if (!b1) out.push_back(N);
+  r.shape = out;
+  return r;
+}
+
+// |got - want| <= (K + 2) u * (sum of |products| + |extra|): K roundings of
+// the running sum (fused or not), each at most u of a partial sum bounded by
+// the magnitude, and the epilogue's few roundings.
+void expect_close(const Tensor& got, const Ref& want, int64_t K, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape) << what;
+  const std::vector<float> g = got.to_vector();
+  ASSERT_EQ(g.size(), want.value.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double tol = (static_cast<double>(K) + 2) * 0x1p-24 * (want.magnitude[i] + std::fabs(want.value[i])) + 1e-30;
+    ASSERT_NEAR(g[i], want.value[i], tol) << what << " element " << i;
+  }
+}
+
+Tensor tensor_of(const Shape& s, uint32_t seed) { return Tensor::from_vector(random_vec(s.numel(), seed), s); }
+
+TEST(MatMul, ShapeRulesOfTorch) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{5}, {5}},           {{3, 5}, {5}},          {{5}, {5, 4}},        {{3, 5}, {5, 4}},
+      {{1, 1}, {1, 1}},     {{7, 17}, {17, 63}},    {{2, 3, 5}, {5, 4}},  {{3, 5}, {2, 5, 4}},
+      {{2, 3, 5}, {2, 5, 4}}, {{2, 1, 3, 5}, {4, 5, 6}}, {{5}, {2, 5, 4}}, {{2, 3, 5}, {5}},
+      {{65, 0}, {0, 3}},    {{0, 4}, {4, 2}},       {{1, 200}, {200, 600}}, {{2, 2, 3, 7}, {2, 2, 7, 1}}};
+  uint32_t seed = 1;
+  for (const auto& [sa, sb] : cases) {
+    const Tensor a = tensor_of(sa, seed++), b = tensor_of(sb, seed++);
+    const Ref want = reference_matmul(dense(a), dense(b));
+    expect_close(matmul(a, b), want, sa[sa.rank() - 1], "matmul " + sa.to_string() + " x " + sb.to_string());
+  }
+}
+
+TEST(MatMul, TransposedAndStridedOperandsAreReadInPlace) {
+  const Tensor a = tensor_of({17, 9}, 3), b = tensor_of({20, 17}, 4);
+  // a^T [9, 17] x b^T [17, 20]; a sliced every other column.
+  const Tensor at = a.transpose(0, 1), bt = b.transpose(0, 1);
+  expect_close(matmul(at, bt), reference_matmul(dense(at.contiguous()), dense(bt.contiguous())), 17, "transposed");
+  const Tensor s = tensor_of({6, 40}, 5).slice(1, 0, 40, 2);  // [6, 20], stride 2
+  expect_close(matmul(s, bt.transpose(0, 1)), reference_matmul(dense(s.contiguous()), dense(b)), 20, "strided");
+}
+
+TEST(MatMul, LinearWithAFusedEpilogue) {
+  for (int64_t M : {1, 7, 65}) {
+    const Tensor x = tensor_of({2, M, 33}, 10), w = tensor_of({19, 33}, 11), bias = tensor_of({19}, 12);
+    x.sync();
+    const int64_t before = dvm::stats().kernels_run;
+    const Tensor y = gelu(linear(x, w, bias), GeluApprox::Tanh) * 0.5f;
+    y.sync();
+    EXPECT_EQ(dvm::stats().kernels_run - before, 1) << "the bias, gelu and scale run in the product's kernel";
+    Ref lin = reference_matmul(dense(x), dense(w.transpose(0, 1).contiguous()));
+    const Dense db = dense(bias);
+    const std::vector<float> got = y.to_vector();
+    ASSERT_EQ(y.shape(), (Shape{2, M, 19}));
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double t = lin.value[i] + db.v[i % 19];
+      const double want = 0.5 * 0.5 * t * (1 + std::tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)));
+      const double tol = 40 * 0x1p-24 * (lin.magnitude[i] + std::fabs(db.v[i % 19])) + 1e-6 * std::fabs(want) + 1e-12;
+      ASSERT_NEAR(got[i], want, tol) << "M=" << M << " element " << i;
+    }
+  }
+}
+
+TEST(MatMul, BmmAndAddmm) {
+  const Tensor a = tensor_of({3, 4, 5}, 20), b = tensor_of({3, 5, 6}, 21);
+  expect_close(bmm(a, b), reference_matmul(dense(a), dense(b)), 5, "bmm");
+  const Tensor p = tensor_of({4, 5}, 22), q = tensor_of({5, 6}, 23), in = tensor_of({6}, 24);
+  const Tensor y = addmm(in, p, q, 0.5f, 2.0f);
+  const Ref r = reference_matmul(dense(p), dense(q));
+  const std::vector<float> got = y.to_vector();
+  const Dense din = dense(in);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double want = 0.5 * din.v[i % 6] + 2.0 * r.value[i];
+    ASSERT_NEAR(got[i], want, 8 * 0x1p-24 * (2 * r.magnitude[i] + std::fabs(din.v[i % 6]))) << i;
+  }
+}
+
+TEST(MatMul, ShapesThatDoNotContractAreErrors) {
+  using testing::expect_error;
+  const Tensor a = tensor_of({3, 5}, 1), b = tensor_of({4, 6}, 2), s = Tensor::scalar(2.0f);
+  const Tensor a3 = tensor_of({2, 3, 5}, 3), b3 = tensor_of({3, 5, 2}, 4), w = tensor_of({6, 4}, 5),
+               w2 = tensor_of({6, 5}, 5), bias = tensor_of({5}, 6);
+  expect_error("inner dims", [&] { (void)matmul(a, b); }, {"matmul", "[3, 5]", "[4, 6]", "inner"});
+  expect_error("0-d", [&] { (void)matmul(s, a); }, {"matmul", "at least one dimension"});
+  expect_error("batch", [&] { (void)matmul(a3, b3); }, {"matmul", "batch", "[2]", "[3]"});
+  expect_error("bmm rank", [&] { (void)bmm(a, b); }, {"bmm", "[B, M, K]"});
+  expect_error("linear weight", [&] { (void)linear(a, w); }, {"linear", "[out, in]", "[6, 4]"});
+  expect_error("linear bias", [&] { (void)linear(a, w2, bias); }, {"linear", "bias", "[6]"});
+  expect_error("undefined", [&] { (void)matmul(a, Tensor()); }, {"matmul", "undefined"});
+}
+
+}  // namespace
+}  // namespace dvm
