@@ -1,0 +1,301 @@
+// Contractions (issue 15's figures):
+//   matmul/<M>x<K>x<N>/<system>/threads:N      C = A B, A [M, K], B [K, N] row-major
+//   linear_gelu/<M>x<K>x<N>/<system>/threads:N gelu_tanh(x W^T + b), W [N, K] (torch's layout)
+//   matmul_dynamic/<system>                    50 pseudo-random M in [1, 512], K = N = 768,
+//                                              one pass per iteration
+// Counter gflops (2 M N K per product). Systems: dvm (the public API, what a
+// user writes), openblas (cblas_sgemm, its threads set to N) and onednn (a
+// matmul primitive created once; onednn_new_shape creates it inside the timed
+// loop), each where Debian's package was found at configure time. Every dvm
+// result is checked once, outside the timing, at sampled elements against a
+// double-precision dot product.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "bench/common.h"
+
+#ifdef DVM_BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef DVM_BENCH_HAVE_ONEDNN
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace bench {
+namespace {
+
+struct MmShape {
+  int64_t M, K, N;
+};
+
+std::vector<MmShape> matmul_shapes() {
+  std::vector<MmShape> s = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}};
+  for (int64_t M : {1, 8, 32, 128, 512})
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{768, 768}, {768, 3072}, {3072, 768}}) s.push_back({M, K, N});
+  return s;
+}
+
+std::vector<MmShape> linear_shapes() {
+  std::vector<MmShape> s;
+  for (int64_t M : {1, 8, 32, 128, 512})
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{768, 768}, {768, 3072}, {3072, 768}}) s.push_back({M, K, N});
+  return s;
+}
+
+std::string dims(const MmShape& s) {
+  return std::to_string(s.M) + "x" + std::to_string(s.K) + "x" + std::to_string(s.N);
+}
+
+std::vector<float> values(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& f : v) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    f = static_cast<float>(static_cast<int64_t>((x * 0x2545F4914F6CDD1Dull) >> 40) % 2001 - 1000) * 1e-3f;
+  }
+  return v;
+}
+
+double gelu_tanh(double t) { return 0.5 * t * (1 + std::tanh(0.7978845608028654 * (t + 0.044715 * t * t * t))); }
+
+// Aborts unless sampled elements of y [M, N] match the double reference:
+// C[m][n] = sum_k a(m, k) b(k, n) (then bias and gelu when `linear`).
+template <class A, class B>
+void check_product(const std::string& what, const float* y, const MmShape& s, A a, B b, const float* bias = nullptr) {
+  for (int t = 0; t < 64; ++t) {
+    const int64_t m = (t * 7919) % s.M, n = (t * 104729) % s.N;
+    double sum = 0, mag = 0;
+    for (int64_t k = 0; k < s.K; ++k) {
+      sum += static_cast<double>(a(m, k)) * b(k, n);
+      mag += std::fabs(static_cast<double>(a(m, k)) * b(k, n));
+    }
+    double want = sum;
+    if (bias) want = gelu_tanh(sum + bias[n]);
+    const double got = y[m * s.N + n];
+    if (std::fabs(got - want) > (static_cast<double>(s.K) + 8) * 0x1p-24 * (mag + 1) + 1e-6) {
+      std::fprintf(stderr, "bench_dvm: %s: element (%lld, %lld) is %.9g, expected %.9g\n", what.c_str(),
+                   static_cast<long long>(m), static_cast<long long>(n), got, want);
+      std::abort();
+    }
+  }
+}
+
+void set_gflops(benchmark::State& state, double flops_per_iter) {
+  state.counters["gflops"] =
+      benchmark::Counter(flops_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_matmul_dvm(benchmark::State& state, MmShape s, int threads, const std::string& name) {
+  apply_system(kDvm, threads);
+  const std::vector<float> a = values(s.M * s.K, 1), b = values(s.K * s.N, 2);
+  auto once = [&] {
+    return dvm::matmul(dvm::Tensor::from_blob(a.data(), {s.M, s.K}), dvm::Tensor::from_blob(b.data(), {s.K, s.N}));
+  };
+  if (first_time(name)) {
+    const dvm::Tensor y = once();
+    check_product(name, y.data(), s, [&](int64_t m, int64_t k) { return a[static_cast<size_t>(m * s.K + k)]; },
+                  [&](int64_t k, int64_t n) { return b[static_cast<size_t>(k * s.N + n)]; });
+  }
+  for (auto _ : state) {
+    dvm::Tensor y = once();
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+}
+
+void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const std::string& name) {
+  apply_system(kDvm, threads);
+  const std::vector<float> x = values(s.M * s.K, 3), w = values(s.N * s.K, 4), bias = values(s.N, 5);
+  auto once = [&] {
+    return dvm::gelu(dvm::linear(dvm::Tensor::from_blob(x.data(), {s.M, s.K}),
+                                 dvm::Tensor::from_blob(w.data(), {s.N, s.K}), dvm::Tensor::from_blob(bias.data(), {s.N})),
+                     dvm::GeluApprox::Tanh);
+  };
+  if (first_time(name)) {
+    const dvm::Tensor y = once();
+    check_product(name, y.data(), s, [&](int64_t m, int64_t k) { return x[static_cast<size_t>(m * s.K + k)]; },
+                  [&](int64_t k, int64_t n) { return w[static_cast<size_t>(n * s.K + k)]; }, bias.data());
+  }
+  for (auto _ : state) {
+    dvm::Tensor y = once();
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+}
+
+// 50 pseudo-random M in [1, 512] (the same list every run).
+std::vector<int64_t> dynamic_rows() {
+  std::vector<int64_t> m;
+  uint64_t x = 12345;
+  for (int i = 0; i < 50; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    m.push_back(1 + static_cast<int64_t>((x >> 33) % 512));
+  }
+  return m;
+}
+
+void BM_matmul_dynamic_dvm(benchmark::State& state) {
+  apply_system(kDvm, 1);
+  const std::vector<int64_t> rows = dynamic_rows();
+  const std::vector<float> a = values(512 * 768, 6), b = values(768 * 768, 7);
+  const dvm::Tensor B = dvm::Tensor::from_blob(b.data(), {768, 768});
+  auto pass = [&] {
+    for (int64_t M : rows) {
+      dvm::Tensor y = dvm::matmul(dvm::Tensor::from_blob(a.data(), {M, 768}), B);
+      benchmark::DoNotOptimize(y.data());
+    }
+  };
+  const int64_t c0 = dvm::stats().kernels_compiled;
+  pass();
+  const int64_t c1 = dvm::stats().kernels_compiled;
+  pass();
+  const int64_t c2 = dvm::stats().kernels_compiled;
+  double flops = 0;
+  for (int64_t M : rows) flops += 2.0 * static_cast<double>(M) * 768 * 768;
+  for (auto _ : state) pass();
+  // The first pass of this process (earlier benchmarks may have compiled
+  // the kernel already) and the second, which must compile nothing.
+  state.counters["compiles_first"] = static_cast<double>(c1 - c0);
+  state.counters["compiles_second"] = static_cast<double>(c2 - c1);
+  set_gflops(state, flops);
+}
+
+#ifdef DVM_BENCH_HAVE_OPENBLAS
+void BM_matmul_openblas(benchmark::State& state, MmShape s, int threads) {
+  openblas_set_num_threads(threads);
+  const std::vector<float> a = values(s.M * s.K, 1), b = values(s.K * s.N, 2);
+  std::vector<float> c(static_cast<size_t>(s.M * s.N));
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.M), static_cast<int>(s.N),
+                static_cast<int>(s.K), 1.0f, a.data(), static_cast<int>(s.K), b.data(), static_cast<int>(s.N), 0.0f,
+                c.data(), static_cast<int>(s.N));
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+}
+
+void BM_matmul_dynamic_openblas(benchmark::State& state) {
+  openblas_set_num_threads(1);
+  const std::vector<int64_t> rows = dynamic_rows();
+  const std::vector<float> a = values(512 * 768, 6), b = values(768 * 768, 7);
+  std::vector<float> c(512 * 768);
+  double flops = 0;
+  for (int64_t M : rows) flops += 2.0 * static_cast<double>(M) * 768 * 768;
+  for (auto _ : state)
+    for (int64_t M : rows) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), 768, 768, 1.0f, a.data(), 768,
+                  b.data(), 768, 0.0f, c.data(), 768);
+      benchmark::DoNotOptimize(c.data());
+    }
+  set_gflops(state, flops);
+}
+#endif
+
+#ifdef DVM_BENCH_HAVE_ONEDNN
+// A oneDNN matmul of src [M, K] and weights [K, N] (or W^T from W [N, K],
+// with a bias and a gelu_tanh post-op when `linear`), created once.
+struct OnednnMatmul {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  dnnl::memory src, wei, dst, bias;
+  dnnl::matmul prim;
+  std::vector<float> x, w, b, y;
+
+  OnednnMatmul(const MmShape& s, bool linear) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    x = values(s.M * s.K, linear ? 3 : 1);
+    w = values(s.K * s.N, linear ? 4 : 2);
+    b = values(s.N, 5);
+    y.resize(static_cast<size_t>(s.M * s.N));
+    const dnnl::memory::desc sd({s.M, s.K}, dt::f32, tag::ab), dd({s.M, s.N}, dt::f32, tag::ab),
+        wd({s.K, s.N}, dt::f32, linear ? tag::ba : tag::ab), bd({1, s.N}, dt::f32, tag::ab);
+    src = dnnl::memory(sd, eng, x.data());
+    wei = dnnl::memory(wd, eng, w.data());
+    dst = dnnl::memory(dd, eng, y.data());
+    bias = dnnl::memory(bd, eng, b.data());
+    dnnl::primitive_attr attr;
+    if (linear) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+      attr.set_post_ops(po);
+      prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(sd, wd, bd, dd), attr, eng));
+    } else {
+      prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(sd, wd, dd), attr, eng));
+    }
+    linear_ = linear;
+  }
+  void run() {
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    if (linear_) args[DNNL_ARG_BIAS] = bias;
+    prim.execute(strm, args);
+    strm.wait();
+  }
+  bool linear_ = false;
+};
+
+void BM_onednn(benchmark::State& state, MmShape s, int threads, bool linear, bool new_shape) {
+  omp_set_num_threads(threads);
+  OnednnMatmul mm(s, linear);
+  for (auto _ : state) {
+    if (new_shape) mm = OnednnMatmul(s, linear);
+    mm.run();
+    benchmark::DoNotOptimize(mm.y.data());
+  }
+  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+}
+#endif
+
+void add(const std::string& name, std::function<void(benchmark::State&)> fn, int threads) {
+  benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), std::move(fn));
+  b->Unit(benchmark::kMicrosecond);
+  if (threads > 1) b->UseRealTime();
+}
+
+int register_matmul() {
+  for (const MmShape& s : matmul_shapes())
+    for (int threads : thread_counts()) {
+      const std::string tail = "/threads:" + std::to_string(threads);
+      const std::string dvm_name = "matmul/" + dims(s) + "/dvm" + tail;
+      add(dvm_name, [=](benchmark::State& st) { BM_matmul_dvm(st, s, threads, dvm_name); }, threads);
+#ifdef DVM_BENCH_HAVE_OPENBLAS
+      add("matmul/" + dims(s) + "/openblas" + tail, [=](benchmark::State& st) { BM_matmul_openblas(st, s, threads); },
+          threads);
+#endif
+#ifdef DVM_BENCH_HAVE_ONEDNN
+      add("matmul/" + dims(s) + "/onednn" + tail,
+          [=](benchmark::State& st) { BM_onednn(st, s, threads, false, false); }, threads);
+#endif
+    }
+  for (const MmShape& s : linear_shapes())
+    for (int threads : thread_counts()) {
+      const std::string tail = "/threads:" + std::to_string(threads);
+      const std::string dvm_name = "linear_gelu/" + dims(s) + "/dvm" + tail;
+      add(dvm_name, [=](benchmark::State& st) { BM_linear_gelu_dvm(st, s, threads, dvm_name); }, threads);
+#ifdef DVM_BENCH_HAVE_ONEDNN
+      add("linear_gelu/" + dims(s) + "/onednn" + tail,
+          [=](benchmark::State& st) { BM_onednn(st, s, threads, true, false); }, threads);
+      add("linear_gelu/" + dims(s) + "/onednn_new_shape" + tail,
+          [=](benchmark::State& st) { BM_onednn(st, s, threads, true, true); }, threads);
+#endif
+    }
+  add("matmul_dynamic/dvm", BM_matmul_dynamic_dvm, 1);
+#ifdef DVM_BENCH_HAVE_OPENBLAS
+  add("matmul_dynamic/openblas", BM_matmul_dynamic_openblas, 1);
+#endif
+  return 0;
+}
+const int registered = register_matmul();
+
+}  // namespace
+}  // namespace bench
