@@ -4,6 +4,7 @@
 // errors for shapes that do not contract.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <string>
@@ -179,6 +180,20 @@ TEST(MatMul, BmmAndAddmm) {
     const double want = 0.5 * din.v[i % 6] + 2.0 * r.value[i];
     ASSERT_NEAR(got[i], want, 8 * 0x1p-24 * (2 * r.magnitude[i] + std::fabs(din.v[i % 6]))) << i;
   }
+}
+
+// K is never split: the bits do not depend on the thread count.
+TEST(MatMul, ThreadCountsGiveTheSameBits) {
+  const Tensor a = tensor_of({2, 300, 257}, 30), b = tensor_of({257, 700}, 31), r = tensor_of({700}, 32);
+  auto run = [&](int threads) {
+    dvm::set_num_threads(threads);
+    return (relu(matmul(a, b)) + r).to_vector();
+  };
+  const int before = dvm::num_threads();
+  const std::vector<float> one = run(1), four = run(4);
+  dvm::set_num_threads(before);
+  ASSERT_EQ(one.size(), four.size());
+  for (size_t i = 0; i < one.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(one[i]), std::bit_cast<uint32_t>(four[i])) << i;
 }
 
 TEST(MatMul, ShapesThatDoNotContractAreErrors) {
