@@ -59,6 +59,10 @@ void record_programs() {
   keep.push_back(dvm::softmax(x, 0));
   keep.push_back(x.sum({0, 1}));
   keep.push_back(x.sum());
+  // Contraction: products with and without epilogues, transposed operands.
+  keep.push_back(dvm::matmul(x, y.transpose(0, 1)));
+  keep.push_back(dvm::gelu(dvm::linear(x, y, Tensor::uniform({6}, 5, -1.0f, 1.0f)), dvm::GeluApprox::Tanh) * 0.5f);
+  keep.push_back(dvm::relu(dvm::matmul(b, y.transpose(0, 1))) + 1.0f);
   for (Tensor& t : keep) t.sync();
 }
 
