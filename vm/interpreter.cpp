@@ -95,6 +95,7 @@ inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
 // mixed-radix digits advance one element at a time, which wraps as
 // part_offset's modulo does, without a division per element.
 void gather_c(float* dst, const float* base, const ArgBinding& a, int64_t c0, int64_t n) {
+  if (n <= 0) return;  // nothing to read: base may be null (an empty tensor's)
   const int nd = a.ndims[kC];
   if (nd == 0) {
     std::fill(dst, dst + n, *base);

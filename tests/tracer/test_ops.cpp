@@ -1396,6 +1396,20 @@ TEST(Creation, ValuesAndShapes) {
   EXPECT_NEAR(sd, 2.0, 0.1);
 }
 
+// A gathered read of an empty tensor reads nothing: from_blob(nullptr) with a
+// size-0 extent, permuted (a gather) and summed, gives 0 (the interpreter's
+// gather once read its first element regardless).
+TEST_P(Ops, EmptyGatheredReadsNothing) {
+  for (const Shape& s : {Shape{0, 0}, Shape{0, 3}, Shape{3, 0}, Shape{2, 0, 3}}) {
+    const Tensor x = Tensor::from_blob(nullptr, s);
+    std::vector<int> perm;
+    for (int i = s.rank() - 1; i >= 0; --i) perm.push_back(i);
+    EXPECT_EQ(x.permute(perm).sum().to_vector(), std::vector<float>{0.0f}) << s.to_string();
+    const Tensor rows = x.permute(perm).sum(-1);  // every row sums nothing: zeros
+    EXPECT_EQ(rows.to_vector(), std::vector<float>(static_cast<size_t>(rows.shape().numel()), 0.0f)) << s.to_string();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Target, Ops, ::testing::ValuesIn(kTargets), target_name);
 
 }  // namespace
