@@ -118,7 +118,9 @@ struct Builder {
         int arg = -1;
         if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
         if (!same_group(x, n) && x->kind != NodeKind::Const) {
-          int64_t fs[kMaxRank];
+          // Zeros past the full shape: an epilogue's read does not move
+          // along a product's K (and the search compares K too).
+          int64_t fs[kMaxRank] = {};
           const Domain d = leaf_strides(n, i, fs);
           arg = find_or_add_leaf(x, fs, d);
           ArgSpec& a = out.args[static_cast<size_t>(arg)];
@@ -174,7 +176,7 @@ struct Builder {
   void add_leaf(Node* n, int slot) {
     Node* x = n->in[slot];
     if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
-    int64_t fs[kMaxRank];
+    int64_t fs[kMaxRank] = {};  // K stays 0 for an epilogue's read, as in collect()
     const Domain d = leaf_strides(n, slot, fs);
     ArgSpec a;
     a.node = x;

@@ -6,11 +6,13 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "fuser/executor.h"
 #include "tests/tracer/tracer_testing.h"
 
 namespace dvm {
@@ -194,6 +196,33 @@ TEST(MatMul, ThreadCountsGiveTheSameBits) {
   dvm::set_num_threads(before);
   ASSERT_EQ(one.size(), four.size());
   for (size_t i = 0; i < one.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(one[i]), std::bit_cast<uint32_t>(four[i])) << i;
+}
+
+// An epilogue op reading one of the product's operands (here a, broadcast
+// by lt) gives a kernel that does not depend on what the lowering's stack
+// held: the second flush replays the first one's plan, and under
+// DVM_PLAN_CHECK (set here and by ctest) the replay is lowered again and
+// must give the same bytecode. The epilogue's K stride was uninitialized.
+TEST(MatMul, EpilogueReadingAnOperandLowersTheSameOnReplay) {
+  fuser::set_plan_check(true);
+  for (int run = 0; run < 3; ++run) {
+    const Tensor a = tensor_of({8, 8, 1}, 40), c = tensor_of({8, 8}, 41);
+    const Tensor b = tensor_of({8, 8, 1}, 42).transpose(1, 2);  // [8, 1, 8]
+    const Tensor m = lt(c, a);                                   // [8, 8, 8]
+    const Tensor y = where(m, reciprocal(matmul(a, b)), Tensor(1.0f));
+    std::vector<float> got;
+    ASSERT_NO_THROW(got = y.to_vector()) << "run " << run;
+    const Dense da = dense(a), db = dense(b), dc = dense(c);
+    for (int64_t i = 0; i < 8; ++i)
+      for (int64_t j = 0; j < 8; ++j)
+        for (int64_t k = 0; k < 8; ++k) {
+          const double x = da.at({i, j, 0}), p = x * db.at({i, 0, k});  // K = 1: the product is exact
+          const double want = dc.at({j, k}) < x ? static_cast<double>(1.0f / static_cast<float>(p)) : 1.0;
+          ASSERT_EQ(got[static_cast<size_t>((i * 8 + j) * 8 + k)], static_cast<float>(want)) << i << " " << j << " " << k;
+        }
+  }
+  const char* env = std::getenv("DVM_PLAN_CHECK");
+  fuser::set_plan_check(env && std::string(env) == "1");
 }
 
 TEST(MatMul, ShapesThatDoNotContractAreErrors) {
