@@ -407,6 +407,13 @@ class Gen {
         if (!op(i).is_bool && op(i).shape == s) c.push_back(i);
       if (!c.empty()) return c[static_cast<size_t>(r_.below(static_cast<int>(c.size())))];
     }
+    if (r_.chance(0.05)) {  // a constant: the product reads it from a buffer it makes
+      Op o;
+      o.kind = OpK::Full;
+      o.shape = s;
+      o.s = scalar();
+      return add(o);
+    }
     const size_t r = s.size();
     if (r >= 2 && r_.chance(0.35)) {
       std::vector<int> t = s;
@@ -446,7 +453,14 @@ class Gen {
     o.form = w < 5 ? 0 : w < 6 ? 1 : w < 8 ? 2 : 3;
     if (o.form == 0) {
       // a: a value in the program or new operands of rank 1-4.
+      // Mostly the newest value, at times an earlier product: products chain.
       int a = pick_float();
+      if (r_.chance(0.3))
+        for (int i = static_cast<int>(p_.ops.size()) - 1; i >= 0; --i)
+          if (op(i).kind == OpK::MatMul) {
+            a = i;
+            break;
+          }
       if (op(a).shape.empty() || r_.chance(0.4)) {
         std::vector<int> s = random_shape(r_.below(3));
         s.push_back(random_dim());
