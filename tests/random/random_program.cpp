@@ -1506,6 +1506,14 @@ Tensor apply_reduce(const Op& o, const Tensor& x) {
 
 Shape to_shape(const std::vector<int64_t>& s) { return Shape(s); }
 
+// The two axes a permutation of form 1 swaps (a swap of an axis with itself: both the same).
+std::pair<int, int> transposed_pair(const std::vector<int>& perm) {
+  int x = -1, y = -1;
+  for (int k = 0; k < static_cast<int>(perm.size()); ++k)
+    if (perm[static_cast<size_t>(k)] != k) (x < 0 ? x : y) = k;
+  return {x < 0 ? 0 : x, y < 0 ? (x < 0 ? 0 : x) : y};
+}
+
 struct RunOut {
   std::vector<std::vector<float>> values;  // per observed
   std::string error;
@@ -1549,10 +1557,8 @@ RunOut run_dvm(const Program& p, const Instance& in, const std::vector<std::vect
         case OpK::Reshape: t[i] = val(o.a).reshape(to_shape(shape)); break;
         case OpK::Permute: {
           if (o.form == 1) {
-            int x = -1, y = -1;
-            for (int k = 0; k < static_cast<int>(o.axes.size()); ++k)
-              if (o.axes[static_cast<size_t>(k)] != k) (x < 0 ? x : y) = k;
-            t[i] = val(o.a).transpose(x < 0 ? 0 : x, y < 0 ? (x < 0 ? 0 : x) : y);
+            const auto [x, y] = transposed_pair(o.axes);
+            t[i] = val(o.a).transpose(x, y);
           } else {
             t[i] = val(o.a).permute(o.axes);
           }
@@ -1979,6 +1985,9 @@ std::string to_cpp(const Program& p, const Instance& in) {
         else if (o.form >= 3)
           s << "dvm::Tensor::" << (o.form == 3 ? "uniform(" : "normal(") << sh << ", " << in.data_seed + i
             << (o.form == 3 ? "u, -3.0f, 3.0f);" : "u, 0.5f, 2.0f);");
+        else if (o.form == 1)  // the runner's blob: its data outlives the program
+          s << "dvm::Tensor::from_blob([] { static const std::vector<float> d" << vals.substr(vals.find_first_of("({"))
+            << "; return d.data(); }(), " << sh << ");";
         else
           s << "dvm::Tensor::from_vector(" << vals << ", " << sh << ");";
         break;
@@ -2033,6 +2042,11 @@ std::string to_cpp(const Program& p, const Instance& in) {
       }
       case OpK::Reshape: s << v(o.a) << ".reshape(" << sh << ");"; break;
       case OpK::Permute: {
+        if (o.form == 1) {  // as run_dvm spells it
+          const auto [x, y] = transposed_pair(o.axes);
+          s << v(o.a) << ".transpose(" << x << ", " << y << ");";
+          break;
+        }
         s << v(o.a) << ".permute({";
         for (size_t k = 0; k < o.axes.size(); ++k) s << (k ? ", " : "") << o.axes[k];
         s << "});";
@@ -2042,7 +2056,7 @@ std::string to_cpp(const Program& p, const Instance& in) {
         s << v(o.a) << ".slice(" << o.axis << ", " << o.start << ", "
           << (o.end == kBig ? std::string("INT64_MAX") : std::to_string(o.end)) << ", " << o.step << ");";
         break;
-      case OpK::Expand: s << v(o.a) << ".expand(" << sh << ");"; break;
+      case OpK::Expand: s << v(o.a) << (o.form == 0 ? ".expand(" : ".broadcast_to(") << sh << ");"; break;
       case OpK::Contiguous: s << v(o.a) << ".contiguous();"; break;
       case OpK::Sync: s << v(o.a) << ";\n" << v(static_cast<int>(i)) << ".sync();"; break;
       case OpK::MatMul:
