@@ -94,8 +94,17 @@ TEST_P(RandomPrograms, MatchReferenceOnEveryTierAndIsa) {
       }
       if (!o.failure.empty()) {
         ++failures;
+        // A later twin replays the plans the earlier ones cached: its
+        // failure may need them first, so all of them, unshrunk, come along.
+        std::string before;
+        for (int t = 0; twin > 0 && t <= twin; ++t)
+          before += "// twin " + std::to_string(t) + " (each on every ISA and tier, in this order):\n" +
+                    to_cpp(p, instantiate(p, t));
         ADD_FAILURE() << "seed " << seed << ", twin " << twin << "\n"
-                      << shrink_and_reproduce(p, in, opts, o.failure);
+                      << shrink_and_reproduce(p, in, opts, o.failure)
+                      << (before.empty() ? ""
+                                         : "if that passes alone, twins 0.." + std::to_string(twin) + " unshrunk:\n" +
+                                               before);
         break;
       }
     }

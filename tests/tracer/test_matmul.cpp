@@ -218,7 +218,8 @@ TEST(MatMul, EpilogueReadingAnOperandLowersTheSameOnReplay) {
         for (int64_t k = 0; k < 8; ++k) {
           const double x = da.at({i, j, 0}), p = x * db.at({i, 0, k});  // K = 1: the product is exact
           const double want = dc.at({j, k}) < x ? static_cast<double>(1.0f / static_cast<float>(p)) : 1.0;
-          ASSERT_EQ(got[static_cast<size_t>((i * 8 + j) * 8 + k)], static_cast<float>(want)) << i << " " << j << " " << k;
+          ASSERT_EQ(got[static_cast<size_t>((i * 8 + j) * 8 + k)], static_cast<float>(want))
+              << i << " " << j << " " << k;
         }
   }
   const char* env = std::getenv("DVM_PLAN_CHECK");
