@@ -12,6 +12,7 @@ comes from figures of the same run. Python 3 stdlib only.
 import argparse
 import datetime
 import json
+import math
 import os
 import re
 import statistics
@@ -475,8 +476,71 @@ def compile_table(medians, errors, out):
     out.append("")
 
 
+def geomean(values):
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def contraction_tables(medians, out):
+    """matmul, linear_gelu and matmul_dynamic (bench/matmul.cpp) against the
+    FMA roof (peak/fma) and the reference libraries, per thread count."""
+    rows = {}  # (kind, shape, threads) -> {system: gflops}
+    for n, m in medians.items():
+        parts = n.split("/")
+        if parts[0] in ("matmul", "linear_gelu") and len(parts) == 4 and "gflops" in m:
+            rows.setdefault((parts[0], parts[1], m["threads"]), {})[parts[2]] = m["gflops"]
+    if not rows:
+        return
+    peak = {m["threads"]: m["gflops"] for n, m in medians.items() if n.startswith("peak/fma/") and "gflops" in m}
+    out.append("## Contractions (the cube unit)\n")
+    out.append("GFLOP/s (2 M K N per product). dvm runs the public API (`matmul`, `gelu(linear(x, W, b))`); "
+               "`openblas` is cblas_sgemm, `onednn` a matmul primitive created once (with bias and a "
+               "gelu_tanh post-op for linear_gelu), `onednn_new_shape` creates it inside the timed loop. "
+               + (f"FMA roof (peak/fma): {', '.join(f'{peak[t]:.1f} GFLOP/s on {t} thread' + ('s' if t != 1 else '') for t in sorted(peak))}." if peak else "")
+               + "\n")
+    for kind, refs in (("matmul", ("openblas", "onednn")), ("linear_gelu", ("onednn", "onednn_new_shape"))):
+        keys = sorted({(s, t) for (k, s, t) in rows if k == kind},
+                      key=lambda st: (st[1], [int(x) for x in st[0].split("x")]))
+        if not keys:
+            continue
+        out.append(f"### {kind}\n")
+        out.append("| M×K×N | threads | dvm | " + " | ".join(refs) + " | " +
+                   " | ".join(f"dvm ÷ {r}" for r in refs) + " | dvm % of roof |")
+        out.append("| --- | ---: | ---: | " + " | ".join(["---:"] * (2 * len(refs))) + " | ---: |")
+        ratios = {r: {} for r in refs}
+        for s, t in keys:
+            g = rows[(kind, s, t)]
+            dv = g.get("dvm")
+            cells = [fmt_num(g.get(r)) for r in refs]
+            rs = []
+            for r in refs:
+                q = ratio(dv, g.get(r)) if dv and g.get(r) else None
+                rs.append(fmt_ratio(q) if q else "–")
+                if q:
+                    ratios[r].setdefault(t, []).append(q)
+            roof = f"{100 * dv / peak[t]:.0f} %" if dv and peak.get(t) else "–"
+            out.append(f"| {s} | {t} | {fmt_num(dv)} | " + " | ".join(cells) + " | " + " | ".join(rs) + f" | {roof} |")
+        out.append("")
+        for r in refs:
+            for t in sorted(ratios[r]):
+                out.append(f"- dvm ÷ {r}, {t} thread{'s' if t != 1 else ''}: geomean "
+                           f"{fmt_ratio(geomean(ratios[r][t]))}, min {fmt_ratio(min(ratios[r][t]))}")
+        out.append("")
+    dyn = sorted(n for n in medians if n.startswith("matmul_dynamic/"))
+    if dyn:
+        out.append("### matmul_dynamic (50 pseudo-random M in [1, 512], K = N = 768)\n")
+        out.append("| system | GFLOP/s | compiles, first pass | compiles, second pass |")
+        out.append("| --- | ---: | ---: | ---: |")
+        for n in dyn:
+            m = medians[n]
+            out.append(f"| {n.split('/')[1]} | {fmt_num(m.get('gflops'))} | "
+                       f"{fmt_num(m.get('compiles_first'), 0) if 'compiles_first' in m else '–'} | "
+                       f"{fmt_num(m.get('compiles_second'), 0) if 'compiles_second' in m else '–'} |")
+        out.append("")
+
+
 def other_table(medians, errors, out):
-    known = re.compile(r"^(W[1-8]_|bandwidth/|record/|compile/|fuser/)")
+    known = re.compile(r"^(W[1-8]_|bandwidth/|record/|compile/|fuser/|matmul/|linear_gelu/|matmul_dynamic/|peak/fma/)")
     names = sorted(n for n in medians if not known.match(n))
     skipped = sorted(n for n in errors if not n.startswith("compile/jit/"))
     if names:
@@ -572,6 +636,7 @@ def main():
     op_cost_table(medians, out)
     dynamic_table(medians, out)
     compile_table(medians, errors, out)
+    contraction_tables(medians, out)
     other_table(medians, errors, out)
 
     os.makedirs(os.path.dirname(os.path.abspath(opts.output)), exist_ok=True)
