@@ -72,6 +72,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   if (a == b) return a;  // the common case; a's extents were checked when it was made
   const int rank = std::max(a.rank(), b.rank());
   Shape out;
+  bool is_a = a.rank() == rank, is_b = b.rank() == rank;  // out equals a (b) so far
   for (int k = 0; k < rank; ++k) {
     int ia = k - (rank - a.rank()), ib = k - (rank - b.rank());
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
@@ -79,10 +80,15 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
       throw Error(std::string(op) + ": shapes " + a.to_string() + " and " + b.to_string() +
                   " do not broadcast (axis " + std::to_string(k) + ": " + std::to_string(da) +
                   " vs " + std::to_string(db) + "; expected equal extents or 1)");
-    out.push_back(da == 1 ? db : da);
+    const int64_t d = da == 1 ? db : da;
+    is_a &= d == da;
+    is_b &= d == db;
+    out.push_back(d);
   }
-  // The context string only on failure: broadcasting is on the recording path.
-  if (!extents_fit(out)) check_extents(op, out, " (broadcasting " + a.to_string() + " and " + b.to_string() + ")");
+  // A result equal to an operand has that operand's checked extents; the
+  // context string only on failure: broadcasting is on the recording path.
+  if (!is_a && !is_b && !extents_fit(out))
+    check_extents(op, out, " (broadcasting " + a.to_string() + " and " + b.to_string() + ")");
   return out;
 }
 
