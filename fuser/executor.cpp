@@ -84,6 +84,7 @@ std::vector<KernelRun> take_kernel_log() {
 }
 
 void set_plan_check(bool on) { g_check_plans.store(on, std::memory_order_relaxed); }
+bool plan_check() { return g_check_plans.load(std::memory_order_relaxed); }
 
 ExecStats& exec_stats() {
   static ExecStats s;

@@ -52,5 +52,6 @@ std::vector<KernelRun> take_kernel_log();
 // While on, every plan-cache replay is lowered again and compared with the
 // cached kernel (off by default; DVM_PLAN_CHECK).
 void set_plan_check(bool on);
+bool plan_check();
 
 }  // namespace dvm::fuser

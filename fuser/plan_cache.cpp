@@ -27,6 +27,22 @@ struct SigBuilder {
     w.push_back(static_cast<uint64_t>(s.rank()));
     for (int i = 0; i < s.rank(); ++i) w.push_back(extent_class(s[i]));
   }
+  // Explicit strides (a non-contiguous leaf's, a view's), and which of
+  // them continue the next non-1 dim linearly (stride == next stride times
+  // next extent): every merge of axes, linear part and row split the
+  // lowering chooses follows from these relations, and with extents only
+  // classified, equal literal strides alone could still hide a changed one.
+  void strides(const Shape& s, const int64_t* st) {
+    uint64_t linear = 0;
+    int next = -1;  // the next dim after k whose extent is not 1
+    for (int k = s.rank() - 1; k >= 0; --k) {
+      w.push_back(static_cast<uint64_t>(st[k]));
+      if (s[k] == 1) continue;
+      if (next >= 0 && st[k] == st[next] * s[next]) linear |= uint64_t{1} << k;
+      next = k;
+    }
+    w.push_back(linear);
+  }
   static uint64_t bits(float f) {
     uint32_t b;
     std::memcpy(&b, &f, 4);
@@ -53,8 +69,7 @@ struct SigBuilder {
     const bool contiguous = x->is_contiguous();
     w.push_back((contiguous ? 3 : 4) | static_cast<uint64_t>(x->dtype) << 8 | id << 16);
     shape(x->shape);
-    if (!contiguous)
-      for (int i = 0; i < x->shape.rank(); ++i) w.push_back(static_cast<uint64_t>(x->strides[i]));
+    if (!contiguous) strides(x->shape, x->strides);
   }
 };
 
@@ -85,7 +100,7 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
     // a view's shape and strides are parameters of their own.
     if (n->kind == NodeKind::View) {
       b.shape(n->shape);
-      for (int k = 0; k < n->shape.rank(); ++k) b.w.push_back(static_cast<uint64_t>(n->strides[k]));
+      b.strides(n->shape, n->strides);
     }
     for (int k = 0; k < n->nin; ++k) b.input(n->in[k], static_cast<int32_t>(i));
   }

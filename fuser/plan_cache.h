@@ -6,7 +6,8 @@
 // own flush's nodes), which values are observed, how nodes connect, which
 // leaves are the same tensor, ranks, and for every extent only its class —
 // 0, 1, or "the k-th distinct size seen" — so equal extents stay equal and
-// concrete sizes never enter it. Non-contiguous leaves add their strides.
+// concrete sizes never enter it. Non-contiguous leaves and views add their
+// strides and which of them continue the next dim linearly.
 #pragma once
 
 #include <cstdint>

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "fuser/executor.h"
 #include "fuser/plan_cache.h"
 #include "tracer/trace.h"
 
@@ -99,6 +101,46 @@ TEST(PlanCache, StructureChangesMiss) {
     EXPECT_EQ(tv[i], ti);
     EXPECT_EQ(wv[i], (ti > 0 ? ti : 0) * 0.5f + xv[i]);
   }
+}
+
+// Views of padded buffers keep their literal strides while their extents
+// change within one class pattern, so whether a view's axes continue each
+// other linearly can flip between two flushes of one signature (X below:
+// axis 0 continues axis 1 only when its extent is 6). A replay that kept
+// the old access pattern read the wrong elements; the plan must miss.
+TEST(PlanCache, ViewsWhoseAxesStopBeingLinearMiss) {
+  const Shape xs{2, 6, 6, 7}, ys{2, 7, 6, 7};  // strides (252, 42, 7, 1) and (294, 42, 7, 1)
+  const std::vector<float> xb = ramp(xs.numel(), 0.37f), yb = ramp(ys.numel(), 1.3f);
+  const int64_t xst[] = {252, 42, 7, 1}, yst[] = {294, 42, 7, 1};
+  const int64_t choices[] = {3, 4, 6};  // extents 2 and 5 are taken by axes 0 and 3
+  const bool was_checking = fuser::plan_check();
+  for (bool check : {true, false}) {
+    fuser::set_plan_check(check);  // false: what a user's process runs
+    for (int64_t e1 : choices)
+      for (int64_t e2 : choices) {
+        if (e1 == e2) continue;
+        SCOPED_TRACE("extents [2, " + std::to_string(e1) + ", " + std::to_string(e2) + ", 5]");
+        Tensor x = Tensor::from_blob(xb.data(), xs).slice(1, 0, e1).slice(2, 0, e2).slice(3, 0, 5);
+        Tensor y = Tensor::from_blob(yb.data(), ys).slice(1, 0, e1).slice(2, 0, e2).slice(3, 0, 5);
+        Tensor z = x * 2.0f + y;
+        Tensor r = (x - y).sum(-1);
+        const std::vector<float> zv = z.to_vector(), rv = r.to_vector();
+        for (int64_t i0 = 0; i0 < 2; ++i0)
+          for (int64_t i1 = 0; i1 < e1; ++i1)
+            for (int64_t i2 = 0; i2 < e2; ++i2) {
+              double sum = 0;
+              for (int64_t i3 = 0; i3 < 5; ++i3) {
+                const float a = xb[static_cast<size_t>(i0 * xst[0] + i1 * xst[1] + i2 * xst[2] + i3)];
+                const float b = yb[static_cast<size_t>(i0 * yst[0] + i1 * yst[1] + i2 * yst[2] + i3)];
+                ASSERT_EQ(zv[static_cast<size_t>(((i0 * e1 + i1) * e2 + i2) * 5 + i3)], a * 2.0f + b);
+                sum += static_cast<double>(a - b);
+              }
+              // Five terms of magnitude <= 2 summed in float: within 8 ulp of 10.
+              ASSERT_NEAR(rv[static_cast<size_t>((i0 * e1 + i1) * e2 + i2)], sum, 8 * 10 * 0x1p-24);
+            }
+      }
+  }
+  fuser::set_plan_check(was_checking);
 }
 
 TEST(PlanCache, SoftmaxAcrossRowLengthsIncludingMultiPass) {
