@@ -327,7 +327,8 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
     for (const CachedGroup& cg : cached->groups) {
       thread_local Group g;
       replay_group(cg, nodes, g);
-      Lowered low = replay_args(g, cg.args, cg.scalars, nodes, cached->placement);
+      thread_local Lowered low;  // reused: its lists keep their capacity
+      replay_args(g, cg.args, cg.scalars, nodes, cached->placement, &low);
       if (g_check_plans.load(std::memory_order_relaxed)) {
         Lowered full = lower_group(g, cached->placement);
         if (!(full.bytecode == cg.kernel->bytecode()))

@@ -38,7 +38,7 @@ namespace {
 struct Builder {
   const Group& g;
   const std::vector<Placement>& placement;  // per node of the flush
-  Lowered out;
+  Lowered& out;
   // Working lists, kept per thread so that their capacity stays from group
   // to group (a flush lowers its groups one at a time, never nested).
   struct Scratch {
@@ -64,9 +64,10 @@ struct Builder {
     s.leaf_arg.clear();
     return s;
   }
-  Builder(const Group& grp, const std::vector<Placement>& pl)
+  Builder(const Group& grp, const std::vector<Placement>& pl, Lowered& o)
       : g(grp),
         placement(pl),
+        out(o),
         scratch(thread_scratch()),
         full_strides(scratch.full_strides),
         arg_domain(scratch.arg_domain),
@@ -468,11 +469,12 @@ struct Builder {
 }  // namespace
 
 bool try_lower(const Group& g, const std::vector<Placement>& placement, Lowered* out) {
-  Builder b(g, placement);
+  Lowered low;
+  Builder b(g, placement, low);
   b.collect();
   b.make_space();
   if (!b.encode()) return false;
-  *out = std::move(b.out);
+  *out = std::move(low);
   return true;
 }
 
@@ -492,16 +494,17 @@ std::vector<ArgOrigin> arg_origins(const Lowered& low) {
   return o;
 }
 
-Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
-                    const std::vector<ScalarOrigin>& scalars, const std::vector<Node*>& nodes,
-                    const std::vector<Placement>& placement) {
-  Builder b(g, placement);
-  b.out.scalars.reserve(scalars.size());
+void replay_args(const Group& g, const std::vector<ArgOrigin>& origins, const std::vector<ScalarOrigin>& scalars,
+                 const std::vector<Node*>& nodes, const std::vector<Placement>& placement, Lowered* out) {
+  out->args.clear();
+  out->scalars.clear();
+  out->scalar_origins.clear();
+  out->space = Space{};
+  Builder b(g, placement, *out);
   for (const ScalarOrigin& o : scalars) {
     const Node* n = nodes[static_cast<size_t>(o.node)];
-    b.out.scalars.push_back(o.slot < 0 ? n->value : n->in[o.slot]->value);
+    out->scalars.push_back(o.slot < 0 ? n->value : n->in[o.slot]->value);
   }
-  b.out.args.reserve(origins.size());
   b.full_strides.reserve(origins.size());
   b.arg_domain.reserve(origins.size());
   for (const ArgOrigin& o : origins) {
@@ -510,7 +513,6 @@ Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
     else b.add_output(n);
   }
   b.make_space();
-  return std::move(b.out);
 }
 
 vm::Launch bind(const Lowered& low) {
@@ -528,10 +530,17 @@ void bind(const Lowered& low, vm::Launch* out) {
   for (size_t a = 0; a < low.args.size(); ++a) {
     const ArgSpec& s = low.args[a];
     vm::ArgBinding& b = l.args[a];
-    b = vm::ArgBinding{};  // a reused launch keeps nothing of its last use
+    // A reused launch keeps nothing of its last use that a reader looks at:
+    // pointers, strides and gather dim counts are all set here; the gather
+    // dims themselves are read only below their count (clearing all of them
+    // would write hundreds of bytes per argument on every flush).
     float* base = s.node->storage ? s.node->storage->data + s.offset : nullptr;
-    if (s.output) b.out = base;
-    else b.in = base;
+    b.in = s.output ? nullptr : base;
+    b.out = s.output ? base : nullptr;
+    for (int part = 0; part < vm::kMaxParts; ++part) {
+      b.stride[part] = 0;
+      b.ndims[part] = 0;
+    }
     for (int part = 0; part < sp.parts; ++part) {
       const int lo = part ? sp.part_end[part - 1] : 0, hi = sp.part_end[part];
       // Linear stride: the innermost non-1 dim's (the classification

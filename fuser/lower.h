@@ -75,10 +75,10 @@ std::vector<ArgOrigin> arg_origins(const Lowered& low);
 
 // A plan-cache replay: the arguments and scalar values of a group whose
 // kernel is known, rebuilt from their origins over this flush's nodes (no
-// walk over the members), and the iteration space for this flush's sizes.
-Lowered replay_args(const Group& g, const std::vector<ArgOrigin>& origins,
-                    const std::vector<ScalarOrigin>& scalars, const std::vector<detail::Node*>& nodes,
-                    const std::vector<Placement>& placement);
+// walk over the members), and the iteration space for this flush's sizes,
+// into *out (its bytecode untouched; its lists keep their capacity).
+void replay_args(const Group& g, const std::vector<ArgOrigin>& origins, const std::vector<ScalarOrigin>& scalars,
+                 const std::vector<detail::Node*>& nodes, const std::vector<Placement>& placement, Lowered* out);
 
 // The launch for a lowered group once every output node has its buffer.
 vm::Launch bind(const Lowered& low);
