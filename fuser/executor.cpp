@@ -276,6 +276,21 @@ void replay_group(const CachedGroup& cg, const std::vector<Node*>& nodes, Group&
   for (int32_t m : cg.members) g.members.push_back(nodes[static_cast<size_t>(m)]);
 }
 
+// Do a replay and a fresh lowering bind the same launch? (The plan check.)
+bool same_launch(const Lowered& a, const Lowered& b) {
+  const Space &x = a.space, &y = b.space;
+  if (x.ndims != y.ndims || x.parts != y.parts || a.args.size() != b.args.size()) return false;
+  if (!std::equal(x.size, x.size + x.ndims, y.size) || !std::equal(x.part_end, x.part_end + x.parts, y.part_end))
+    return false;
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    const ArgSpec &p = a.args[i], &q = b.args[i];
+    if (p.node != q.node || p.output != q.output || p.access != q.access || p.offset != q.offset ||
+        !std::equal(p.strides, p.strides + x.ndims, q.strides))
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 namespace {
@@ -328,12 +343,15 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
       thread_local Group g;
       replay_group(cg, nodes, g);
       thread_local Lowered low;  // reused: its lists keep their capacity
-      replay_args(g, cg.args, cg.scalars, nodes, cached->placement, &low);
+      replay(g, cg.replay, cg.scalars, nodes, &low);
       if (g_check_plans.load(std::memory_order_relaxed)) {
         Lowered full = lower_group(g, cached->placement);
         if (!(full.bytecode == cg.kernel->bytecode()))
           throw Error("internal: plan cache replay of ops " + describe_ops(g.members) +
                       " would run a different kernel");
+        if (!same_launch(full, low))
+          throw Error("internal: plan cache replay of ops " + describe_ops(g.members) +
+                      " would bind a different space or arguments");
         bool same = full.scalars.size() == low.scalars.size();
         for (size_t s = 0; same && s < low.scalars.size(); ++s)
           same = std::bit_cast<uint32_t>(full.scalars[s]) == std::bit_cast<uint32_t>(low.scalars[s]);
@@ -380,7 +398,7 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
         }
       }
       cg.kernel = k;
-      cg.args = arg_origins(low);
+      cg.replay = std::move(low.replay);
       cg.scalars = low.scalar_origins;
       record.groups.push_back(std::move(cg));
       runner.add(g, low, k, gi++);

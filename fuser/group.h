@@ -50,8 +50,9 @@ struct Plan {
 bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b);
 
 // Strides of x when broadcast (numpy rules) to shape s. A pending non-view
-// node has no strides yet: it will be a fresh contiguous buffer.
-void broadcast_strides(const detail::Node* x, const Shape& s, int64_t* out);
+// node has no strides yet: it will be a fresh contiguous buffer. xs, when
+// given, stands in for x's strides.
+void broadcast_strides(const detail::Node* x, const Shape& s, int64_t* out, const int64_t* xs = nullptr);
 
 // Strides over a Reduced-domain shape s (of a group with full shape `full`
 // and reduced axes [a, b)), moved onto the full shape's axes (the folded

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -52,6 +53,9 @@ struct Builder {
     std::vector<size_t> first_slot, order;
     std::vector<std::pair<int, vm::Encoder::Value>> block_stores;
   };
+  // Per Space dim: the axes of g.full it covers (bit k; bit rank is a
+  // product's K), set by make_space.
+  uint32_t axes[kMaxRank] = {};
   Scratch& scratch;
   std::vector<std::array<int64_t, kMaxRank>>& full_strides;
   std::vector<uint8_t>& arg_domain;
@@ -138,17 +142,18 @@ struct Builder {
 
   // Strides over the full shape of the leaf member n reads through input
   // `slot`, and the domain it is read in.
-  Domain leaf_strides(const Node* n, int slot, int64_t* fs) const {
+  // xs, when given, stands in for the leaf's strides.
+  Domain leaf_strides(const Node* n, int slot, int64_t* fs, const int64_t* xs = nullptr) const {
     const Node* x = n->in[slot];
     if (!x->storage) throw Error("internal: group reads an input that was not computed");
     if (n->kind == NodeKind::Contract) {
-      contract_strides(n, slot, fs);
+      contract_strides(n, slot, fs, xs);
       return Domain::Full;
     }
     const bool full = reads_full(n);
     const Shape& s = full ? g.full : n->shape;
     int64_t bs[kMaxRank];
-    broadcast_strides(x, s, bs);
+    broadcast_strides(x, s, bs, xs);
     if (full) std::copy(bs, bs + g.full.rank(), fs);
     else to_full_space(g.full, g.red_begin, g.red_end, s, bs, fs);
     return full ? Domain::Full : Domain::Reduced;
@@ -156,7 +161,7 @@ struct Builder {
 
   // Strides over [F..., K] of a product's operand: a [batch, M, K] (slot
   // 0) or b [batch, K, N] (slot 1), the batch dim broadcast to F's.
-  void contract_strides(const Node* n, int slot, int64_t* fs) const {
+  void contract_strides(const Node* n, int slot, int64_t* fs, const int64_t* xs) const {
     const Node* x = n->in[slot];
     const int r = g.full.rank();
     const int64_t K = n->in[0]->shape[n->in[0]->shape.rank() - 1];
@@ -165,30 +170,11 @@ struct Builder {
     s.push_back(slot == 0 ? g.full[r - 2] : K);
     s.push_back(slot == 0 ? K : g.full[r - 1]);
     int64_t bs[kMaxRank];
-    broadcast_strides(x, s, bs);
+    broadcast_strides(x, s, bs, xs);
     std::copy(bs, bs + r - 2, fs);
     fs[r - 2] = slot == 0 ? bs[r - 2] : 0;  // M
     fs[r - 1] = slot == 0 ? 0 : bs[r - 1];  // N
     fs[r] = slot == 0 ? bs[r - 1] : bs[r - 2];  // K
-  }
-
-  // A leaf argument read by member n through its input slot (no sharing:
-  // a plan-cache replay rebuilds the recorded argument list as it was).
-  void add_leaf(Node* n, int slot) {
-    Node* x = n->in[slot];
-    if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
-    int64_t fs[kMaxRank] = {};  // K stays 0 for an epilogue's read, as in collect()
-    const Domain d = leaf_strides(n, slot, fs);
-    ArgSpec a;
-    a.node = x;
-    a.offset = x->offset;
-    a.origin_node = n->index;
-    a.origin_slot = static_cast<int8_t>(slot);
-    out.args.push_back(a);
-    std::array<int64_t, kMaxRank> f{};
-    std::copy(fs, fs + space_rank(), f.begin());
-    full_strides.push_back(f);
-    arg_domain.push_back(static_cast<uint8_t>(d));
   }
 
   void add_output(Node* n) {
@@ -199,15 +185,22 @@ struct Builder {
     out.args.push_back(s);
     int64_t cs[kMaxRank], fs[kMaxRank];
     detail::contiguous_strides(n->shape, cs);
-    for (int k = 0; k < n->shape.rank(); ++k)
-      if (n->shape[k] == 1) cs[k] = 0;
-    const Domain d = at(n).domain;
-    if (d == Domain::Full) std::copy(cs, cs + g.full.rank(), fs);
-    else to_full_space(g.full, g.red_begin, g.red_end, n->shape, cs, fs);
+    const Domain d = output_strides(n, cs, fs);
     std::array<int64_t, kMaxRank> f{};
     std::copy(fs, fs + g.full.rank(), f.begin());
     full_strides.push_back(f);
     arg_domain.push_back(static_cast<uint8_t>(d));
+  }
+
+  // Strides over the full shape of member n's output, whose buffer has the
+  // strides cs (a size-1 axis moves nothing), and the domain it is in.
+  Domain output_strides(const Node* n, const int64_t* cs, int64_t* fs) const {
+    int64_t own[kMaxRank];
+    for (int k = 0; k < n->shape.rank(); ++k) own[k] = n->shape[k] == 1 ? 0 : cs[k];
+    const Domain d = at(n).domain;
+    if (d == Domain::Full) std::copy(own, own + g.full.rank(), fs);
+    else to_full_space(g.full, g.red_begin, g.red_end, n->shape, own, fs);
+    return d;
   }
 
   // Pass 2: the iteration space. Reductions split the full shape at their
@@ -226,6 +219,7 @@ struct Builder {
       for (const Node* m : g.members)
         if (m->kind == NodeKind::Contract) sp.size[rank] = m->in[0]->shape[m->in[0]->shape.rank() - 1];
       sp.ndims = rank + 1;
+      for (int k = 0; k <= rank; ++k) axes[k] = 1u << k;
       sp.part_end[0] = rank - 2;
       sp.part_end[1] = rank - 1;
       sp.part_end[2] = rank;
@@ -234,6 +228,7 @@ struct Builder {
     } else if (g.form != vm::Form::Elementwise) {
       for (int k = 0; k < rank; ++k) sp.size[k] = f[k];
       sp.ndims = rank;
+      for (int k = 0; k < rank; ++k) axes[k] = 1u << k;
       const bool row = g.form == vm::Form::RowReduce;
       sp.part_end[0] = row ? row_split() : g.red_begin;
       sp.part_end[1] = row ? g.red_begin : g.red_end;
@@ -248,10 +243,12 @@ struct Builder {
           merge = strides[a][static_cast<size_t>(nd - 1)] == full_strides[a][static_cast<size_t>(k)] * f[k];
         if (merge) {
           sp.size[nd - 1] *= f[k];
+          axes[nd - 1] |= 1u << k;
           for (size_t a = 0; a < out.args.size(); ++a)
             strides[a][static_cast<size_t>(nd - 1)] = full_strides[a][static_cast<size_t>(k)];
         } else {
           sp.size[nd] = f[k];
+          axes[nd] = 1u << k;
           for (size_t a = 0; a < out.args.size(); ++a)
             strides[a][static_cast<size_t>(nd)] = full_strides[a][static_cast<size_t>(k)];
           ++nd;
@@ -324,6 +321,42 @@ struct Builder {
     if (st[2] == 0) return vm::Op::LDB;
     if (st[2] == 1 || c_trivial) return vm::Op::LD;
     return vm::Op::LDS;
+  }
+
+  // The plan-cache replay of this group (ReplayPlan): the space's shape
+  // and, per argument, which of its source's strides each Space dim takes.
+  // Every stride above is selected from the source's strides or is 0, never
+  // computed, so lowering the strides 1, 2, 3, ... names them.
+  void make_replay() {
+    ReplayPlan& rp = out.replay;
+    const Space& sp = out.space;
+    rp.ndims = sp.ndims;
+    rp.parts = sp.parts;
+    std::copy(sp.part_end, sp.part_end + vm::kMaxParts, rp.part_end);
+    std::copy(axes, axes + kMaxRank, rp.axes);
+    rp.k_node = -1;
+    for (const Node* m : g.members)
+      if (m->kind == NodeKind::Contract) rp.k_node = m->index;
+    int64_t names[kMaxRank];
+    for (int j = 0; j < kMaxRank; ++j) names[j] = j + 1;
+    rp.args.resize(out.args.size());
+    for (size_t a = 0; a < out.args.size(); ++a) {
+      const ArgSpec& s = out.args[a];
+      ReplayArg& ra = rp.args[a];
+      ra.node = s.origin_node;
+      ra.slot = s.origin_slot;
+      ra.access = s.access;
+      const Node* n = g.members.front();
+      for (const Node* m : g.members)
+        if (m->index == s.origin_node) n = m;
+      int64_t fs[kMaxRank + 1] = {};
+      if (s.output) output_strides(n, names, fs);
+      else leaf_strides(n, s.origin_slot, fs, names);
+      for (int d = 0; d < sp.ndims; ++d) {
+        const int k = 31 - std::countl_zero(axes[d]);  // a merged dim's stride is its innermost axis's
+        ra.src[d] = static_cast<int8_t>(fs[k] - 1);
+      }
+    }
   }
 
   // Pass 3: bytecode. ColReduce puts the prologue first, then the
@@ -474,6 +507,7 @@ bool try_lower(const Group& g, const std::vector<Placement>& placement, Lowered*
   b.collect();
   b.make_space();
   if (!b.encode()) return false;
+  b.make_replay();
   *out = std::move(low);
   return true;
 }
@@ -487,32 +521,55 @@ Lowered lower(const Group& g, const std::vector<Placement>& placement) {
   return low;
 }
 
-std::vector<ArgOrigin> arg_origins(const Lowered& low) {
-  std::vector<ArgOrigin> o;
-  o.reserve(low.args.size());
-  for (const ArgSpec& a : low.args) o.push_back({a.origin_node, a.origin_slot});
-  return o;
-}
-
-void replay_args(const Group& g, const std::vector<ArgOrigin>& origins, const std::vector<ScalarOrigin>& scalars,
-                 const std::vector<Node*>& nodes, const std::vector<Placement>& placement, Lowered* out) {
-  out->args.clear();
+void replay(const Group& g, const ReplayPlan& rp, const std::vector<ScalarOrigin>& scalars,
+            const std::vector<Node*>& nodes, Lowered* out) {
   out->scalars.clear();
-  out->scalar_origins.clear();
-  out->space = Space{};
-  Builder b(g, placement, *out);
   for (const ScalarOrigin& o : scalars) {
     const Node* n = nodes[static_cast<size_t>(o.node)];
     out->scalars.push_back(o.slot < 0 ? n->value : n->in[o.slot]->value);
   }
-  b.full_strides.reserve(origins.size());
-  b.arg_domain.reserve(origins.size());
-  for (const ArgOrigin& o : origins) {
-    Node* n = nodes[static_cast<size_t>(o.node)];
-    if (o.slot >= 0) b.add_leaf(n, o.slot);
-    else b.add_output(n);
+  Space& sp = out->space;
+  sp.ndims = rp.ndims;
+  sp.parts = rp.parts;
+  std::copy(rp.part_end, rp.part_end + vm::kMaxParts, sp.part_end);
+  int64_t extent[kMaxRank + 1];
+  const int rank = g.full.rank();
+  for (int k = 0; k < rank; ++k) extent[k] = g.full[k];
+  if (rp.k_node >= 0) {
+    const Shape& a = nodes[static_cast<size_t>(rp.k_node)]->in[0]->shape;
+    extent[rank] = a[a.rank() - 1];
   }
-  b.make_space();
+  for (int d = 0; d < rp.ndims; ++d) {
+    int64_t e = 1;
+    for (uint32_t m = rp.axes[d]; m; m &= m - 1) e *= extent[std::countr_zero(m)];
+    sp.size[d] = e;
+  }
+  out->args.resize(rp.args.size());
+  for (size_t a = 0; a < rp.args.size(); ++a) {
+    const ReplayArg& ra = rp.args[a];
+    ArgSpec& s = out->args[a];
+    Node* n = nodes[static_cast<size_t>(ra.node)];
+    s.origin_node = ra.node;
+    s.origin_slot = ra.slot;
+    s.access = ra.access;
+    int64_t own[kMaxRank];
+    const int64_t* st = own;
+    if (ra.slot < 0) {  // an output: a fresh contiguous buffer
+      s.node = n;
+      s.output = true;
+      s.offset = 0;
+      detail::contiguous_strides(n->shape, own);
+    } else {
+      Node* x = n->in[ra.slot];
+      if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
+      if (!x->storage) throw Error("internal: group reads an input that was not computed");
+      s.node = x;
+      s.output = false;
+      s.offset = x->offset;
+      st = x->strides;
+    }
+    for (int d = 0; d < rp.ndims; ++d) s.strides[d] = ra.src[d] < 0 ? 0 : st[ra.src[d]];
+  }
 }
 
 vm::Launch bind(const Lowered& low) {

@@ -46,6 +46,26 @@ struct ScalarOrigin {
   int8_t slot;
 };
 
+// How a plan-cache hit rebuilds a lowered group without lowering it: the
+// choices lower() made (which axes merge, where the parts split, each
+// argument's access pattern) follow from the plan's signature alone, so a
+// replay keeps them and reads this flush's extents and strides through them.
+struct ReplayArg {
+  int32_t node = -1;  // origin: a member (its Node::index)...
+  int8_t slot = -1;   // ...and its input read (a leaf), or -1: its output
+  vm::Op access = vm::Op::LD;
+  // Per Space dim: which stride of the source (the leaf's, or the output's
+  // fresh contiguous layout) it takes, or -1 for stride 0.
+  int8_t src[kMaxRank] = {};
+};
+struct ReplayPlan {
+  int ndims = 0, parts = 3;
+  int part_end[vm::kMaxParts] = {};
+  uint32_t axes[kMaxRank] = {};  // per Space dim: the full shape's axes whose extents multiply into its size (bit rank: K)
+  int32_t k_node = -1;           // Contraction: the product, whose input 0's last extent is K
+  std::vector<ReplayArg> args;
+};
+
 struct Lowered {
   vm::Bytecode bytecode;
   Space space;
@@ -55,6 +75,7 @@ struct Lowered {
   // replay, which already has them) its origin.
   std::vector<float> scalars;
   std::vector<ScalarOrigin> scalar_origins;
+  ReplayPlan replay;  // from lower() only
 };
 
 // The group's members must be computable now: every leaf they read is
@@ -66,19 +87,12 @@ Lowered lower(const Group& g, const std::vector<Placement>& placement);
 // be split (split_group in fuser/partition.h).
 bool try_lower(const Group& g, const std::vector<Placement>& placement, Lowered* out);
 
-// Where each argument of a lowered group came from, to rebuild them later.
-struct ArgOrigin {
-  int32_t node;  // index in the flushed node list
-  int8_t slot;   // input of that node, or -1 for the node itself (an output)
-};
-std::vector<ArgOrigin> arg_origins(const Lowered& low);
-
-// A plan-cache replay: the arguments and scalar values of a group whose
-// kernel is known, rebuilt from their origins over this flush's nodes (no
-// walk over the members), and the iteration space for this flush's sizes,
-// into *out (its bytecode untouched; its lists keep their capacity).
-void replay_args(const Group& g, const std::vector<ArgOrigin>& origins, const std::vector<ScalarOrigin>& scalars,
-                 const std::vector<detail::Node*>& nodes, const std::vector<Placement>& placement, Lowered* out);
+// A plan-cache replay: the space and arguments of a group whose kernel is
+// known, for this flush's nodes and sizes (rp from its first lowering), and
+// its scalar values, into *out (its bytecode untouched; its lists keep their
+// capacity).
+void replay(const Group& g, const ReplayPlan& rp, const std::vector<ScalarOrigin>& scalars,
+            const std::vector<detail::Node*>& nodes, Lowered* out);
 
 // The launch for a lowered group once every output node has its buffer.
 vm::Launch bind(const Lowered& low);

@@ -22,12 +22,13 @@ bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b) {
   return true;
 }
 
-void broadcast_strides(const Node* x, const Shape& s, int64_t* out) {
+void broadcast_strides(const Node* x, const Shape& s, int64_t* out, const int64_t* xs) {
   int64_t own[kMaxRank];
-  const int64_t* xs = x->strides;
-  if (x->pending && x->kind != NodeKind::View && !x->storage) {
+  if (!xs && x->pending && x->kind != NodeKind::View && !x->storage) {
     detail::contiguous_strides(x->shape, own);
     xs = own;
+  } else if (!xs) {
+    xs = x->strides;
   }
   const int lead = s.rank() - x->shape.rank();
   for (int k = 0; k < s.rank(); ++k) {

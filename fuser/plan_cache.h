@@ -38,7 +38,7 @@ struct CachedGroup {
   int32_t full_from = 0;         // member whose shape is the group's full shape...
   bool full_from_input = false;  // ...or whose input's shape is (a reduction)
   std::shared_ptr<vm::Kernel> kernel;
-  std::vector<ArgOrigin> args;  // the kernel's arguments, by origin
+  ReplayPlan replay;  // its space and arguments, for new sizes
   std::vector<ScalarOrigin> scalars;  // its scalar parameters, by origin
 };
 
