@@ -29,7 +29,8 @@ void* generate(const IrBuilder& ir, Isa isa, size_t* code_bytes, std::string* re
                 " lacks (lowered for another ISA)";
       return nullptr;
     }
-  const Allocation al = allocate(ir, caps);
+  thread_local Allocation al;  // reused: its lists keep their capacity
+  allocate(ir, caps, &al);
   if (no_spills && al.nslots > 0) {
     if (spilled) *spilled = true;
     *reason = "spills";

@@ -23,7 +23,8 @@ void intervals(const std::vector<Node>& nodes, const TargetCaps& caps, Allocatio
   al->end.assign(n, -1);
   al->nuses.assign(n, 0);
   al->mask_class.assign(n, 0);
-  std::vector<int32_t> open;  // enclosing LoopBegin indices
+  thread_local std::vector<int32_t> open;  // enclosing LoopBegin indices
+  open.clear();
   for (size_t i = 0; i < n; ++i) {
     const Node& nd = nodes[i];
     if (nd.op == IrOp::LoopBegin) open.push_back(static_cast<int32_t>(i));
@@ -61,14 +62,17 @@ void intervals(const std::vector<Node>& nodes, const TargetCaps& caps, Allocatio
 
 }  // namespace
 
-Allocation allocate(const IrBuilder& ir, const TargetCaps& caps) {
+void allocate(const IrBuilder& ir, const TargetCaps& caps, Allocation* out) {
   const std::vector<Node>& nodes = ir.nodes;
-  Allocation al;
+  Allocation& al = *out;
+  al.nslots = 0;
   intervals(nodes, caps, &al);
   const size_t n = nodes.size();
   al.reg.assign(n, -1);
   al.slot.assign(n, -1);
-  std::vector<int32_t> active[2];
+  thread_local std::vector<int32_t> active[2];  // kept per thread: no malloc per compile
+  active[0].clear();
+  active[1].clear();
   uint32_t free_mask[2];
   free_mask[kVecClass] = reg_range(caps.first_vector_reg, caps.vector_regs);
   free_mask[kMaskClass] = reg_range(caps.first_mask_reg, caps.mask_reg_end);
@@ -118,21 +122,21 @@ Allocation allocate(const IrBuilder& ir, const TargetCaps& caps) {
       al.slot[i] = al.nslots++;
     }
   }
-  return al;
 }
 
-std::vector<std::pair<int32_t, int>> hoisted_constants(const IrBuilder& ir, const Allocation& al,
-                                                       const TargetCaps& caps, int32_t b, int32_t e) {
+void hoisted_constants(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, int32_t b, int32_t e,
+                       std::vector<std::pair<int32_t, int>>* out) {
   const std::vector<Node>& nodes = ir.nodes;
-  std::vector<std::pair<int32_t, int>> out;
+  out->clear();
   uint32_t busy = reg_range(0, caps.first_vector_reg);  // the emitter's scratch
   for (size_t v = 0; v < nodes.size(); ++v)
     if (ir_defines_reg(nodes[v].op) && !al.mask_class[v] && al.reg[al.loc(static_cast<int32_t>(v))] >= 0 &&
         static_cast<int32_t>(v) <= e && al.end[v] >= b)
       busy |= 1u << al.reg[al.loc(static_cast<int32_t>(v))];
   uint32_t avail = reg_range(0, caps.vector_regs) & ~busy;
-  if (!avail) return out;
-  std::vector<std::pair<int, int32_t>> count;  // (uses, const node)
+  if (!avail) return;
+  thread_local std::vector<std::pair<int, int32_t>> count;  // (uses, const node), first read first
+  count.clear();
   for (int32_t i = b; i < e; ++i) {
     int32_t u[3];
     operands_of(nodes[static_cast<size_t>(i)], u);
@@ -143,15 +147,17 @@ std::vector<std::pair<int32_t, int>> hoisted_constants(const IrBuilder& ir, cons
       else ++it->first;
     }
   }
-  std::stable_sort(count.begin(), count.end(), [](auto& x, auto& y) { return x.first > y.first; });
+  // Most reads first, ties in first-read order: a stable insertion sort (a
+  // loop reads a few dozen constants at most).
+  for (size_t i = 1; i < count.size(); ++i)
+    for (size_t j = i; j > 0 && count[j].first > count[j - 1].first; --j) std::swap(count[j], count[j - 1]);
   for (auto& [uses, v] : count) {
     (void)uses;
     if (!avail) break;
     const int r = __builtin_ctz(avail);
     avail &= avail - 1;
-    out.emplace_back(v, r);
+    out->emplace_back(v, r);
   }
-  return out;
 }
 
 }  // namespace dvm::backends::jit

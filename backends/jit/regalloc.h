@@ -39,13 +39,14 @@ struct Allocation {
 // source when that source dies there (one instruction reads, then writes),
 // else the lowest free register; when none is free, the interval that ends
 // last is spilled.
-Allocation allocate(const IrBuilder& ir, const TargetCaps& caps);
+// *out's lists keep their capacity from call to call.
+void allocate(const IrBuilder& ir, const TargetCaps& caps, Allocation* out);
 
 // Constants to keep in registers over the loop of nodes (b, e): registers no
 // value holds while the loop runs go to the constants the loop reads most,
-// in that order (ties: first read first). Returns (constant node, register)
-// pairs; the other constants stay in the pool.
-std::vector<std::pair<int32_t, int>> hoisted_constants(const IrBuilder& ir, const Allocation& al,
-                                                       const TargetCaps& caps, int32_t b, int32_t e);
+// in that order (ties: first read first). Sets *out to (constant node,
+// register) pairs; the other constants stay in the pool.
+void hoisted_constants(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, int32_t b, int32_t e,
+                       std::vector<std::pair<int32_t, int>>* out);
 
 }  // namespace dvm::backends::jit

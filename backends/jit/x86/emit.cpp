@@ -252,7 +252,9 @@ struct Gen {
   // memory operands.
   void hoist_constants(int32_t b, int32_t e) {
     hoisted.assign(nodes.size(), -1);
-    for (auto [v, r] : hoisted_constants(ir, al, caps, b, e)) {
+    thread_local std::vector<std::pair<int32_t, int>> regs;
+    hoisted_constants(ir, al, caps, b, e, &regs);
+    for (auto [v, r] : regs) {
       hoisted[static_cast<size_t>(v)] = static_cast<int8_t>(r);
       as.v(VI::vbroadcastss, vr(r), as.constant(nodes[static_cast<size_t>(v)].u, 4));
     }
