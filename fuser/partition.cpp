@@ -65,6 +65,8 @@ bool linear_over(const Shape& f, int b, int e, const int64_t* st) {
 }  // namespace
 
 uint32_t linear_splits(const Shape& full, int k, const int64_t* strides) {
+  // Linear over all of [0, k): then over every piece of it too.
+  if (linear_over(full, 0, k, strides)) return (2u << k) - 1;
   uint32_t m = 0;
   for (int s = 0; s <= k; ++s)
     if (linear_over(full, 0, s, strides) && linear_over(full, s, k, strides)) m |= 1u << s;
