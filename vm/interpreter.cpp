@@ -536,6 +536,7 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
                            {f32_in(A, at.p * A.stride[kP] + at.r * A.stride[kR]), A.stride[kR], A.stride[kK]},
                            {f32_in(B, at.p * B.stride[kP] + at.c0 * B.stride[kC]), B.stride[kK], B.stride[kC]},
                            product.data(), at.n};
+    g.split_for_threads = false;  // an item is one block of the launch's schedule already
     backends::cube::gemm(g, mk.isa);
     for (int64_t r = 0; r < rows; ++r) {
       const Tile t{at.p, at.r + r, at.c0, at.n};

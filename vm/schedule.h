@@ -109,7 +109,7 @@ inline ItemStart col_item(const Launch& l, int64_t ctiles, int64_t item) {
 // bits do not depend on the thread count). A launch of at most kMmaSmallRows
 // rows takes them all in one block per column block: the weights stream
 // through once (one token of a decoder).
-inline constexpr int64_t kMmaRows = 192;
+inline constexpr int64_t kMmaRows = 240;
 inline constexpr int64_t kMmaCols = kTile;
 inline constexpr int64_t kMmaSmallRows = 16;
 struct MmaBlocks {

@@ -45,6 +45,10 @@ struct Gemm {
   int64_t ldc;
   TileHook hook = nullptr;  // may be null
   void* hook_ctx = nullptr;
+  // True: blocks shrink until a mid-size product has several items for
+  // threads to share. False: they keep their full size (a caller that cuts
+  // the work into items itself runs each as one product).
+  bool split_for_threads = true;
 };
 
 // Work items: the M x N output is cut into blocks whose sizes depend on the

@@ -125,7 +125,8 @@ struct Driver {
   // Block sizes from the shape alone. Blocks shrink (halving, columns first,
   // down to four tiles wide, then rows down to two tiles tall) until there
   // are kMinItems, so that a mid-size product still has work for several
-  // threads; narrower blocks would re-pack A too often.
+  // threads (unless Gemm::split_for_threads is off); narrower blocks would
+  // re-pack A too often.
   static constexpr int64_t kMinItems = 8;
   static Plan plan(const Gemm& g) {
     Plan p;
@@ -135,11 +136,11 @@ struct Driver {
       constexpr int64_t nr = P::kSmallNV * V::kLanes;
       p.mb = M;
       p.nb = P::kSmallNB;
-      while (count() < kMinItems && p.nb / 2 >= 2 * nr && (p.nb / 2) % nr == 0) p.nb /= 2;
+      while (g.split_for_threads && count() < kMinItems && p.nb / 2 >= 2 * nr && (p.nb / 2) % nr == 0) p.nb /= 2;
     } else {
       p.mb = P::MB;
       p.nb = P::NB;
-      while (count() < kMinItems) {
+      while (g.split_for_threads && count() < kMinItems) {
         if (p.nb / 2 >= 4 * NR && (p.nb / 2) % NR == 0 && p.nb / 2 < N) {
           p.nb /= 2;
         } else if (p.mb / 2 >= 2 * MR && (p.mb / 2) % MR == 0 && p.mb / 2 < M) {
