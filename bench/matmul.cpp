@@ -262,6 +262,27 @@ void BM_onednn(benchmark::State& state, MmShape s, int threads, bool linear, boo
 }
 #endif
 
+#ifdef DVM_BENCH_HAVE_LIBTORCH
+// torch::matmul, or gelu(linear) when `linear`, on the same inputs as dvm's.
+void BM_libtorch(benchmark::State& state, MmShape s, int threads, bool linear, const std::string& name) {
+  apply_system(System{"libtorch", Tier::Libtorch}, threads);
+  const std::vector<float> a = values(s.M * s.K, linear ? 3 : 1), b = values(s.K * s.N, linear ? 4 : 2),
+                           bias = values(s.N, 5);
+  const float* c = linear ? bias.data() : nullptr;
+  if (first_time(name)) {
+    std::vector<float> y(static_cast<size_t>(s.M * s.N));
+    libtorch_product(a.data(), b.data(), c, s.M, s.K, s.N, y.data());
+    check_product(name, y.data(), s, [&](int64_t m, int64_t k) { return a[static_cast<size_t>(m * s.K + k)]; },
+                  [&](int64_t k, int64_t n) {
+                    return b[static_cast<size_t>(linear ? n * s.K + k : k * s.N + n)];
+                  },
+                  c);
+  }
+  libtorch_product_loop(state, a.data(), b.data(), c, s.M, s.K, s.N);
+  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+}
+#endif
+
 void add(const std::string& name, std::function<void(benchmark::State&)> fn, int threads) {
   benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), std::move(fn));
   b->Unit(benchmark::kMicrosecond);
@@ -282,6 +303,10 @@ int register_matmul() {
       add("matmul/" + dims(s) + "/onednn" + tail,
           [=](benchmark::State& st) { BM_onednn(st, s, threads, false, false); }, threads);
 #endif
+#ifdef DVM_BENCH_HAVE_LIBTORCH
+      const std::string torch_name = "matmul/" + dims(s) + "/libtorch" + tail;
+      add(torch_name, [=](benchmark::State& st) { BM_libtorch(st, s, threads, false, torch_name); }, threads);
+#endif
     }
   for (const MmShape& s : linear_shapes())
     for (int threads : thread_counts()) {
@@ -293,6 +318,10 @@ int register_matmul() {
           [=](benchmark::State& st) { BM_onednn(st, s, threads, true, false); }, threads);
       add("linear_gelu/" + dims(s) + "/onednn_new_shape" + tail,
           [=](benchmark::State& st) { BM_onednn(st, s, threads, true, true); }, threads);
+#endif
+#ifdef DVM_BENCH_HAVE_LIBTORCH
+      const std::string torch_name = "linear_gelu/" + dims(s) + "/libtorch" + tail;
+      add(torch_name, [=](benchmark::State& st) { BM_libtorch(st, s, threads, true, torch_name); }, threads);
 #endif
     }
   add("matmul_dynamic/dvm", BM_matmul_dynamic_dvm, 1);
