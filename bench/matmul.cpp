@@ -4,11 +4,12 @@
 //   matmul_dynamic/<system>                    50 pseudo-random M in [1, 512], K = N = 768,
 //                                              one pass per iteration
 // Counter gflops (2 M N K per product). Systems: dvm (the public API, what a
-// user writes), openblas (cblas_sgemm, its threads set to N) and onednn (a
+// user writes), openblas (cblas_sgemm, its threads set to N), onednn (a
 // matmul primitive created once; onednn_new_shape creates it inside the timed
-// loop), each where Debian's package was found at configure time. Every dvm
-// result is checked once, outside the timing, at sampled elements against a
-// double-precision dot product.
+// loop) and libtorch (libtorch_matmul.cpp), each where Debian's package was
+// found at configure time. Every dvm and libtorch result is checked once,
+// outside the timing, at sampled elements against a double-precision dot
+// product.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
