@@ -211,11 +211,12 @@ void libtorch_workload(benchmark::State& state, const std::string& name, W w, in
 void libtorch_op_stream(benchmark::State& state);
 // "1.13.0, OpenMP, CPU capability AVX2, ..." for the report's context.
 std::string libtorch_description();
-// (libtorch_matmul.cpp) a [M, K] times b [K, N], or with bias given
-// gelu_tanh(a times b^T + bias) for b [N, K]: once into out (M * N floats),
-// or as the timed loop.
-void libtorch_product(const float* a, const float* b, const float* bias, int64_t M, int64_t K, int64_t N, float* out);
-void libtorch_product_loop(benchmark::State& state, const float* a, const float* b, const float* bias, int64_t M,
-                           int64_t K, int64_t N);
+// (libtorch_matmul.cpp) a [batch, M, K] times b [batch, K, N] (batch 1: two
+// matrices), or with bias given gelu_tanh(a times b^T + bias) for b [N, K]:
+// once into out (batch * M * N floats), or as the timed loop.
+void libtorch_product(const float* a, const float* b, const float* bias, int64_t batch, int64_t M, int64_t K,
+                      int64_t N, float* out);
+void libtorch_product_loop(benchmark::State& state, const float* a, const float* b, const float* bias, int64_t batch,
+                           int64_t M, int64_t K, int64_t N);
 
 }  // namespace bench

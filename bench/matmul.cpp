@@ -1,5 +1,6 @@
 // Contractions (issue 15's figures):
 //   matmul/<M>x<K>x<N>/<system>/threads:N      C = A B, A [M, K], B [K, N] row-major
+//   matmul/<B>x<M>x<K>x<N>/<system>/threads:N  the same for B matrices at once (bmm)
 //   linear_gelu/<M>x<K>x<N>/<system>/threads:N gelu_tanh(x W^T + b), W [N, K] (torch's layout)
 //   matmul_dynamic/<system>                    50 pseudo-random M in [1, 512], K = N = 768,
 //                                              one pass per iteration
@@ -35,12 +36,15 @@ namespace {
 
 struct MmShape {
   int64_t M, K, N;
+  int64_t batch = 1;  // > 1: bmm of [batch, M, K] and [batch, K, N]
 };
 
 std::vector<MmShape> matmul_shapes() {
   std::vector<MmShape> s = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}};
   for (int64_t M : {1, 8, 32, 128, 512})
     for (auto [K, N] : {std::pair<int64_t, int64_t>{768, 768}, {768, 3072}, {3072, 768}}) s.push_back({M, K, N});
+  // Attention scores: [B*H = 48, S, 64] x [48, 64, S].
+  for (int64_t S : {32, 128, 512}) s.push_back({S, 64, S, 48});
   return s;
 }
 
@@ -52,8 +56,12 @@ std::vector<MmShape> linear_shapes() {
 }
 
 std::string dims(const MmShape& s) {
-  return std::to_string(s.M) + "x" + std::to_string(s.K) + "x" + std::to_string(s.N);
+  return (s.batch > 1 ? std::to_string(s.batch) + "x" : "") + std::to_string(s.M) + "x" + std::to_string(s.K) + "x" +
+         std::to_string(s.N);
 }
+
+// Flops of one product (of every batch).
+double flops(const MmShape& s) { return 2.0 * static_cast<double>(s.batch * s.M * s.K * s.N); }
 
 std::vector<float> values(int64_t n, uint64_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -69,26 +77,39 @@ std::vector<float> values(int64_t n, uint64_t seed) {
 
 double gelu_tanh(double t) { return 0.5 * t * (1 + std::tanh(0.7978845608028654 * (t + 0.044715 * t * t * t))); }
 
-// Aborts unless sampled elements of y [M, N] match the double reference:
-// C[m][n] = sum_k a(m, k) b(k, n) (then bias and gelu when `linear`).
+// Aborts unless sampled elements of y [batch, M, N] match the double
+// reference: C[i][m][n] = sum_k a(i, m, k) b(i, k, n) (then bias and gelu
+// when `linear`).
 template <class A, class B>
 void check_product(const std::string& what, const float* y, const MmShape& s, A a, B b, const float* bias = nullptr) {
   for (int t = 0; t < 64; ++t) {
-    const int64_t m = (t * 7919) % s.M, n = (t * 104729) % s.N;
+    const int64_t i = t % s.batch, m = (t * 7919) % s.M, n = (t * 104729) % s.N;
     double sum = 0, mag = 0;
     for (int64_t k = 0; k < s.K; ++k) {
-      sum += static_cast<double>(a(m, k)) * b(k, n);
-      mag += std::fabs(static_cast<double>(a(m, k)) * b(k, n));
+      sum += static_cast<double>(a(i, m, k)) * b(i, k, n);
+      mag += std::fabs(static_cast<double>(a(i, m, k)) * b(i, k, n));
     }
     double want = sum;
     if (bias) want = gelu_tanh(sum + bias[n]);
-    const double got = y[m * s.N + n];
+    const double got = y[(i * s.M + m) * s.N + n];
     if (std::fabs(got - want) > (static_cast<double>(s.K) + 8) * 0x1p-24 * (mag + 1) + 1e-6) {
       std::fprintf(stderr, "bench_dvm: %s: element (%lld, %lld) is %.9g, expected %.9g\n", what.c_str(),
                    static_cast<long long>(m), static_cast<long long>(n), got, want);
       std::abort();
     }
   }
+}
+
+// Element accessors (batch i, row, column) of the row-major inputs.
+auto a_at(const MmShape& s, const std::vector<float>& a) {
+  return [&s, &a](int64_t i, int64_t m, int64_t k) { return a[static_cast<size_t>((i * s.M + m) * s.K + k)]; };
+}
+auto b_at(const MmShape& s, const std::vector<float>& b) {
+  return [&s, &b](int64_t i, int64_t k, int64_t n) { return b[static_cast<size_t>((i * s.K + k) * s.N + n)]; };
+}
+// W [N, K] read as W^T (linear).
+auto wt_at(const MmShape& s, const std::vector<float>& w) {
+  return [&s, &w](int64_t, int64_t k, int64_t n) { return w[static_cast<size_t>(n * s.K + k)]; };
 }
 
 void set_gflops(benchmark::State& state, double flops_per_iter) {
@@ -98,20 +119,19 @@ void set_gflops(benchmark::State& state, double flops_per_iter) {
 
 void BM_matmul_dvm(benchmark::State& state, MmShape s, int threads, const std::string& name) {
   apply_system(kDvm, threads);
-  const std::vector<float> a = values(s.M * s.K, 1), b = values(s.K * s.N, 2);
-  auto once = [&] {
-    return dvm::matmul(dvm::Tensor::from_blob(a.data(), {s.M, s.K}), dvm::Tensor::from_blob(b.data(), {s.K, s.N}));
-  };
+  const std::vector<float> a = values(s.batch * s.M * s.K, 1), b = values(s.batch * s.K * s.N, 2);
+  const dvm::Shape as = s.batch > 1 ? dvm::Shape{s.batch, s.M, s.K} : dvm::Shape{s.M, s.K};
+  const dvm::Shape bs = s.batch > 1 ? dvm::Shape{s.batch, s.K, s.N} : dvm::Shape{s.K, s.N};
+  auto once = [&] { return dvm::matmul(dvm::Tensor::from_blob(a.data(), as), dvm::Tensor::from_blob(b.data(), bs)); };
   if (first_time(name)) {
     const dvm::Tensor y = once();
-    check_product(name, y.data(), s, [&](int64_t m, int64_t k) { return a[static_cast<size_t>(m * s.K + k)]; },
-                  [&](int64_t k, int64_t n) { return b[static_cast<size_t>(k * s.N + n)]; });
+    check_product(name, y.data(), s, a_at(s, a), b_at(s, b));
   }
   for (auto _ : state) {
     dvm::Tensor y = once();
     benchmark::DoNotOptimize(y.data());
   }
-  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+  set_gflops(state, flops(s));
 }
 
 void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const std::string& name) {
@@ -124,14 +144,13 @@ void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const s
   };
   if (first_time(name)) {
     const dvm::Tensor y = once();
-    check_product(name, y.data(), s, [&](int64_t m, int64_t k) { return x[static_cast<size_t>(m * s.K + k)]; },
-                  [&](int64_t k, int64_t n) { return w[static_cast<size_t>(n * s.K + k)]; }, bias.data());
+    check_product(name, y.data(), s, a_at(s, x), wt_at(s, w), bias.data());
   }
   for (auto _ : state) {
     dvm::Tensor y = once();
     benchmark::DoNotOptimize(y.data());
   }
-  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+  set_gflops(state, flops(s));
 }
 
 // 50 pseudo-random M in [1, 512] (the same list every run).
@@ -180,15 +199,17 @@ void BM_matmul_dynamic_dvm(benchmark::State& state) {
 #ifdef DVM_BENCH_HAVE_OPENBLAS
 void BM_matmul_openblas(benchmark::State& state, MmShape s, int threads) {
   openblas_set_num_threads(threads);
-  const std::vector<float> a = values(s.M * s.K, 1), b = values(s.K * s.N, 2);
-  std::vector<float> c(static_cast<size_t>(s.M * s.N));
+  const std::vector<float> a = values(s.batch * s.M * s.K, 1), b = values(s.batch * s.K * s.N, 2);
+  std::vector<float> c(static_cast<size_t>(s.batch * s.M * s.N));
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.M), static_cast<int>(s.N),
-                static_cast<int>(s.K), 1.0f, a.data(), static_cast<int>(s.K), b.data(), static_cast<int>(s.N), 0.0f,
-                c.data(), static_cast<int>(s.N));
+    for (int64_t i = 0; i < s.batch; ++i)  // a batch is one sgemm per matrix
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.M), static_cast<int>(s.N),
+                  static_cast<int>(s.K), 1.0f, a.data() + i * s.M * s.K, static_cast<int>(s.K),
+                  b.data() + i * s.K * s.N, static_cast<int>(s.N), 0.0f, c.data() + i * s.M * s.N,
+                  static_cast<int>(s.N));
     benchmark::DoNotOptimize(c.data());
   }
-  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+  set_gflops(state, flops(s));
 }
 
 void BM_matmul_dynamic_openblas(benchmark::State& state) {
@@ -221,12 +242,18 @@ struct OnednnMatmul {
   OnednnMatmul(const MmShape& s, bool linear) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
-    x = values(s.M * s.K, linear ? 3 : 1);
-    w = values(s.K * s.N, linear ? 4 : 2);
+    x = values(s.batch * s.M * s.K, linear ? 3 : 1);
+    w = values(s.batch * s.K * s.N, linear ? 4 : 2);
     b = values(s.N, 5);
-    y.resize(static_cast<size_t>(s.M * s.N));
-    const dnnl::memory::desc sd({s.M, s.K}, dt::f32, tag::ab), dd({s.M, s.N}, dt::f32, tag::ab),
-        wd({s.K, s.N}, dt::f32, linear ? tag::ba : tag::ab), bd({1, s.N}, dt::f32, tag::ab);
+    y.resize(static_cast<size_t>(s.batch * s.M * s.N));
+    const bool batched = s.batch > 1;  // then never linear
+    const dnnl::memory::desc sd = batched ? dnnl::memory::desc({s.batch, s.M, s.K}, dt::f32, tag::abc)
+                                          : dnnl::memory::desc({s.M, s.K}, dt::f32, tag::ab);
+    const dnnl::memory::desc dd = batched ? dnnl::memory::desc({s.batch, s.M, s.N}, dt::f32, tag::abc)
+                                          : dnnl::memory::desc({s.M, s.N}, dt::f32, tag::ab);
+    const dnnl::memory::desc wd = batched ? dnnl::memory::desc({s.batch, s.K, s.N}, dt::f32, tag::abc)
+                                          : dnnl::memory::desc({s.K, s.N}, dt::f32, linear ? tag::ba : tag::ab);
+    const dnnl::memory::desc bd({1, s.N}, dt::f32, tag::ab);
     src = dnnl::memory(sd, eng, x.data());
     wei = dnnl::memory(wd, eng, w.data());
     dst = dnnl::memory(dd, eng, y.data());
@@ -259,7 +286,7 @@ void BM_onednn(benchmark::State& state, MmShape s, int threads, bool linear, boo
     mm.run();
     benchmark::DoNotOptimize(mm.y.data());
   }
-  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+  set_gflops(state, flops(s));
 }
 #endif
 
@@ -267,20 +294,17 @@ void BM_onednn(benchmark::State& state, MmShape s, int threads, bool linear, boo
 // torch::matmul, or gelu(linear) when `linear`, on the same inputs as dvm's.
 void BM_libtorch(benchmark::State& state, MmShape s, int threads, bool linear, const std::string& name) {
   apply_system(System{"libtorch", Tier::Libtorch}, threads);
-  const std::vector<float> a = values(s.M * s.K, linear ? 3 : 1), b = values(s.K * s.N, linear ? 4 : 2),
-                           bias = values(s.N, 5);
+  const std::vector<float> a = values(s.batch * s.M * s.K, linear ? 3 : 1),
+                           b = values(s.batch * s.K * s.N, linear ? 4 : 2), bias = values(s.N, 5);
   const float* c = linear ? bias.data() : nullptr;
   if (first_time(name)) {
-    std::vector<float> y(static_cast<size_t>(s.M * s.N));
-    libtorch_product(a.data(), b.data(), c, s.M, s.K, s.N, y.data());
-    check_product(name, y.data(), s, [&](int64_t m, int64_t k) { return a[static_cast<size_t>(m * s.K + k)]; },
-                  [&](int64_t k, int64_t n) {
-                    return b[static_cast<size_t>(linear ? n * s.K + k : k * s.N + n)];
-                  },
-                  c);
+    std::vector<float> y(static_cast<size_t>(s.batch * s.M * s.N));
+    libtorch_product(a.data(), b.data(), c, s.batch, s.M, s.K, s.N, y.data());
+    if (linear) check_product(name, y.data(), s, a_at(s, a), wt_at(s, b), c);
+    else check_product(name, y.data(), s, a_at(s, a), b_at(s, b));
   }
-  libtorch_product_loop(state, a.data(), b.data(), c, s.M, s.K, s.N);
-  set_gflops(state, 2.0 * static_cast<double>(s.M * s.K * s.N));
+  libtorch_product_loop(state, a.data(), b.data(), c, s.batch, s.M, s.K, s.N);
+  set_gflops(state, flops(s));
 }
 #endif
 
