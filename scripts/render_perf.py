@@ -494,17 +494,21 @@ def contraction_tables(medians, out):
     peak = {m["threads"]: m["gflops"] for n, m in medians.items() if n.startswith("peak/fma/") and "gflops" in m}
     out.append("## Contractions (the cube unit)\n")
     out.append("GFLOP/s (2 M K N per product). dvm runs the public API (`matmul`, `gelu(linear(x, W, b))`); "
-               "`openblas` is cblas_sgemm, `onednn` a matmul primitive created once (with bias and a "
-               "gelu_tanh post-op for linear_gelu), `onednn_new_shape` creates it inside the timed loop. "
+               "`openblas` is cblas_sgemm (one per matrix of a batch), `onednn` a matmul primitive created "
+               "once (with bias and a gelu_tanh post-op for linear_gelu), `onednn_new_shape` creates it inside "
+               "the timed loop, `libtorch` is torch::matmul or gelu(linear) with tanh. Shapes B×M×K×N are "
+               "batched (attention's [48, S, 64] × [48, 64, S]). "
                + (f"FMA roof (peak/fma): {', '.join(f'{peak[t]:.1f} GFLOP/s on {t} thread' + ('s' if t != 1 else '') for t in sorted(peak))}." if peak else "")
                + "\n")
-    for kind, refs in (("matmul", ("openblas", "onednn")), ("linear_gelu", ("onednn", "onednn_new_shape"))):
+    for kind, wanted in (("matmul", ("openblas", "onednn", "libtorch")),
+                         ("linear_gelu", ("onednn", "onednn_new_shape", "libtorch"))):
         keys = sorted({(s, t) for (k, s, t) in rows if k == kind},
-                      key=lambda st: (st[1], [int(x) for x in st[0].split("x")]))
+                      key=lambda st: (st[1], len(st[0].split("x")), [int(x) for x in st[0].split("x")]))
         if not keys:
             continue
+        refs = [r for r in wanted if any(r in rows[(kind, s, t)] for s, t in keys)]
         out.append(f"### {kind}\n")
-        out.append("| M×K×N | threads | dvm | " + " | ".join(refs) + " | " +
+        out.append("| (B×)M×K×N | threads | dvm | " + " | ".join(refs) + " | " +
                    " | ".join(f"dvm ÷ {r}" for r in refs) + " | dvm % of roof |")
         out.append("| --- | ---: | ---: | " + " | ".join(["---:"] * (2 * len(refs))) + " | ---: |")
         ratios = {r: {} for r in refs}
