@@ -524,6 +524,12 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   const ArgBinding& A = l.args[mma->r[1]];
   const ArgBinding& B = l.args[mma->r[2]];
   const MmaBlocks blocks = mma_blocks(l);
+  // A product stored as it is (matmul, bmm: `mma; st`) is written by the
+  // cube straight into its output, without the block buffer and the
+  // per-row epilogue (the same sums, so the same bits).
+  const bool direct = p.code.size() == 2 && p.code[1].op == Op::ST && p.code[1].r[1] == mma->r[0] &&
+                      p.types[p.code[1].r[0]] == Dtype::F32 &&
+                      (l.C() <= 1 || l.args[p.code[1].r[0]].stride[kC] == 1);
   thread_local std::vector<float> product;
   product.resize(static_cast<size_t>(blocks.rows * kMmaCols));
   const size_t ni = p.code.size();
@@ -537,6 +543,13 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
                            {f32_in(B, at.p * B.stride[kP] + at.c0 * B.stride[kC]), B.stride[kK], B.stride[kC]},
                            product.data(), at.n};
     g.split_for_threads = false;  // an item is one block of the launch's schedule already
+    if (direct) {
+      const ArgBinding& out = l.args[p.code[1].r[0]];
+      g.c = f32_out(out, at.p * out.stride[kP] + at.r * out.stride[kR] + at.c0);
+      g.ldc = rows > 1 ? out.stride[kR] : at.n;  // one row: no row stride is read
+      backends::cube::gemm(g, mk.isa);
+      continue;
+    }
     backends::cube::gemm(g, mk.isa);
     for (int64_t r = 0; r < rows; ++r) {
       const Tile t{at.p, at.r + r, at.c0, at.n};
