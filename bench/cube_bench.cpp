@@ -1,7 +1,10 @@
 // The cube unit's GEMM core on one thread: peak/fma/threads:1 (the machine's
 // f32 FMA roof, from a register-only loop) and cube/gemm/<M>x<K>x<N>/<isa>
 // (row-major B) and cube/gemm_bt/... (B = W^T, W row-major [N, K], as linear
-// reads it), with counters gflops and pct_peak (of peak/fma).
+// reads it), with counters gflops and pct_peak (of peak/fma); <isa>_jit: the
+// same with generated micro-kernels. compile/cube/<isa>/<R>x<cols>: one
+// generation of a micro-kernel into fresh executable memory, freed within
+// the timing (counter code_bytes).
 #include <benchmark/benchmark.h>
 
 #if defined(__x86_64__)
@@ -16,11 +19,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <string>
 #include <vector>
 
 #include "backends/cube/gemm.h"
+#include "backends/cube/xbyak/tile_gen.h"
 #include "backends/isa.h"
 #include "bench/common.h"
 
@@ -108,7 +113,8 @@ struct Shape {
   int64_t M, K, N;
 };
 
-void BM_cube_gemm(benchmark::State& state, Shape s, Isa isa, bool b_transposed) {
+void BM_cube_gemm(benchmark::State& state, Shape s, Isa isa, bool b_transposed,
+                  cube::Kernels kernels) {
   if (!dvm::backends::isa_supported(isa)) {
     state.SkipWithError("this CPU lacks the ISA");
     return;
@@ -126,6 +132,8 @@ void BM_cube_gemm(benchmark::State& state, Shape s, Isa isa, bool b_transposed) 
   g.b = b_transposed ? cube::Matrix{b.data(), 1, s.K} : cube::Matrix{b.data(), s.N, 1};
   g.c = c.data();
   g.ldc = s.N;
+  g.kernels = kernels;
+  cube::gemm(g, isa);  // generated tiles: made before the timing
   for (auto _ : state) {
     cube::gemm(g, isa);
     benchmark::ClobberMemory();
@@ -140,6 +148,22 @@ void BM_cube_gemm(benchmark::State& state, Shape s, Isa isa, bool b_transposed) 
       100.0 * flops * 1e-9 / peak_gflops() * state.iterations(), benchmark::Counter::kIsRate);
 }
 
+// One uncached generation: code made, made executable and freed.
+void BM_compile_cube(benchmark::State& state, cube::gen::TileKey key) {
+  size_t bytes = 0;
+  std::string why;
+  for (auto _ : state) {
+    std::unique_ptr<cube::gen::Code> code = cube::gen::generate(key, cube::gen::Exec::Allowed, &why);
+    if (!code) {
+      state.SkipWithError(why.c_str());
+      return;
+    }
+    bytes = code->bytes();
+    benchmark::DoNotOptimize(code->fn());
+  }
+  state.counters["code_bytes"] = static_cast<double>(bytes);
+}
+
 int register_cube() {
   benchmark::RegisterBenchmark("peak/fma/threads:1", BM_peak_fma);
   std::vector<Shape> squares = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024},
@@ -150,17 +174,36 @@ int register_cube() {
       inference.push_back({m, k, n});
   for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512}) {
     if (!dvm::backends::isa_supported(isa)) continue;
-    auto add = [&](const char* family, const Shape& s, bool bt) {
-      const std::string name = std::string("cube/") + family + "/" + std::to_string(s.M) + "x" +
-                               std::to_string(s.K) + "x" + std::to_string(s.N) + "/" +
-                               dvm::backends::isa_name(isa);
-      benchmark::RegisterBenchmark(name.c_str(), [s, isa, bt](benchmark::State& st) {
-        BM_cube_gemm(st, s, isa, bt);
+    for (cube::Kernels kernels : {cube::Kernels::Precompiled, cube::Kernels::Generated}) {
+      const bool jit = kernels == cube::Kernels::Generated;
+      if (jit && !cube::gen::available(isa)) continue;
+      const std::string suffix = std::string(dvm::backends::isa_name(isa)) + (jit ? "_jit" : "");
+      auto add = [&](const char* family, const Shape& s, bool bt) {
+        const std::string name = std::string("cube/") + family + "/" + std::to_string(s.M) + "x" +
+                                 std::to_string(s.K) + "x" + std::to_string(s.N) + "/" + suffix;
+        benchmark::RegisterBenchmark(name.c_str(), [s, isa, bt, kernels](benchmark::State& st) {
+          BM_cube_gemm(st, s, isa, bt, kernels);
+        })->Unit(benchmark::kMicrosecond);
+      };
+      for (const Shape& s : squares) add("gemm", s, false);
+      for (const Shape& s : inference) add("gemm", s, false);
+      for (const Shape& s : inference) add("gemm_bt", s, true);
+    }
+    if (!cube::gen::available(isa)) continue;
+    // The main tile (full and one row), a masked edge, and the small-M tile.
+    const cube::TileShape main = cube::tile_shape(isa, 0), small = cube::tile_shape(isa, 1);
+    const int nr = main.nv * main.lanes;
+    const cube::gen::TileKey keys[] = {{isa, main.rows, main.nv, false, nr},
+                                       {isa, 1, main.nv, false, nr},
+                                       {isa, main.rows, main.nv, false, nr / 2 + 1},
+                                       {isa, small.rows, small.nv, true, small.nv * small.lanes}};
+    for (const cube::gen::TileKey& k : keys) {
+      const std::string name = std::string("compile/cube/") + dvm::backends::isa_name(isa) + "/" +
+                               std::to_string(k.rows) + "x" + std::to_string(k.cols);
+      benchmark::RegisterBenchmark(name.c_str(), [k](benchmark::State& st) {
+        BM_compile_cube(st, k);
       })->Unit(benchmark::kMicrosecond);
-    };
-    for (const Shape& s : squares) add("gemm", s, false);
-    for (const Shape& s : inference) add("gemm", s, false);
-    for (const Shape& s : inference) add("gemm_bt", s, true);
+    }
   }
   return 0;
 }

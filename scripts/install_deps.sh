@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dvm builds with, when any is missing. Idempotent.
 set -euo pipefail
-pkgs=(g++ cmake make libasmjit-dev libtbb-dev libgtest-dev libbenchmark-dev)
+pkgs=(g++ cmake make libasmjit-dev libxbyak-dev libtbb-dev libgtest-dev libbenchmark-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

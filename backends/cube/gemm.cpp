@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/cube/gemm_driver.h"
+#include "backends/cube/xbyak/tile_gen.h"
 #include "dvm/error.h"
 
 namespace dvm::backends::cube {
@@ -66,17 +67,74 @@ const detail::Impl& impl_for(Isa isa) {
   return detail::kImplPortable;
 }
 
+// A generated partial tile: the masked variant for nc columns.
+TileFn generated_edge(Isa isa, int nv, bool pf, int rows, int nc) {
+  return gen::tile({isa, rows, nv, pf, nc}, gen::Exec::Allowed);
+}
+
+detail::TileSet build_generated(Isa isa, const detail::Impl& im) {
+  detail::TileSet t;
+  t.isa = isa;
+  t.edge = &generated_edge;
+  auto need = [&](int rows, int nv, bool pf) {
+    std::string why;
+    const TileFn f = gen::tile({isa, rows, nv, pf, 0}, gen::Exec::Allowed, &why);
+    if (!f)
+      throw Error(std::string("cube::gemm: generating the ") + isa_name(isa) + " micro-kernel " +
+                  std::to_string(rows) + " x " + std::to_string(nv * gen::lanes(isa)) +
+                  " failed: " + why);
+    return f;
+  };
+  for (int r = 1; r <= im.mr; ++r) t.full[0][0][r] = need(r, im.nv, false);
+  for (int r = 1; r <= im.small_mr; ++r) {
+    t.full[1][0][r] = need(r, im.small_nv, false);
+    t.full[1][1][r] = need(r, im.small_nv, true);
+  }
+  return t;
+}
+
+// The micro-kernels g asks for on `isa` (generated ones on first use, once).
+const detail::TileSet& tiles_for(const Gemm& g, Isa isa, const detail::Impl& im) {
+  if (g.kernels == Kernels::Precompiled) return *im.precompiled;
+  std::string why;
+  if (!gen::available(isa, &why))
+    throw Error("cube::gemm: generated micro-kernels unavailable: " + why +
+                " (expected Kernels::Precompiled there)");
+  if (isa == Isa::Avx512) {
+    static const detail::TileSet t = build_generated(Isa::Avx512, im);
+    return t;
+  }
+  static const detail::TileSet t = build_generated(Isa::Avx2, im);
+  return t;
+}
+
 }  // namespace
 
 int64_t items(const Gemm& g, Isa isa) { return impl_for(isa).items(g); }
 
 Block item_block(const Gemm& g, Isa isa, int64_t item) { return impl_for(isa).block(g, item); }
 
-void run(const Gemm& g, Isa isa, int64_t begin, int64_t end) { impl_for(isa).run(g, begin, end); }
+TileShape tile_shape(Isa isa, int shape) {
+  const detail::Impl& im = impl_for(isa);
+  const int lanes = isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : 1;
+  return shape == 0 ? TileShape{im.mr, im.nv, lanes} : TileShape{im.small_mr, im.small_nv, lanes};
+}
+
+TileFn precompiled_tile(Isa isa, int shape, int rows, bool pf) {
+  const detail::Impl& im = impl_for(isa);
+  const int s = shape == 0 ? 0 : 1;
+  if (rows < 1 || rows > (s == 0 ? im.mr : im.small_mr)) return nullptr;
+  return im.precompiled->full[s][pf ? 1 : 0][rows];
+}
+
+void run(const Gemm& g, Isa isa, int64_t begin, int64_t end) {
+  const detail::Impl& im = impl_for(isa);
+  im.run(g, begin, end, tiles_for(g, isa, im));
+}
 
 void gemm(const Gemm& g, Isa isa) {
   const detail::Impl& im = impl_for(isa);
-  im.run(g, 0, im.items(g));
+  im.run(g, 0, im.items(g), tiles_for(g, isa, im));
 }
 
 }  // namespace dvm::backends::cube

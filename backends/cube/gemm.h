@@ -1,6 +1,8 @@
-// The cube unit's GEMM core for the interpreter tier: a packed, blocked
-// single-precision C = A * B with precompiled per-ISA micro-kernels (no
-// executable memory), cut into output blocks that threads can share out.
+// The cube unit's GEMM core: a packed, blocked single-precision C = A * B
+// with per-ISA register-tile micro-kernels, cut into output blocks that
+// threads can share out. The micro-kernels are precompiled (the interpreter
+// tier: no executable memory) or, on request, generated at run time for the
+// tile shape at hand (backends/cube/xbyak/: same arithmetic, same bits).
 //
 // Numerics (what makes tiers, ISAs and thread counts bit-identical): every
 // C[i][j] is the sum over k in ascending order starting from +0.0f:
@@ -35,6 +37,19 @@ struct Matrix {
 using TileHook = void (*)(void* ctx, float* c, int64_t ldc, int64_t i0, int64_t j0,
                           int64_t rows, int64_t cols);
 
+// A register-tile micro-kernel for R rows and `width` columns (both fixed per
+// function): c[r * ldc + j] (r < R, j < width) continues (load) or starts
+// from +0 the sum over k < kc, in ascending k with one fused multiply-add per
+// step, of a[k * R + r] * b[k * ldb + j]. Nothing beyond `width` columns of b
+// or c is read or written.
+using TileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                        int64_t ldc, bool load);
+
+// Where the micro-kernels come from. Generated needs an x86 ISA (not
+// Portable) and a build with DVM_JIT, else dvm::Error; selecting it is the
+// caller's consent to executable memory. Both give the same bits.
+enum class Kernels : uint8_t { Precompiled, Generated };
+
 struct Gemm {
   int64_t M, N, K;
   Matrix a;  // M x K
@@ -49,6 +64,7 @@ struct Gemm {
   // threads to share. False: they keep their full size (a caller that cuts
   // the work into items itself runs each as one product).
   bool split_for_threads = true;
+  Kernels kernels = Kernels::Precompiled;
 };
 
 // Work items: the M x N output is cut into blocks whose sizes depend on the
@@ -70,5 +86,16 @@ struct Block {
   int64_t i0, j0, rows, cols;
 };
 Block item_block(const Gemm& g, Isa isa, int64_t item);
+
+// The driver's two tile shapes on `isa` (shape 0: the main tile, 1: the
+// small-M tile for M <= 16): rows x (nv * lanes) columns each.
+struct TileShape {
+  int rows, nv, lanes;
+};
+TileShape tile_shape(Isa isa, int shape);
+// The precompiled micro-kernel of `isa` for that shape, 1 <= rows <= its
+// rows, with B prefetch (pf) or not; null where the driver has none (the
+// main shape never prefetches). For comparing tiers.
+TileFn precompiled_tile(Isa isa, int shape, int rows, bool pf);
 
 }  // namespace dvm::backends::cube

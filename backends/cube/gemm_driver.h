@@ -17,11 +17,27 @@
 
 namespace dvm::backends::cube::detail {
 
-// One ISA's entry points (gemm.cpp dispatches to them).
+// The micro-kernels a driver runs, by tile shape S (0: the main MR x NR
+// tile, 1: the small-M tile), prefetch PF and rows R: full[S][PF][R] covers
+// the tile's whole width (full[0][1] is never used). edge, where not null,
+// gives a tile for nc < the shape's width columns that reads and writes only
+// those (nv: the shape's vectors per row), or null; without one a partial
+// tile runs on a scratch tile. Precompiled tables come from each ISA's TU,
+// generated ones from gemm.cpp: one driver serves both.
+inline constexpr int kMaxTileRows = 8;
+struct TileSet {
+  TileFn full[2][2][kMaxTileRows + 1] = {};
+  TileFn (*edge)(Isa isa, int nv, bool pf, int rows, int nc) = nullptr;
+  Isa isa = Isa::Portable;
+};
+
+// One ISA's entry points (gemm.cpp dispatches to them) and its tile shapes.
 struct Impl {
   int64_t (*items)(const Gemm& g);
   Block (*block)(const Gemm& g, int64_t item);
-  void (*run)(const Gemm& g, int64_t begin, int64_t end);
+  void (*run)(const Gemm& g, int64_t begin, int64_t end, const TileSet& tiles);
+  const TileSet* precompiled;
+  int mr, nv, small_mr, small_nv;  // rows and vectors per row of the two tile shapes
 };
 
 // The micro-kernel: c[r][j] (r < R, j < NV * lanes) continues (load) or
@@ -67,9 +83,6 @@ void tile(int64_t kc, const float* __restrict a, const float* __restrict b, int6
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) V::store(c + r * ldc + v * W, acc[r][v]);
 }
-
-using TileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
-                        int64_t ldc, bool load);
 
 // fns[R]: the micro-kernel for R rows (1 <= R <= sizeof...(R)).
 template <class V, int NV, bool PF, class S>
@@ -255,29 +268,60 @@ struct Driver {
     }
   }
 
-  // One micro-tile; a partial one (nc < GNR) runs on a scratch tile.
-  template <int GMR, int GNV, bool PF>
-  static void run_tile(int64_t R, int64_t nc, int64_t kc, const float* ap, const float* bp,
-                       int64_t ldb, float* c, int64_t ldc, bool load) {
-    constexpr int GNR = GNV * V::kLanes;
-    constexpr const TileFn* tiles = TileTable<V, GNV, PF, std::make_index_sequence<GMR>>::fns;
+  // The two tile shapes: rows and vectors per row of shape S.
+  template <int S>
+  static constexpr int kRows = S == 0 ? MR : P::kSmallMR;
+  template <int S>
+  static constexpr int kNV = S == 0 ? P::NV : P::kSmallNV;
+
+  // This ISA's precompiled micro-kernels.
+  static constexpr TileSet kPrecompiled = [] {
+    static_assert(MR <= kMaxTileRows && P::kSmallMR <= kMaxTileRows);
+    TileSet t;
+    for (int r = 1; r <= MR; ++r)
+      t.full[0][0][r] = TileTable<V, P::NV, false, std::make_index_sequence<MR>>::fns[r];
+    for (int r = 1; r <= P::kSmallMR; ++r) {
+      t.full[1][0][r] =
+          TileTable<V, P::kSmallNV, false, std::make_index_sequence<P::kSmallMR>>::fns[r];
+      t.full[1][1][r] =
+          TileTable<V, P::kSmallNV, true, std::make_index_sequence<P::kSmallMR>>::fns[r];
+    }
+    return t;
+  }();
+
+  // One micro-tile of shape S; a partial one (nc < its width) runs on the
+  // set's edge tile, or else on a scratch tile.
+  template <int S, bool PF>
+  static void run_tile(const TileSet& ts, int64_t R, int64_t nc, int64_t kc, const float* ap,
+                       const float* bp, int64_t ldb, float* c, int64_t ldc, bool load) {
+    constexpr int GMR = kRows<S>;
+    constexpr int GNR = kNV<S> * V::kLanes;
     if (nc == GNR) {
-      tiles[R](kc, ap, bp, ldb, c, ldc, load);
+      ts.full[S][PF][R](kc, ap, bp, ldb, c, ldc, load);
       return;
+    }
+    if (ts.edge) {
+      if (const TileFn f = ts.edge(ts.isa, kNV<S>, PF, static_cast<int>(R), static_cast<int>(nc))) {
+        f(kc, ap, bp, ldb, c, ldc, load);
+        return;
+      }
     }
     alignas(64) float t[GMR * GNR];
     if (load)
       for (int64_t r = 0; r < R; ++r)
         std::memcpy(t + r * GNR, c + r * ldc, static_cast<size_t>(nc) * sizeof(float));
-    tiles[R](kc, ap, bp, GNR, t, GNR, load);
+    ts.full[S][PF][R](kc, ap, bp, GNR, t, GNR, load);
     for (int64_t r = 0; r < R; ++r)
       std::memcpy(c + r * ldc, t + r * GNR, static_cast<size_t>(nc) * sizeof(float));
   }
 
   // One block, all K panels, with GMR x (GNV * lanes) tiles. kDirect: full
   // strips of B are read in place (rows contiguous), the next one prefetched.
-  template <int GMR, int GNV, int64_t GKC, bool kDirect>
-  static void block_body(const Gemm& g, const Block& blk, float* apack, float* bpack) {
+  template <int S, int64_t GKC, bool kDirect>
+  static void block_body(const TileSet& ts, const Gemm& g, const Block& blk, float* apack,
+                         float* bpack) {
+    constexpr int GMR = kRows<S>;
+    constexpr int GNV = kNV<S>;
     constexpr int GNR = GNV * V::kLanes;
     float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
     for (int64_t k0 = 0; k0 < g.K; k0 += GKC) {
@@ -293,10 +337,10 @@ struct Driver {
             const int64_t R = mn(GMR, blk.rows - ir);
             // Only the first row group streams B from memory: it prefetches.
             if (ir == 0)
-              run_tile<GMR, GNV, true>(R, nc, kc, ap, bp, g.b.rs, cblk + jr, g.ldc, load);
+              run_tile<S, true>(ts, R, nc, kc, ap, bp, g.b.rs, cblk + jr, g.ldc, load);
             else
-              run_tile<GMR, GNV, false>(R, nc, kc, ap, bp, g.b.rs, cblk + ir * g.ldc + jr,
-                                        g.ldc, load);
+              run_tile<S, false>(ts, R, nc, kc, ap, bp, g.b.rs, cblk + ir * g.ldc + jr, g.ldc,
+                                 load);
             ap += R * kc;
           }
           continue;
@@ -304,15 +348,15 @@ struct Driver {
         pack_b_panel<GNV>(g.b, k0, kc, blk.j0 + jr, nc, bpack);  // one panel: stays in L1
         for (int64_t ir = 0; ir < blk.rows; ir += GMR) {
           const int64_t R = mn(GMR, blk.rows - ir);
-          run_tile<GMR, GNV, false>(R, nc, kc, ap, bpack, GNR, cblk + ir * g.ldc + jr, g.ldc,
-                                    load);
+          run_tile<S, false>(ts, R, nc, kc, ap, bpack, GNR, cblk + ir * g.ldc + jr, g.ldc,
+                             load);
           ap += R * kc;
         }
       }
     }
   }
 
-  static void run(const Gemm& g, int64_t begin, int64_t end) {
+  static void run(const Gemm& g, int64_t begin, int64_t end, const TileSet& ts) {
     if (begin >= end) return;
     const Plan p = plan(g);
     thread_local Buffer abuf, bbuf;
@@ -330,17 +374,18 @@ struct Driver {
           for (int64_t j = 0; j < blk.cols; ++j) cblk[r * g.ldc + j] = 0.0f;
       } else if (small && g.b.cs == 1) {
         // Small M streams B once: its rows read in place beat a packed copy.
-        block_body<P::kSmallMR, P::kSmallNV, P::kSmallKC, true>(g, blk, apack, bpack);
+        block_body<1, P::kSmallKC, true>(ts, g, blk, apack, bpack);
       } else if (small) {
-        block_body<P::kSmallMR, P::kSmallNV, P::kSmallPackedKC, false>(g, blk, apack, bpack);
+        block_body<1, P::kSmallPackedKC, false>(ts, g, blk, apack, bpack);
       } else {
-        block_body<MR, P::NV, KC, false>(g, blk, apack, bpack);
+        block_body<0, KC, false>(ts, g, blk, apack, bpack);
       }
       if (g.hook) g.hook(g.hook_ctx, g.c, g.ldc, blk.i0, blk.j0, blk.rows, blk.cols);
     }
   }
 
-  static constexpr Impl kImpl = {&items, &block, &run};
+  static constexpr Impl kImpl = {&items,  &block, &run,         &kPrecompiled,
+                                 MR,      P::NV,  P::kSmallMR, P::kSmallNV};
 };
 
 }  // namespace dvm::backends::cube::detail
