@@ -6,3 +6,4 @@
 #include "dvm/runtime.h"
 #include "dvm/shape.h"
 #include "dvm/tensor.h"
+#include "dvm/version.h"
