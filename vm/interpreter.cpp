@@ -507,13 +507,11 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
   });
 }
 
-namespace {
-
 // Contraction items are output blocks (vm/schedule.h): the MMA's product
 // for the block is made into the thread's block buffer, then the program
 // runs over the block's rows as tiles, its MMA register reading the buffer.
-void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
-                     const backends::MicroKernels& mk) {
+void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t end, const backends::MicroKernels& mk,
+                     backends::cube::Kernels kernels) {
   const Program& p = k.program();
   const auto& info = k.verified().info;
   Frame& f = t_frame;
@@ -543,6 +541,7 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
                            {f32_in(B, at.p * B.stride[kP] + at.c0 * B.stride[kC]), B.stride[kK], B.stride[kC]},
                            product.data(), at.n};
     g.split_for_threads = false;  // an item is one block of the launch's schedule already
+    g.kernels = kernels;
     if (direct) {
       const ArgBinding& out = l.args[p.code[1].r[0]];
       g.c = f32_out(out, at.p * out.stride[kP] + at.r * out.stride[kR] + at.c0);
@@ -557,6 +556,13 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
       for (size_t i = 0; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
     }
   }
+}
+
+namespace {
+
+void run_contraction_interpreted(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
+                                 const backends::MicroKernels& mk) {
+  run_contraction(k, l, begin, end, mk, backends::cube::Kernels::Precompiled);
 }
 
 void split_rows_interpreted(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
@@ -574,7 +580,7 @@ constexpr Driver kDrivers[] = {
     {Form::Elementwise, run_elementwise, nullptr},
     {Form::RowReduce, run_row_reduce, split_rows_interpreted},
     {Form::ColReduce, run_col_reduce, interpret_split_cols},
-    {Form::Contraction, run_contraction, nullptr},
+    {Form::Contraction, run_contraction_interpreted, nullptr},
 };
 static_assert(std::size(kDrivers) == kNumForms, "an interpreter driver per form");
 constexpr bool drivers_in_form_order() {

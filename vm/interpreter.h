@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "backends/cube/gemm.h"
 #include "vm/kernel.h"
 #include "vm/launch.h"
 #include "vm/schedule.h"
@@ -44,5 +45,12 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
 // Runs work items [begin, end) with the given micro-kernel table.
 void interpret(const Kernel& k, const Launch& l, int64_t begin, int64_t end,
                const backends::MicroKernels& mk);
+
+// Work items [begin, end) of a Contraction kernel, the cube's GEMM on
+// `kernels` (the precompiled micro-kernels here; the machine-code tier's
+// generated ones), the epilogue on mk's vector micro-kernels. The same bits
+// either way.
+void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t end, const backends::MicroKernels& mk,
+                     backends::cube::Kernels kernels);
 
 }  // namespace dvm::vm

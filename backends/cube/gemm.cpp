@@ -137,4 +137,17 @@ void gemm(const Gemm& g, Isa isa) {
   im.run(g, 0, im.items(g), tiles_for(g, isa, im));
 }
 
+bool prepare_generated(Isa isa, std::string* why) {
+  if (!gen::available(isa, why)) return false;
+  try {
+    Gemm g{};
+    g.kernels = Kernels::Generated;
+    tiles_for(g, isa, impl_for(isa));
+    return true;
+  } catch (const Error& e) {
+    *why = e.what();
+    return false;
+  }
+}
+
 }  // namespace dvm::backends::cube

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "backends/isa.h"
 
@@ -79,6 +80,11 @@ int64_t items(const Gemm& g, Isa isa);
 void run(const Gemm& g, Isa isa, int64_t begin, int64_t end);
 // Convenience: all items on the calling thread.
 void gemm(const Gemm& g, Isa isa);
+
+// Makes the generated micro-kernels of `isa` now (a machine-code tier's
+// compile), so that no product waits for them; false with the reason in
+// *why where they cannot be made (Portable, no DVM_JIT, the CPU).
+bool prepare_generated(Isa isa, std::string* why);
 
 // The block of item `item` (for a caller that wants to know which part of C
 // an item covers, e.g. to schedule by cost).

@@ -2,19 +2,45 @@
 // vm's backend interface.
 #include "backends/jit/jit_backend.h"
 
+#include "backends/cube/gemm.h"
 #include "backends/jit/jit.h"
+#include "backends/microkernels.h"
+#include "vm/interpreter.h"
 #include "vm/kernel.h"
 
 namespace dvm::backends::jit {
 namespace {
 
+// A Contraction kernel on machine code: the cube unit's micro-kernels
+// generated for the ISA (backends/cube/xbyak, shared by every contraction and
+// counted by cube::gen::stats()), the epilogue on the vector micro-kernels as
+// on the interpreter: the same items, the same bits.
+class CubeCode final : public vm::CompiledKernel {
+ public:
+  explicit CubeCode(const MicroKernels& m) : mk(m) {}
+  const MicroKernels& mk;
+};
+
 template <Isa kIsa>
 std::unique_ptr<vm::CompiledKernel> compile_kernel(const vm::Kernel& k, std::string* reason) {
+  if (k.form() == vm::Form::Contraction) {
+    const MicroKernels* mk = microkernels_for(kIsa);
+    if (!mk) {
+      *reason = std::string("no ") + isa_name(kIsa) + " micro-kernels in this build";
+      return nullptr;
+    }
+    if (!cube::prepare_generated(kIsa, reason)) return nullptr;
+    return std::make_unique<CubeCode>(*mk);
+  }
   return compile(k.verified(), kIsa, reason);
 }
 
 void run_kernel_items(const vm::CompiledKernel* code, const vm::Kernel& k, const vm::Launch& l, int64_t begin,
                       int64_t end) {
+  if (k.form() == vm::Form::Contraction) {
+    vm::run_contraction(k, l, begin, end, static_cast<const CubeCode&>(*code).mk, cube::Kernels::Generated);
+    return;
+  }
   run_items(static_cast<const JitCode&>(*code), k.verified(), l, begin, end);
 }
 

@@ -43,6 +43,8 @@ std::vector<std::pair<std::string, std::vector<float>>> run_programs(int64_t n) 
   Tensor b = Tensor::from_vector(make_values(c, 3, uniform_gen(-3, 3), kSpecials), {c});
   Tensor e = Tensor::from_vector(make_values(r, 4, uniform_gen(-3, 3), kSpecials), {r, 1});
   Tensor f = Tensor::from_vector(make_values(r * c, 5, uniform_gen(-3, 3)), {r, c});  // finite, for row ops
+  Tensor w = Tensor::from_vector(make_values(37 * c, 6, uniform_gen(-1, 1)), {37, c});  // a linear layer's weight
+  Tensor wb = Tensor::from_vector(make_values(37, 7, uniform_gen(-1, 1)), {37});
   std::vector<std::pair<std::string, Tensor>> outs = {
       {"neg", dvm::neg(x)},
       {"abs", dvm::abs(x)},
@@ -84,6 +86,10 @@ std::vector<std::pair<std::string, std::vector<float>>> run_programs(int64_t n) 
       {"softmax columns", dvm::softmax(f, 0)},
       {"layer_norm", dvm::layer_norm(f, {c}, b, b)},
       {"chain", dvm::relu(f * p + b) * 0.5f + f},
+      // The cube unit: the product stored as it is, and with an epilogue.
+      {"matmul", dvm::matmul(x, w.transpose(0, 1))},
+      {"linear gelu", dvm::gelu(dvm::linear(f, w, wb), GeluApprox::Tanh) * 2.0f},
+      {"bmm", dvm::bmm(f.reshape({1, r, c}), w.reshape({1, 37, c}).transpose(1, 2)) + e.reshape({1, r, 1})},
   };
   std::vector<std::pair<std::string, std::vector<float>>> vals;
   for (auto& [name, t] : outs) vals.emplace_back(name, t.to_vector());
@@ -138,7 +144,8 @@ TEST(Tiers, TieringUpIsInvisible) {
   auto run = [&](std::vector<std::string>* tiers) {
     std::vector<Tensor> outs = {dvm::exp(x * k) - k, dvm::softmax(x * k, -1), (x * k).sum(0),
                                 dvm::layer_norm(x * k, {1001}, Tensor(), Tensor()),
-                                dvm::where(dvm::gt(x, k), dvm::sin(x), dvm::gelu(x * k))};
+                                dvm::where(dvm::gt(x, k), dvm::sin(x), dvm::gelu(x * k)),
+                                dvm::tanh(dvm::matmul(x, x.transpose(0, 1)) * k)};
     dvm::set_kernel_log(true);
     (void)dvm::take_kernel_log();
     std::vector<std::pair<std::string, std::vector<float>>> vals;
