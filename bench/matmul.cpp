@@ -5,9 +5,9 @@
 //   matmul_dynamic/<system>                    50 pseudo-random M in [1, 512], K = N = 768,
 //                                              one pass per iteration
 // Counter gflops (2 M N K per product). Systems: dvm (the public API, what a
-// user writes), openblas (cblas_sgemm, its threads set to N), onednn (a
-// matmul primitive created once; onednn_new_shape creates it inside the timed
-// loop) and libtorch (libtorch_matmul.cpp), each where Debian's package was
+// user writes, past the JIT threshold), dvm_interp (the interpreter only),
+// openblas (cblas_sgemm, its threads set to N), onednn (a matmul primitive
+// created once; onednn_new_shape creates it inside the timed loop) and libtorch (libtorch_matmul.cpp), each where Debian's package was
 // found at configure time. Every dvm and libtorch result is checked once,
 // outside the timing, at sampled elements against a double-precision dot
 // product.
@@ -117,8 +117,16 @@ void set_gflops(benchmark::State& state, double flops_per_iter) {
       benchmark::Counter(flops_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_matmul_dvm(benchmark::State& state, MmShape s, int threads, const std::string& name) {
-  apply_system(kDvm, threads);
+// Past the JIT threshold with background compiles done, so that the timed
+// loop measures the tier the system stands for.
+template <class F>
+void warm(F once) {
+  for (int64_t i = 0; i <= dvm::jit_threshold(); ++i) once();
+  dvm::wait_for_jit();
+}
+
+void BM_matmul_dvm(benchmark::State& state, MmShape s, int threads, const System& sys, const std::string& name) {
+  apply_system(sys, threads);
   const std::vector<float> a = values(s.batch * s.M * s.K, 1), b = values(s.batch * s.K * s.N, 2);
   const dvm::Shape as = s.batch > 1 ? dvm::Shape{s.batch, s.M, s.K} : dvm::Shape{s.M, s.K};
   const dvm::Shape bs = s.batch > 1 ? dvm::Shape{s.batch, s.K, s.N} : dvm::Shape{s.K, s.N};
@@ -127,6 +135,7 @@ void BM_matmul_dvm(benchmark::State& state, MmShape s, int threads, const std::s
     const dvm::Tensor y = once();
     check_product(name, y.data(), s, a_at(s, a), b_at(s, b));
   }
+  warm(once);
   for (auto _ : state) {
     dvm::Tensor y = once();
     benchmark::DoNotOptimize(y.data());
@@ -134,8 +143,9 @@ void BM_matmul_dvm(benchmark::State& state, MmShape s, int threads, const std::s
   set_gflops(state, flops(s));
 }
 
-void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const std::string& name) {
-  apply_system(kDvm, threads);
+void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const System& sys,
+                        const std::string& name) {
+  apply_system(sys, threads);
   const std::vector<float> x = values(s.M * s.K, 3), w = values(s.N * s.K, 4), bias = values(s.N, 5);
   auto once = [&] {
     return dvm::gelu(dvm::linear(dvm::Tensor::from_blob(x.data(), {s.M, s.K}),
@@ -146,6 +156,7 @@ void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const s
     const dvm::Tensor y = once();
     check_product(name, y.data(), s, a_at(s, x), wt_at(s, w), bias.data());
   }
+  warm(once);
   for (auto _ : state) {
     dvm::Tensor y = once();
     benchmark::DoNotOptimize(y.data());
@@ -314,12 +325,18 @@ void add(const std::string& name, std::function<void(benchmark::State&)> fn, int
   if (threads > 1) b->UseRealTime();
 }
 
+// dvm as a user gets it (tiering: the cube's generated micro-kernels once
+// hot) and on the interpreter only (its precompiled micro-kernels).
+constexpr System kDvmSystems[] = {{"dvm", Tier::Default}, {"dvm_interp", Tier::Off}};
+
 int register_matmul() {
   for (const MmShape& s : matmul_shapes())
     for (int threads : thread_counts()) {
       const std::string tail = "/threads:" + std::to_string(threads);
-      const std::string dvm_name = "matmul/" + dims(s) + "/dvm" + tail;
-      add(dvm_name, [=](benchmark::State& st) { BM_matmul_dvm(st, s, threads, dvm_name); }, threads);
+      for (const System& sys : kDvmSystems) {
+        const std::string dvm_name = "matmul/" + dims(s) + "/" + sys.name + tail;
+        add(dvm_name, [=](benchmark::State& st) { BM_matmul_dvm(st, s, threads, sys, dvm_name); }, threads);
+      }
 #ifdef DVM_BENCH_HAVE_OPENBLAS
       add("matmul/" + dims(s) + "/openblas" + tail, [=](benchmark::State& st) { BM_matmul_openblas(st, s, threads); },
           threads);
@@ -336,8 +353,10 @@ int register_matmul() {
   for (const MmShape& s : linear_shapes())
     for (int threads : thread_counts()) {
       const std::string tail = "/threads:" + std::to_string(threads);
-      const std::string dvm_name = "linear_gelu/" + dims(s) + "/dvm" + tail;
-      add(dvm_name, [=](benchmark::State& st) { BM_linear_gelu_dvm(st, s, threads, dvm_name); }, threads);
+      for (const System& sys : kDvmSystems) {
+        const std::string dvm_name = "linear_gelu/" + dims(s) + "/" + sys.name + tail;
+        add(dvm_name, [=](benchmark::State& st) { BM_linear_gelu_dvm(st, s, threads, sys, dvm_name); }, threads);
+      }
 #ifdef DVM_BENCH_HAVE_ONEDNN
       add("linear_gelu/" + dims(s) + "/onednn" + tail,
           [=](benchmark::State& st) { BM_onednn(st, s, threads, true, false); }, threads);
