@@ -1,6 +1,7 @@
 // Verifier: decodes with bounds checks and checks every rule of the format.
 #include "vm/verifier.h"
 
+#include <array>
 #include <cstring>
 #include <sstream>
 
@@ -72,13 +73,15 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   int count = b[c.pos] | (b[c.pos + 1] << 8);
   c.pos += 2;
 
-  // Register state as the program runs: written?, kind, level.
-  std::vector<int8_t> written(static_cast<size_t>(p.nregs), 0);
-  std::vector<Kind> kind(static_cast<size_t>(p.nregs), Kind::Vec);
-  std::vector<uint8_t> level(static_cast<size_t>(p.nregs), 0);
-  std::vector<int8_t> stored(static_cast<size_t>(nargs), 0);
+  // Register state as the program runs: written?, kind, level (on the
+  // stack: a verify allocates only what it returns).
+  std::array<int8_t, kMaxRegs> written{};
+  std::array<Kind, kMaxRegs> kind;
+  kind.fill(Kind::Vec);
+  std::array<uint8_t, kMaxRegs> level{};
+  std::array<int8_t, kMaxArgs> stored{};
   // Outer reductions: 0 constant, 1 written in the prologue, 2 reduction or epilogue.
-  std::vector<int8_t> phase(static_cast<size_t>(p.nregs), 0);
+  std::array<int8_t, kMaxRegs> phase{};
   p.code.clear();
   out->info.clear();
   out->max_level = 0;
@@ -87,13 +90,14 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   int mmas = 0;
 
   for (int i = 0; i < count; ++i) {
-    std::string at = "instruction " + std::to_string(i);
     if (!c.need(1, "opcode")) return false;
     uint8_t opb = b[c.pos++];
-    if (opb >= kNumOps) return c.fail(at + ": unknown opcode " + std::to_string(opb));
+    if (opb >= kNumOps)
+      return c.fail("instruction " + std::to_string(i) + ": unknown opcode " + std::to_string(opb));
     Instr ins;
     ins.op = static_cast<Op>(opb);
-    at += " (" + std::string(op_name(ins.op)) + ")";
+    // Where a failure is: built only when one is reported.
+    auto at = [&] { return "instruction " + std::to_string(i) + " (" + op_name(ins.op) + ")"; };
     const OpInfo& oi = op_info(ins.op);
     for (const char* s = oi.signature; *s; ++s) {
       if (*s == 'F') {
@@ -107,7 +111,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         ins.scalar = static_cast<uint16_t>(b[c.pos] | (b[c.pos + 1] << 8));
         c.pos += 2;
         if (ins.scalar >= p.nscalars)
-          return c.fail(at + ": scalar parameter s" + std::to_string(ins.scalar) + " out of range (kernel has " +
+          return c.fail(at() + ": scalar parameter s" + std::to_string(ins.scalar) + " out of range (kernel has " +
                         std::to_string(p.nscalars) + ")");
       } else {
         if (!c.need(1, "operand")) return false;
@@ -127,20 +131,20 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       int v = ins.r[k];
       if (letter == 'A') {
         if (v >= nargs)
-          return c.fail(at + ": argument " + std::to_string(v) + " out of range (kernel has " +
+          return c.fail(at() + ": argument " + std::to_string(v) + " out of range (kernel has " +
                         std::to_string(nargs) + ")");
         arg = v;
       } else if (letter == 'D') {
         if (v >= p.nregs)
-          return c.fail(at + ": destination register r" + std::to_string(v) + " out of range (" +
+          return c.fail(at() + ": destination register r" + std::to_string(v) + " out of range (" +
                         std::to_string(p.nregs) + " registers)");
         dst = v;
       } else {  // 'R'
         if (v >= p.nregs)
-          return c.fail(at + ": source register r" + std::to_string(v) + " out of range (" +
+          return c.fail(at() + ": source register r" + std::to_string(v) + " out of range (" +
                         std::to_string(p.nregs) + " registers)");
         if (!written[static_cast<size_t>(v)])
-          return c.fail(at + ": reads register r" + std::to_string(v) + " before it is written");
+          return c.fail(at() + ": reads register r" + std::to_string(v) + " before it is written");
         info.src_kind[nsrc++] = kind[static_cast<size_t>(v)];
         any_vec |= kind[static_cast<size_t>(v)] == Kind::Vec;
         lvl = std::max(lvl, level[static_cast<size_t>(v)]);
@@ -152,8 +156,8 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       // Layout: prologue, then one block of reductions, then the epilogue.
       if (cls == OpClass::Reduce) {
         if (after_reduce_block)
-          return c.fail(at + ": " + form_name(p.form) + " kernels keep their reductions in one block");
-        if (lvl != 0) return c.fail(at + ": " + form_name(p.form) + " cannot reduce a reduced value");
+          return c.fail(at() + ": " + form_name(p.form) + " kernels keep their reductions in one block");
+        if (lvl != 0) return c.fail(at() + ": " + form_name(p.form) + " cannot reduce a reduced value");
       } else if (out->last_reduce >= 0) {
         after_reduce_block = true;
       }
@@ -162,7 +166,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         // loads and reductions, never a per-r value from the prologue.
         for (int k = 0; k < ins.nr; ++k)
           if (oi.signature[k] == 'R' && phase[ins.r[k]] == 1)
-            return c.fail(at + ": the " + form_name(p.form) + " epilogue reads r" + std::to_string(ins.r[k]) +
+            return c.fail(at() + ": the " + form_name(p.form) + " epilogue reads r" + std::to_string(ins.r[k]) +
                           ", a per-row value from before the reductions");
       }
     }
@@ -170,7 +174,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
     switch (cls) {
       case OpClass::Load:
         if (p.roles[static_cast<size_t>(arg)] != ArgRole::Input)
-          return c.fail(at + ": loads from argument " + std::to_string(arg) + ", which is an output");
+          return c.fail(at() + ": loads from argument " + std::to_string(arg) + ", which is an output");
         info.dst_kind = ins.op == Op::LDB ? Kind::Row : Kind::Vec;
         lvl = (outer && after_reduce_block) ? 1 : 0;
         break;
@@ -180,18 +184,18 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         break;
       case OpClass::Store:
         if (p.roles[static_cast<size_t>(arg)] != ArgRole::Output)
-          return c.fail(at + ": stores to argument " + std::to_string(arg) + ", which is an input");
+          return c.fail(at() + ": stores to argument " + std::to_string(arg) + ", which is an input");
         if (ins.op == Op::STB) {
           if (!rules.row_stores)
-            return c.fail(at + ": stb (one value per row) is not allowed in " + form_name(p.form) + " kernels");
+            return c.fail(at() + ": stb (one value per row) is not allowed in " + form_name(p.form) + " kernels");
           if (info.src_kind[0] != Kind::Row)
-            return c.fail(at + ": stb stores a vec register; it needs a row value");
+            return c.fail(at() + ": stb stores a vec register; it needs a row value");
         }
         // One store per output: a second would make the result depend on
         // which store an executor performs last (the interpreter writes some
         // values straight into the output before their store).
         if (stored[static_cast<size_t>(arg)])
-          return c.fail(at + ": stores output argument " + std::to_string(arg) + " a second time");
+          return c.fail(at() + ": stores output argument " + std::to_string(arg) + " a second time");
         stored[static_cast<size_t>(arg)] = 1;
         break;
       case OpClass::Unary:
@@ -200,22 +204,22 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         info.dst_kind = any_vec ? Kind::Vec : Kind::Row;
         break;
       case OpClass::Contract:
-        if (!rules.contracts) return c.fail(at + ": mma is not allowed in " + form_name(p.form) + " kernels");
-        if (++mmas > 1) return c.fail(at + ": a " + form_name(p.form) + " kernel has one mma");
+        if (!rules.contracts) return c.fail(at() + ": mma is not allowed in " + form_name(p.form) + " kernels");
+        if (++mmas > 1) return c.fail(at() + ": a " + form_name(p.form) + " kernel has one mma");
         for (int k = 1; k <= 2; ++k)
           if (p.roles[ins.r[k]] != ArgRole::Input)
-            return c.fail(at + ": multiplies argument " + std::to_string(ins.r[k]) + ", which is an output");
+            return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + ", which is an output");
         info.dst_kind = Kind::Vec;
         break;
       case OpClass::Reduce:
         if (rules.reduces == ReduceAxis::None)
-          return c.fail(at + ": reductions are not allowed in " + form_name(p.form) + " kernels");
+          return c.fail(at() + ": reductions are not allowed in " + form_name(p.form) + " kernels");
         if (out->first_reduce < 0) out->first_reduce = i;
         out->last_reduce = i;
         // Folding C leaves one value per row; folding R keeps the C variation.
         info.dst_kind = rules.reduces == ReduceAxis::Inner ? Kind::Row : info.src_kind[0];
         lvl = static_cast<uint8_t>(lvl + 1);
-        if (lvl == 0) return c.fail(at + ": more than 255 reductions in sequence");
+        if (lvl == 0) return c.fail(at() + ": more than 255 reductions in sequence");
         break;
     }
     info.level = lvl;
