@@ -106,17 +106,25 @@ inline ItemStart col_item(const Launch& l, int64_t ctiles, int64_t item) {
 
 // Contraction items are output blocks (p, rows, columns) of up to
 // kMmaRows x kMmaCols, each summed over the whole K (never split, so the
-// bits do not depend on the thread count). A launch of at most kMmaSmallRows
-// rows takes them all in one block per column block: the weights stream
-// through once (one token of a decoder).
+// bits do not depend on the thread count). A launch of at most
+// kMmaSmallRows rows takes them all in one block per column block: the
+// weights stream through once (one token of a decoder).
 inline constexpr int64_t kMmaRows = 240;
 inline constexpr int64_t kMmaCols = kTile;
 inline constexpr int64_t kMmaSmallRows = 16;
 struct MmaBlocks {
   int64_t rows, rblocks, cblocks;
 };
+// Row blocks are as even as a multiple of kMmaRowAlign rows allows (the
+// AVX2 and AVX-512 register tiles, 6 and 8 rows, both divide it), so that
+// threads sharing the items get equal work.
+inline constexpr int64_t kMmaRowAlign = 24;
 inline MmaBlocks mma_blocks(const Launch& l) {
-  const int64_t rows = l.R() <= kMmaSmallRows ? std::max<int64_t>(l.R(), 1) : kMmaRows;
+  int64_t rows = std::max<int64_t>(l.R(), 1);
+  if (l.R() > kMmaSmallRows) {
+    const int64_t n = (l.R() + kMmaRows - 1) / kMmaRows;
+    rows = ((l.R() + n - 1) / n + kMmaRowAlign - 1) / kMmaRowAlign * kMmaRowAlign;
+  }
   return {rows, (l.R() + rows - 1) / rows, (l.C() + kMmaCols - 1) / kMmaCols};
 }
 inline ItemStart mma_item(const Launch& l, const MmaBlocks& b, int64_t item, int64_t* rows) {
