@@ -540,7 +540,10 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
                            {f32_in(A, at.p * A.stride[kP] + at.r * A.stride[kR]), A.stride[kR], A.stride[kK]},
                            {f32_in(B, at.p * B.stride[kP] + at.c0 * B.stride[kC]), B.stride[kK], B.stride[kC]},
                            product.data(), at.n};
-    g.split_for_threads = false;  // an item is one block of the launch's schedule already
+    // An item is one block of the launch's schedule already: a tall one runs
+    // as one GEMM block (A and B packed once), a short one faster in the
+    // cube's narrower blocks.
+    g.split_for_threads = rows <= kMmaSplitRows;
     g.kernels = kernels;
     if (direct) {
       const ArgBinding& out = l.args[p.code[1].r[0]];

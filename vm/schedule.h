@@ -112,6 +112,9 @@ inline ItemStart col_item(const Launch& l, int64_t ctiles, int64_t item) {
 inline constexpr int64_t kMmaRows = 240;
 inline constexpr int64_t kMmaCols = kTile;
 inline constexpr int64_t kMmaSmallRows = 16;
+// Items of at most this many rows run in the cube's own narrower blocks
+// (Gemm::split_for_threads); taller ones as one block each.
+inline constexpr int64_t kMmaSplitRows = 64;
 struct MmaBlocks {
   int64_t rows, rblocks, cblocks;
 };
