@@ -30,6 +30,8 @@ struct VScalar {
 
 struct Params {
   using V = VScalar;
+  // One scalar step of V::madd (the same rounding: never fused).
+  static float madd1(float a, float b, float acc) { return acc + a * b; }
   static constexpr int MR = 4;
   static constexpr int NV = 8;
   static constexpr int64_t KC = 256;

@@ -25,6 +25,10 @@ struct V512 {
 
 struct Params {
   using V = V512;
+  // One scalar step of V::madd (one fused rounding).
+  [[gnu::always_inline]] static inline float madd1(float a, float b, float acc) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(acc)));
+  }
   static constexpr int MR = 8;
   static constexpr int NV = 2;
   static constexpr int64_t KC = 512;

@@ -98,7 +98,8 @@ struct TileTable<V, NV, PF, std::index_sequence<R...>> {
 // row of kSmallNB columns, kSmallMR x kSmallNV tiles, B read in place in K
 // panels of kSmallKC when its rows are contiguous, else packed in panels of
 // kSmallPackedKC, short so that a panel stays in L1 from packing to use),
-// and optionally transpose8(src, cs, dst, ldd) (dst[t * ldd + j] =
+// madd1(a, b, acc) (one scalar step of V::madd, for column tails), and
+// optionally transpose8(src, cs, dst, ldd) (dst[t * ldd + j] =
 // src[j * cs + t], j, t < 8) for packing B stored by columns.
 template <class P>
 struct Driver {
@@ -356,6 +357,35 @@ struct Driver {
     }
   }
 
+  // One row of A times B whose rows are contiguous: a vector-matrix product
+  // that streams whole rows of B (kGemvRows at a time, so the hardware
+  // prefetchers follow a few long streams), keeping the block's row of C in
+  // memory between passes. Each element still sums ascending k from +0 (or
+  // the stored partial sum), one V::madd per step, as the tiles do.
+  static constexpr int64_t kGemvRows = 8;
+  static void row_times_b(const Gemm& g, const Block& blk) {
+    constexpr int W = V::kLanes;
+    float* c = g.c + blk.i0 * g.ldc + blk.j0;
+    const float* a = g.a.data + blk.i0 * g.a.rs;
+    const float* b0 = g.b.data + blk.j0;
+    const int64_t n = blk.cols, nv = n / W * W;
+    for (int64_t k0 = 0; k0 < g.K; k0 += kGemvRows) {
+      const int64_t kc = mn(kGemvRows, g.K - k0);
+      const float* b = b0 + k0 * g.b.rs;
+      for (int64_t j = 0; j < nv; j += W) {
+        typename V::T acc = k0 == 0 ? V::zero() : V::load(c + j);
+        for (int64_t t = 0; t < kc; ++t)
+          acc = V::madd(V::bcast(a + (k0 + t) * g.a.cs), V::load(b + t * g.b.rs + j), acc);
+        V::store(c + j, acc);
+      }
+      for (int64_t j = nv; j < n; ++j) {
+        float acc = k0 == 0 ? 0.0f : c[j];
+        for (int64_t t = 0; t < kc; ++t) acc = P::madd1(a[(k0 + t) * g.a.cs], b[t * g.b.rs + j], acc);
+        c[j] = acc;
+      }
+    }
+  }
+
   static void run(const Gemm& g, int64_t begin, int64_t end, const TileSet& ts) {
     if (begin >= end) return;
     const Plan p = plan(g);
@@ -372,6 +402,8 @@ struct Driver {
         float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
         for (int64_t r = 0; r < blk.rows; ++r)
           for (int64_t j = 0; j < blk.cols; ++j) cblk[r * g.ldc + j] = 0.0f;
+      } else if (blk.rows == 1 && g.b.cs == 1) {
+        row_times_b(g, blk);
       } else if (small && g.b.cs == 1) {
         // Small M streams B once: its rows read in place beat a packed copy.
         block_body<1, P::kSmallKC, true>(ts, g, blk, apack, bpack);
