@@ -8,12 +8,17 @@
 //   compile/jit/<W>     backends::jit::compile() of the verified program for
 //                       the active ISA: a fresh kernel every iteration, its
 //                       machine code freed again inside the timing (no cache)
+//   compile/jit/demo_block  the same for the demo's MLP block (gelu, layer_norm,
+//                       softmax: one row kernel of about 20 ops)
 // The nodes come from recording the workload with the public API and taking
 // the trace's pending nodes, marked as Trace::flush marks them; the timed
 // loop runs the pass directly and the trace is flushed (computed) at the end,
 // and that result is checked against the fused loop.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -160,16 +165,10 @@ void BM_verify(benchmark::State& state, W w, const std::string& name) {
   state.counters["bytecode_bytes"] = static_cast<double>(low.bytecode.bytes.size());
 }
 
-void BM_jit(benchmark::State& state, W w, const std::string& name) {
-  // The JIT tier from the first call, so the checked flush at the end runs
-  // this workload's kernels as machine code.
-  apply_system(System{"dvm_jit", Tier::Eager}, 1);
+// compile/jit of the first kernel of r's nodes; `finish` computes and checks
+// the recorded program afterwards.
+void time_jit(benchmark::State& state, Recorded& r, const std::function<void()>& finish, const std::string& name) {
   const dvm::backends::Isa isa = dvm::backends::active_isa();
-  if (isa == dvm::backends::Isa::Portable) {
-    state.SkipWithError("the active ISA is portable: the JIT has no target");
-    return;
-  }
-  Recorded r = record_nodes(w);
   const dvm::fuser::Plan plan = dvm::fuser::partition(r.needed);
   const dvm::fuser::Group& g = kernel_group(plan);
   const dvm::fuser::Lowered low = dvm::fuser::lower(g, plan.placement);
@@ -179,7 +178,7 @@ void BM_jit(benchmark::State& state, W w, const std::string& name) {
   {
     const std::unique_ptr<dvm::backends::jit::JitCode> code = dvm::backends::jit::compile(vp, isa, &reason);
     if (!code) {
-      finish(r, w, name);
+      finish();
       state.SkipWithError(("the JIT declines this kernel: " + reason).c_str());
       return;
     }
@@ -197,13 +196,87 @@ void BM_jit(benchmark::State& state, W w, const std::string& name) {
     std::fprintf(stderr, "bench_dvm: %s: executable memory grew in the timed loop\n", name.c_str());
     std::abort();
   }
-  finish(r, w, name);
+  finish();
   state.counters["code_bytes"] = static_cast<double>(code_bytes);
   state.counters["instructions"] = static_cast<double>(vp.program.code.size());
   state.SetLabel(dvm::backends::isa_name(isa));
 }
 
+// The JIT tier from the first call, so the checked flush at the end runs the
+// kernels as machine code; false (the benchmark skipped) without a target.
+bool jit_system(benchmark::State& state) {
+  apply_system(System{"dvm_jit", Tier::Eager}, 1);
+  if (dvm::backends::active_isa() != dvm::backends::Isa::Portable) return true;
+  state.SkipWithError("the active ISA is portable: the JIT has no target");
+  return false;
+}
+
+void BM_jit(benchmark::State& state, W w, const std::string& name) {
+  if (!jit_system(state)) return;
+  Recorded r = record_nodes(w);
+  time_jit(state, r, [&] { finish(r, w, name); }, name);
+}
+
+// The demo's MLP block (examples/demo.cpp): gelu(x + bias), layer_norm,
+// scale, softmax over rows of kDemoDim, one row kernel of about 20 ops.
+constexpr int64_t kDemoDim = 1024, kDemoRows = 64;
+
+dvm::Tensor record_demo_block() {
+  const Pools& p = pools();
+  const dvm::Shape row{kDemoDim};
+  dvm::Tensor x = dvm::Tensor::from_blob(p.x.data(), {kDemoRows, kDemoDim});
+  dvm::Tensor h = dvm::gelu(x + dvm::Tensor::from_blob(p.bias.data(), row));
+  return dvm::softmax(
+      dvm::layer_norm(h, row, dvm::Tensor::from_blob(p.w.data(), row), dvm::Tensor::from_blob(p.bias.data(), row)) *
+          2.0f,
+      -1);
+}
+
+std::vector<float> demo_block_reference() {
+  const Pools& p = pools();
+  std::vector<float> y(static_cast<size_t>(kDemoRows * kDemoDim));
+  std::vector<double> h(static_cast<size_t>(kDemoDim));
+  for (int64_t r = 0; r < kDemoRows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < kDemoDim; ++c) {
+      const double t = static_cast<double>(p.x[r * kDemoDim + c]) + p.bias[c];
+      h[static_cast<size_t>(c)] = 0.5 * t * (1 + std::erf(t / std::sqrt(2.0)));
+      mean += h[static_cast<size_t>(c)];
+    }
+    mean /= kDemoDim;
+    for (double v : h) var += (v - mean) * (v - mean);
+    const double inv = 1.0 / std::sqrt(var / kDemoDim + 1e-5);
+    double mx = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < kDemoDim; ++c) {
+      double& v = h[static_cast<size_t>(c)];
+      v = ((v - mean) * inv * p.w[c] + p.bias[c]) * 2.0;
+      mx = std::max(mx, v);
+    }
+    for (double v : h) sum += std::exp(v - mx);
+    for (int64_t c = 0; c < kDemoDim; ++c)
+      y[static_cast<size_t>(r * kDemoDim + c)] = static_cast<float>(std::exp(h[static_cast<size_t>(c)] - mx) / sum);
+  }
+  return y;
+}
+
+void BM_jit_demo_block(benchmark::State& state) {
+  if (!jit_system(state)) return;
+  const std::string name = "compile/jit/demo_block";
+  dvm::flush();
+  Recorded r;
+  r.y = record_demo_block();
+  r.needed = dvm::detail::mark_needed(dvm::detail::Trace::current().pending_nodes());
+  time_jit(
+      state, r,
+      [&] {
+        const float* got = r.y.data();
+        if (first_time(name)) check_close(name, got, demo_block_reference().data(), kDemoRows * kDemoDim);
+      },
+      name);
+}
+
 int register_compile_cost() {
+  benchmark::RegisterBenchmark("compile/jit/demo_block", BM_jit_demo_block)->Unit(benchmark::kNanosecond);
   for (W w : kAllW) {
     const std::string id = w_id(w);
     const std::string miss = "fuser/miss/" + id, hit = "fuser/hit/" + id,
