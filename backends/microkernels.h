@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backends/isa.h"
+#include "dvm/dtype.h"
 #include "vm/opcodes.h"
 
 namespace dvm::backends {
@@ -28,6 +29,10 @@ using TernaryFn = void (*)(float* d, const float* a, const float* b, const float
 inline constexpr int kReduceAccs = 4;
 using ReduceAccFn = void (*)(float* acc, const float* a, int64_t n);
 using ReduceFinishFn = float (*)(const float* acc);
+// Contiguous conversions between a storage type and f32, by the rules of
+// backends/convert.h (the same bits on every ISA).
+using LoadCvtFn = void (*)(float* d, const void* src, int64_t n);
+using StoreCvtFn = void (*)(void* d, const float* src, int64_t n);
 
 struct MicroKernels {
   Isa isa;
@@ -46,6 +51,8 @@ struct MicroKernels {
   void (*fill)(float* d, float v, int64_t n);
   // d[i] = base[i * stride] (stride in elements, may be negative or 0).
   void (*gather_strided)(float* d, const float* base, int64_t stride, int64_t n);
+  LoadCvtFn load_cvt[kNumDtypes];    // indexed by Dtype (F32 included: a copy)
+  StoreCvtFn store_cvt[kNumDtypes];
 };
 
 // The table for one ISA; nullptr when that ISA was not compiled in or the CPU

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "backends/convert.h"
 #include "backends/math/vmath.h"
 #include "backends/microkernels.h"
 
@@ -300,6 +301,23 @@ void gather_strided_kernel(float* d, const float* base, int64_t stride, int64_t 
   }
 }
 
+// Conversions, one element at a time (vectorized per ISA where it matters:
+// kernels_avx2.cpp, kernels_avx512.cpp override the 16-bit float types).
+template <Dtype kT>
+void load_cvt_kernel(float* d, const void* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = load_elem(kT, src, i);
+}
+template <Dtype kT>
+void store_cvt_kernel(void* d, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store_elem(kT, d, i, src[i]);
+}
+
+template <Dtype kT>
+constexpr void set_convert(MicroKernels& t) {
+  t.load_cvt[static_cast<int>(kT)] = &load_cvt_kernel<kT>;
+  t.store_cvt[static_cast<int>(kT)] = &store_cvt_kernel<kT>;
+}
+
 // ---- the table -----------------------------------------------------------------
 
 template <class V, Op kOp, vm::OpClass kCls>
@@ -332,6 +350,14 @@ constexpr MicroKernels make_microkernels(Isa isa) {
 #undef DVM_X
   t.fill = &fill_kernel<V>;
   t.gather_strided = &gather_strided_kernel<V>;
+  set_convert<Dtype::F32>(t);
+  set_convert<Dtype::F16>(t);
+  set_convert<Dtype::BF16>(t);
+  set_convert<Dtype::I32>(t);
+  set_convert<Dtype::Bool>(t);
+  set_convert<Dtype::I64>(t);
+  set_convert<Dtype::U8>(t);
+  static_assert(kNumDtypes == 7, "a conversion per element type");
   return t;
 }
 

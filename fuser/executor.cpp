@@ -197,7 +197,7 @@ class Runner {
       if (!a.output) continue;
       Node* n = a.node;
       staged_.push_back(n);  // first: a failed allocation leaves nothing untracked
-      n->storage = detail::Storage::allocate(n->shape.numel());
+      n->storage = detail::Storage::allocate(n->shape.numel(), n->dtype);
       n->offset = 0;
       detail::contiguous_strides(n->shape, n->strides);
     }
@@ -248,7 +248,7 @@ class Runner {
       const Node* n = a.node;
       int64_t elems = n->shape.numel();
       if (!a.output && n->storage) elems = std::min<int64_t>(elems, n->storage->elems);
-      run.bytes += elems * static_cast<int64_t>(sizeof(float));
+      run.bytes += elems * static_cast<int64_t>(dtype_size(n->dtype));
     }
     t_log.push_back(std::move(run));
   }

@@ -28,6 +28,9 @@ struct Group {
   // (bit s: P = [0, s), R = [s, red_begin)) so that every per-row load of
   // the epilogue is linear in both parts (LDB has one stride per part).
   uint32_t row_splits = ~0u;
+  // A conversion (a Copy node of another dtype): its value must be rounded
+  // to its type, which only its store does, so nothing else joins its group.
+  bool sealed = false;
   bool alive = true;      // false once merged into another group...
   int merged_into = -1;   // ...this one
 };

@@ -368,7 +368,8 @@ struct Builder {
     arg_index.assign(out.args.size(), -1);
     loaded.assign(out.args.size(), -1);
     for (size_t a = 0; a < out.args.size(); ++a)
-      arg_index[a] = enc.add_arg(out.args[a].output ? vm::ArgRole::Output : vm::ArgRole::Input);
+      arg_index[a] = enc.add_arg(out.args[a].output ? vm::ArgRole::Output : vm::ArgRole::Input,
+                               out.args[a].node->dtype);
 
     std::vector<std::pair<uint32_t, vm::Encoder::Value>>& consts = scratch.consts;
     consts.clear();
@@ -591,7 +592,7 @@ void bind(const Lowered& low, vm::Launch* out) {
     // pointers, strides and gather dim counts are all set here; the gather
     // dims themselves are read only below their count (clearing all of them
     // would write hundreds of bytes per argument on every flush).
-    float* base = s.node->storage ? s.node->storage->data + s.offset : nullptr;
+    void* base = s.node->storage ? s.node->storage->at(s.offset) : nullptr;
     b.in = s.output ? nullptr : base;
     b.out = s.output ? base : nullptr;
     for (int part = 0; part < vm::kMaxParts; ++part) {

@@ -87,6 +87,9 @@ class Partitioner {
     return n->pending && static_cast<size_t>(n->index) < plan.placement.size() && at(n).group >= 0;
   }
 
+  // An input computed by a group that n may join (not a sealed conversion).
+  bool joinable(const Node* x) const { return in_group(x) && !plan.groups[static_cast<size_t>(find(at(x).group))].sealed; }
+
   int find(int g) const {
     while (!plan.groups[static_cast<size_t>(g)].alive) g = plan.groups[static_cast<size_t>(g)].merged_into;
     return g;
@@ -100,6 +103,7 @@ class Partitioner {
     }
     if (n->kind == NodeKind::Reduce) place_reduce(n);
     else if (n->kind == NodeKind::Contract) place_contract(n);
+    else if (n->kind == NodeKind::Copy && n->dtype != n->in[0]->dtype) place_conversion(n);
     else place_elementwise(n);
   }
 
@@ -277,12 +281,22 @@ class Partitioner {
     return a;
   }
 
+  // A conversion is a kernel of its own: it reads its input from memory (a
+  // 16-bit float computed in f32 registers is rounded to its type by its
+  // store first) and is stored before anything reads it (rounded to its
+  // type).
+  void place_conversion(Node* n) {
+    const int g = new_group(vm::Form::Elementwise, n->shape, 0, 0);
+    G(g).sealed = true;
+    join(n, g, Domain::Full);
+  }
+
   void place_elementwise(Node* n) {
     int target = -1;
     bool ok = true;
     for (int i = 0; i < n->nin && ok; ++i) {
       Node* x = n->in[i];
-      if (!in_group(x)) continue;
+      if (!joinable(x)) continue;
       int g = find(at(x).group);
       if (target < 0) target = g;
       else if (g != target) {
@@ -302,7 +316,7 @@ class Partitioner {
       }
       for (int i = 0; i < n->nin && ok; ++i) {
         const Node* x = n->in[i];
-        if (in_group(x)) {
+        if (joinable(x)) {
           ok = readable(g, x, at(x).domain, dn) &&
                (dn == Domain::Reduced || at(x).domain == Domain::Reduced || x->shape == g.full);
         }
@@ -325,7 +339,7 @@ class Partitioner {
     Node* x = n->in[0];
     const int a = n->red_begin, b = n->red_end;
     const vm::Form form = b == x->shape.rank() ? vm::Form::RowReduce : vm::Form::ColReduce;
-    if (in_group(x) && at(x).domain == Domain::Full) {
+    if (joinable(x) && at(x).domain == Domain::Full) {
       int gi = find(at(x).group);
       Group& g = G(gi);
       if (g.full == x->shape && !would_cycle(n, gi)) {

@@ -14,39 +14,41 @@
 
 namespace dvm::detail {
 
-Storage* Storage::allocate(int64_t elems) {
+Storage* Storage::allocate(int64_t elems, Dtype type) {
   // Only dvm::Error leaves the API: an allocation failure becomes one.
-  const size_t bytes = static_cast<size_t>(elems > 0 ? elems : 1) * sizeof(float);
   Storage* s = nullptr;
   try {
     s = new Storage;
-    s->data = static_cast<float*>(pool_allocate(bytes));
+    s->elems = elems;
+    s->elem_size = static_cast<uint8_t>(dtype_size(type));
+    s->data = pool_allocate(s->bytes());
   } catch (const std::bad_alloc&) {
+    const size_t bytes = s ? s->bytes() : 0;
     delete s;
-    throw Error("out of memory: cannot allocate a buffer of " + std::to_string(elems) + " floats (" +
-                std::to_string(bytes) + " bytes)");
+    throw Error("out of memory: cannot allocate a buffer of " + std::to_string(elems) + " " + dtype_name(type) +
+                " elements (" + std::to_string(bytes) + " bytes)");
   }
-  s->elems = elems;
   s->owned = true;
   return s;
 }
 
-Storage* Storage::wrap(const float* data, int64_t elems) {
+Storage* Storage::wrap(const void* data, int64_t elems, Dtype type) {
   Storage* s = nullptr;
   try {
     s = new Storage;
   } catch (const std::bad_alloc&) {
-    throw Error("out of memory: cannot wrap a buffer of " + std::to_string(elems) + " floats");
+    throw Error("out of memory: cannot wrap a buffer of " + std::to_string(elems) + " elements");
   }
-  s->data = const_cast<float*>(data);  // never written: owned == false
+  s->data = const_cast<void*>(data);  // never written: owned == false
   s->elems = elems;
+  s->elem_size = static_cast<uint8_t>(dtype_size(type));
   s->owned = false;
   return s;
 }
 
 void Storage::release() {
   if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    if (owned) pool_free(data, static_cast<size_t>(elems > 0 ? elems : 1) * sizeof(float));
+    if (owned) pool_free(data, bytes());
     delete this;
   }
 }

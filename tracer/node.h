@@ -14,15 +14,22 @@
 
 namespace dvm::detail {
 
-// A refcounted float buffer. Wrapped user memory is never written or freed.
+// A refcounted buffer of elems elements of elem_size bytes each (the
+// node's dtype). Wrapped user memory is never written or freed.
 struct Storage {
   std::atomic<int32_t> refs{1};
-  float* data = nullptr;
+  void* data = nullptr;
   int64_t elems = 0;
+  uint8_t elem_size = 4;
   bool owned = false;  // false: user memory (read-only to dvm)
 
-  static Storage* allocate(int64_t elems);              // 64-byte aligned, owned
-  static Storage* wrap(const float* data, int64_t elems);  // user memory
+  // 64-byte aligned, owned.
+  static Storage* allocate(int64_t elems, Dtype type = Dtype::F32);
+  static Storage* wrap(const void* data, int64_t elems, Dtype type = Dtype::F32);  // user memory
+  float* f32() const { return static_cast<float*>(data); }
+  // The address of element i.
+  void* at(int64_t i) const { return static_cast<char*>(data) + i * elem_size; }
+  size_t bytes() const { return static_cast<size_t>(elems > 0 ? elems : 1) * elem_size; }
   void retain() { refs.fetch_add(1, std::memory_order_relaxed); }
   void release();
 };

@@ -15,17 +15,19 @@ namespace dvm::detail {
 //   Reduce:    the operand's shape with the reduced axes removed or kept as 1
 //   Contract:  [batch, M, K] x [batch, K, N] -> [batch, M, N] (the batch dim
 //              optional and broadcast; matmul() in tensor.cpp canonicalizes)
-// Dtype rules:
-//   None:  the node's dtype is its source's
-//   Float: float32
-//   Bool:  a bool mask (0 or 1), what comparisons give
+// Dtype rules (T: the operands' promoted type, torch's result_type;
+// tensor.cpp applies them and refuses what the vector unit cannot do yet):
+//   None:   the node's dtype is its source's
+//   Same:   T (integer T: only where f32 holds every value, see tensor.cpp)
+//   Float:  T when it is a floating type, else float32 (exp, true division)
+//   Bool:   a bool mask, what comparisons give
 //
 //   X(Name,      "name",       arity, shape rule, dtype rule)
 #define DVM_TRACER_OPS(X)                                 \
   X(None,        "none",        0,     None,       None)  \
   /* unary */                                             \
-  X(Neg,         "neg",         1,     Broadcast,  Float) \
-  X(Abs,         "abs",         1,     Broadcast,  Float) \
+  X(Neg,         "neg",         1,     Broadcast,  Same)  \
+  X(Abs,         "abs",         1,     Broadcast,  Same)  \
   X(Exp,         "exp",         1,     Broadcast,  Float) \
   X(Log,         "log",         1,     Broadcast,  Float) \
   X(Sqrt,        "sqrt",        1,     Broadcast,  Float) \
@@ -33,23 +35,23 @@ namespace dvm::detail {
   X(Reciprocal,  "reciprocal",  1,     Broadcast,  Float) \
   X(Tanh,        "tanh",        1,     Broadcast,  Float) \
   X(Sigmoid,     "sigmoid",     1,     Broadcast,  Float) \
-  X(Relu,        "relu",        1,     Broadcast,  Float) \
+  X(Relu,        "relu",        1,     Broadcast,  Same)  \
   X(GeluTanh,    "gelu",        1,     Broadcast,  Float) \
   X(GeluErf,     "gelu",        1,     Broadcast,  Float) \
   X(Erf,         "erf",         1,     Broadcast,  Float) \
   X(Sin,         "sin",         1,     Broadcast,  Float) \
   X(Cos,         "cos",         1,     Broadcast,  Float) \
-  X(Floor,       "floor",       1,     Broadcast,  Float) \
-  X(Ceil,        "ceil",        1,     Broadcast,  Float) \
-  X(Round,       "round",       1,     Broadcast,  Float) \
+  X(Floor,       "floor",       1,     Broadcast,  Same)  \
+  X(Ceil,        "ceil",        1,     Broadcast,  Same)  \
+  X(Round,       "round",       1,     Broadcast,  Same)  \
   /* binary */                                            \
-  X(Add,         "add",         2,     Broadcast,  Float) \
-  X(Sub,         "sub",         2,     Broadcast,  Float) \
-  X(Mul,         "mul",         2,     Broadcast,  Float) \
+  X(Add,         "add",         2,     Broadcast,  Same)  \
+  X(Sub,         "sub",         2,     Broadcast,  Same)  \
+  X(Mul,         "mul",         2,     Broadcast,  Same)  \
   X(Div,         "div",         2,     Broadcast,  Float) \
-  X(Maximum,     "maximum",     2,     Broadcast,  Float) \
-  X(Minimum,     "minimum",     2,     Broadcast,  Float) \
-  X(Pow,         "pow",         2,     Broadcast,  Float) \
+  X(Maximum,     "maximum",     2,     Broadcast,  Same)  \
+  X(Minimum,     "minimum",     2,     Broadcast,  Same)  \
+  X(Pow,         "pow",         2,     Broadcast,  Same)  \
   X(Eq,          "eq",          2,     Broadcast,  Bool)  \
   X(Ne,          "ne",          2,     Broadcast,  Bool)  \
   X(Lt,          "lt",          2,     Broadcast,  Bool)  \
@@ -57,13 +59,13 @@ namespace dvm::detail {
   X(Gt,          "gt",          2,     Broadcast,  Bool)  \
   X(Ge,          "ge",          2,     Broadcast,  Bool)  \
   /* ternary */                                           \
-  X(Where,       "where",       3,     Broadcast,  Float) /* mask ? a : b */ \
+  X(Where,       "where",       3,     Broadcast,  Same)  /* mask ? a : b */ \
   /* reductions over a run of adjacent axes */            \
-  X(Sum,         "sum",         1,     Reduce,     Float) \
-  X(Max,         "max",         1,     Reduce,     Float) \
-  X(Min,         "min",         1,     Reduce,     Float) \
+  X(Sum,         "sum",         1,     Reduce,     Same)  \
+  X(Max,         "max",         1,     Reduce,     Same)  \
+  X(Min,         "min",         1,     Reduce,     Same)  \
   /* the cube unit: [.., M, K] x [.., K, N] -> [.., M, N] (batch rank <= 1) */ \
-  X(MatMul,      "matmul",      2,     Contract,   Float)
+  X(MatMul,      "matmul",      2,     Contract,   Same) 
 
 enum class OpKind : uint8_t {
 #define DVM_X(name, str, arity, shape, dtype) name,
@@ -78,7 +80,7 @@ inline constexpr int kNumOpKinds = 0
     ;
 
 enum class ShapeRule : uint8_t { None, Broadcast, Reduce, Contract };
-enum class DtypeRule : uint8_t { None, Float, Bool };
+enum class DtypeRule : uint8_t { None, Same, Float, Bool };
 
 struct OpKindInfo {
   const char* name;
@@ -98,7 +100,8 @@ constexpr const char* op_name(OpKind op) { return op_info(op).name; }
 constexpr int op_arity(OpKind op) { return op_info(op).arity; }
 constexpr ShapeRule op_shape_rule(OpKind op) { return op_info(op).shape; }
 
-// The dtype an op's result has (ops with a dtype rule only).
+// The dtype an op's result has on float32 operands (ops with a dtype rule
+// only).
 constexpr Dtype op_result_dtype(OpKind op) {
   return op_info(op).dtype == DtypeRule::Bool ? Dtype::Bool : Dtype::F32;
 }

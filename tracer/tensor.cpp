@@ -72,11 +72,115 @@ std::string describe(const Node* n) {
   return std::string(dtype_name(n->dtype)) + n->shape.to_string();
 }
 
-// Only float32 values (and bool masks, stored as 0/1 floats) compute today.
-void check_computable(const char* op, const Node* n) {
-  if (n->dtype != Dtype::F32 && n->dtype != Dtype::Bool)
-    throw Error(std::string(op) + ": dtype " + dtype_name(n->dtype) + " of operand " + describe(n) +
-                " is not supported yet (expected float32 or bool)");
+// Element i of a buffer of type t as float32, as the vector unit's loads
+// convert it (backends/convert.h).
+float elem_as_float(Dtype t, const void* p, int64_t i) {
+  switch (t) {
+    case Dtype::F32: return static_cast<const float*>(p)[i];
+    case Dtype::F16: return to_float(Half{static_cast<const uint16_t*>(p)[i]});
+    case Dtype::BF16: return to_float(BFloat16{static_cast<const uint16_t*>(p)[i]});
+    case Dtype::I32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+    case Dtype::I64: return static_cast<float>(static_cast<const int64_t*>(p)[i]);
+    case Dtype::U8: return static_cast<float>(static_cast<const uint8_t*>(p)[i]);
+    case Dtype::Bool: return static_cast<const uint8_t*>(p)[i] != 0 ? 1.0f : 0.0f;
+  }
+  return 0.0f;
+}
+
+// Writes a user's value as element i of a buffer of type t (full, arange):
+// floats rounded to nearest even, integers truncated toward zero; a value an
+// integer type cannot hold is an error, not a wrapped number.
+void store_value(const char* op, Dtype t, void* p, int64_t i, double v) {
+  auto integer = [&](double lo, double hi) {
+    const double r = std::trunc(v);
+    if (!(r >= lo && r <= hi))
+      throw Error(std::string(op) + ": value " + std::to_string(v) + " does not fit " + dtype_name(t) +
+                  " (expected " + std::to_string(static_cast<int64_t>(lo)) + " to " +
+                  std::to_string(static_cast<int64_t>(hi)) + ")");
+    return r;
+  };
+  switch (t) {
+    case Dtype::F32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
+    case Dtype::F16: static_cast<uint16_t*>(p)[i] = to_half(static_cast<float>(v)).bits; return;
+    case Dtype::BF16: static_cast<uint16_t*>(p)[i] = to_bfloat16(static_cast<float>(v)).bits; return;
+    case Dtype::I32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(integer(-2147483648.0, 2147483647.0)); return;
+    case Dtype::I64:  // doubles above 2^63 - 1024 round up to 2^63, outside int64
+      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(integer(-9223372036854775808.0, 9223372036854774784.0));
+      return;
+    case Dtype::U8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(integer(0.0, 255.0)); return;
+    case Dtype::Bool: static_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0; return;
+  }
+}
+
+bool valid_dtype(Dtype t) { return static_cast<int>(t) < kNumDtypes; }
+void check_dtype(const char* op, Dtype t) {
+  if (!valid_dtype(t)) throw Error(std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(t)));
+}
+
+// Whether the vector unit's f32 registers hold every value of t exactly:
+// all types but int32 and int64.
+bool exact_in_f32(Dtype t) { return t != Dtype::I32 && t != Dtype::I64; }
+
+int category(Dtype t) { return t == Dtype::Bool ? 0 : is_integral(t) ? 1 : 2; }
+
+// torch's result_type: operands with dimensions decide the type; a 0-d
+// operand (a scalar, or the float operand of x * 2.0f) changes it only when
+// it is of a higher category (bool < integer < floating).
+struct Promotion {
+  bool have_dim = false, have_zero = false;
+  Dtype dim = Dtype::F32, zero = Dtype::F32;
+  void add(Dtype t, bool zero_dim) {
+    if (zero_dim) {
+      zero = have_zero ? promote_types(zero, t) : t;
+      have_zero = true;
+    } else {
+      dim = have_dim ? promote_types(dim, t) : t;
+      have_dim = true;
+    }
+  }
+  void add(const Node* n) { add(n->dtype, n->shape.rank() == 0); }
+  Dtype result() const {
+    if (!have_dim) return zero;
+    if (!have_zero || category(zero) <= category(dim)) return dim;
+    return promote_types(dim, zero);
+  }
+};
+
+std::string describe_all(Node* const* nodes, int k) {
+  std::string s;
+  for (int i = 0; i < k; ++i) s += (i ? " and " : "") + describe(nodes[i]);
+  return s;
+}
+
+// Ops whose integer results f32 computes exactly for uint8 and bool (no
+// arithmetic: the result is one of the operands).
+bool selects(OpKind op) {
+  return op == OpKind::Maximum || op == OpKind::Minimum || op == OpKind::Max || op == OpKind::Min ||
+         op == OpKind::Where;
+}
+
+// The dtype of op's result on operands promoted to t (by the op table's
+// dtype rule), or a dvm::Error naming the op and its operands where the
+// vector unit, which computes in f32, cannot give torch's result yet.
+Dtype result_dtype(OpKind op, Dtype t, Node* const* nodes, int k) {
+  const char* name = detail::op_name(op);
+  switch (detail::op_info(op).dtype) {
+    case detail::DtypeRule::Float:
+      return is_floating(t) ? t : Dtype::F32;
+    case detail::DtypeRule::Bool:
+      if (exact_in_f32(t)) return Dtype::Bool;
+      throw Error(std::string(name) + ": comparing " + describe_all(nodes, k) + " as " + dtype_name(t) +
+                  " is not supported yet (the vector unit computes in float32, which holds " + dtype_name(t) +
+                  " exactly only up to 2^24); convert with .to(dvm::Dtype::F32) first");
+    default:
+      if (is_floating(t) || (selects(op) && exact_in_f32(t))) return t;
+      // Bool masks in arithmetic count as 0 and 1 and give float32 (torch:
+      // bool for add and mul, int64 for sum).
+      if (t == Dtype::Bool) return Dtype::F32;
+      throw Error(std::string(name) + ": " + dtype_name(t) + " arithmetic on " + describe_all(nodes, k) +
+                  " is not supported yet (the vector unit computes in float32); convert with"
+                  " .to(dvm::Dtype::F32) first");
+  }
 }
 
 void check_shape(const char* op, const Shape& s) { detail::check_extents(op, s); }
@@ -107,7 +211,6 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   Shape broadcast;
   for (const Tensor* t : ins) {
     nodes[k] = need(*t, name);
-    check_computable(name, nodes[k]);
     if (k == 0) {
       shape = &nodes[0]->shape;
     } else if (!(*shape == nodes[k]->shape)) {
@@ -116,7 +219,12 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
     }
     ++k;
   }
-  return record(detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), *shape, nodes, k));
+  // where's mask takes no part in the promotion.
+  const int first = op == OpKind::Where ? 1 : 0;
+  Promotion pr;
+  for (int i = first; i < k; ++i) pr.add(nodes[i]);
+  const Dtype dt = result_dtype(op, pr.result(), nodes + first, k - first);
+  return record(detail::new_node(NodeKind::Elementwise, op, dt, *shape, nodes, k));
 }
 
 // A binary op with one float operand kept inline in the node (position pos):
@@ -125,8 +233,11 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
 Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediate = false) {
   const char* name = detail::op_name(op);
   Node* x = need(t, name);
-  check_computable(name, x);
-  Node* n = detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), x->shape, &x, 1);
+  Promotion pr;
+  pr.add(x);
+  pr.add(Dtype::F32, true);  // the float scalar
+  const Dtype dt = result_dtype(op, pr.result(), &x, 1);
+  Node* n = detail::new_node(NodeKind::Elementwise, op, dt, x->shape, &x, 1);
   n->scalar_pos = static_cast<int8_t>(pos);
   n->value = s;
   n->immediate = immediate;
@@ -186,7 +297,7 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
               const char* caller = nullptr) {
   const char* name = caller ? caller : detail::op_name(op);
   Node* in = need(x, name);
-  check_computable(name, in);
+  const Dtype dt = result_dtype(op, in->dtype, &in, 1);
   std::vector<int> axes = detail::normalize_axes(name, axes_in, in->shape);
   if (op != OpKind::Sum)
     for (int a : axes)
@@ -195,11 +306,8 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
                     in->shape.to_string() + ", which is empty (expected a non-empty axis: " + name +
                     " has no identity)");
   if (in->shape.rank() == 0) {
-    // A scalar reduces to itself, in the dtype the reduction gives at any
-    // rank (a bool mask sums to float); x * 1 is exact for every float (the
-    // 1 is this composition's own constant: an immediate).
-    if (in->dtype == detail::op_result_dtype(op)) return x;
-    return binary_scalar(OpKind::Mul, x, 1.0f, 1, true);
+    // A scalar reduces to itself, in the type the reduction gives.
+    return dt == in->dtype ? x : x.to(dt);
   }
   // One node per run of adjacent axes, innermost run first, each keeping its
   // axes as size 1 so later runs' axis numbers stay valid.
@@ -217,7 +325,7 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
       if (!red) out.push_back(src->shape[i]);
       else if (kd) out.push_back(1);
     }
-    Node* n = detail::new_node(NodeKind::Reduce, op, detail::op_result_dtype(op), out);
+    Node* n = detail::new_node(NodeKind::Reduce, op, dt, out);
     n->red_begin = static_cast<int8_t>(axes[begin]);
     n->red_end = static_cast<int8_t>(axes[end - 1] + 1);
     n->keepdim = kd;
@@ -255,15 +363,15 @@ Tensor size_scalar(double v) {
   Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{}));  // frees it if allocation fails
   Node* n = t.node();
   n->storage = detail::Storage::allocate(1);
-  n->storage->data[0] = static_cast<float>(v);
+  n->storage->f32()[0] = static_cast<float>(v);
   return t;
 }
 
-Tensor leaf_from(const Shape& shape, const char* op) {
+Tensor leaf_from(const Shape& shape, const char* op, Dtype dtype = Dtype::F32) {
   check_shape(op, shape);
-  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape));  // frees it if allocation fails
+  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
   Node* n = t.node();
-  n->storage = detail::Storage::allocate(shape.numel());
+  n->storage = detail::Storage::allocate(shape.numel(), dtype);
   detail::contiguous_strides(shape, n->strides);
   return t;
 }
@@ -282,6 +390,32 @@ Tensor Tensor::from_blob(const float* data, Shape shape) {
   Node* n = t.node();
   n->storage = detail::Storage::wrap(data, shape.numel());
   detail::contiguous_strides(shape, n->strides);
+  return t;
+}
+
+Tensor Tensor::from_blob(const void* data, Shape shape, Dtype dtype) {
+  check_shape("from_blob", shape);
+  check_dtype("from_blob", dtype);
+  if (!data && shape.numel() > 0) throw Error("from_blob: null data for shape " + shape.to_string());
+  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
+  Node* n = t.node();
+  n->storage = detail::Storage::wrap(data, shape.numel(), dtype);
+  detail::contiguous_strides(shape, n->strides);
+  return t;
+}
+
+Tensor Tensor::copy_of(const void* values, int64_t count, Shape shape, Dtype dtype) {
+  check_shape("from_vector", shape);
+  check_dtype("from_vector", dtype);
+  if (count != shape.numel())
+    throw Error("from_vector: " + std::to_string(count) + " values for shape " + shape.to_string() + " (expected " +
+                std::to_string(shape.numel()) + ")");
+  Tensor t = leaf_from(shape, "from_vector", dtype);
+  if (count > 0) std::memcpy(t.node()->storage->data, values, static_cast<size_t>(count) * dtype_size(dtype));
+  if (dtype == Dtype::Bool) {  // one canonical byte per element: 0 or 1
+    auto* b = static_cast<uint8_t*>(t.node()->storage->data);
+    for (int64_t i = 0; i < count; ++i) b[i] = b[i] != 0;
+  }
   return t;
 }
 
@@ -305,6 +439,33 @@ Tensor Tensor::full(Shape shape, float value) {
   return Tensor(make_const(shape, value));
 }
 
+Tensor Tensor::full(Shape shape, double value, Dtype dtype) {
+  check_dtype("full", dtype);
+  if (dtype == Dtype::F32) return full(shape, static_cast<float>(value));
+  Tensor t = leaf_from(shape, "full", dtype);
+  void* d = t.node()->storage->data;
+  if (shape.numel() > 0) store_value("full", dtype, d, 0, value);
+  for (int64_t i = 1; i < shape.numel(); ++i)
+    std::memcpy(static_cast<char*>(d) + i * dtype_size(dtype), d, dtype_size(dtype));
+  return t;
+}
+
+Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
+  check_dtype("arange", dtype);
+  if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
+    throw Error("arange: start, end and step must be finite and step non-zero (got " + std::to_string(start) + ", " +
+                std::to_string(end) + ", " + std::to_string(step) + ")");
+  const double n = std::ceil((end - start) / step);
+  if (!(n <= static_cast<double>(kMaxElements)))
+    throw Error("arange: " + std::to_string(start) + " to " + std::to_string(end) + " by " + std::to_string(step) +
+                " has too many elements (expected at most " + std::to_string(kMaxElements) + ")");
+  const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
+  Tensor t = leaf_from(Shape{count}, "arange", dtype);
+  for (int64_t i = 0; i < count; ++i)
+    store_value("arange", dtype, t.node()->storage->data, i, start + static_cast<double>(i) * step);
+  return t;
+}
+
 Tensor Tensor::arange(float start, float end, float step) {
   if (step == 0.0f || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
     throw Error("arange: start, end and step must be finite and step non-zero (got " +
@@ -317,7 +478,7 @@ Tensor Tensor::arange(float start, float end, float step) {
   int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
   Tensor t = leaf_from(Shape{count}, "arange");
   for (int64_t i = 0; i < count; ++i)
-    t.node()->storage->data[i] = static_cast<float>(start + static_cast<double>(i) * step);
+    t.node()->storage->f32()[i] = static_cast<float>(start + static_cast<double>(i) * step);
   return t;
 }
 
@@ -325,7 +486,7 @@ Tensor Tensor::uniform(Shape shape, uint64_t seed, float lo, float hi) {
   if (!(lo <= hi)) throw Error("uniform: expected lo <= hi, got " + std::to_string(lo) + " > " + std::to_string(hi));
   Tensor t = leaf_from(shape, "uniform");
   uint64_t state = seed;
-  float* d = t.node()->storage->data;
+  float* d = t.node()->storage->f32();
   for (int64_t i = 0; i < shape.numel(); ++i) {
     double u = static_cast<double>(splitmix64(state) >> 40) * 0x1.0p-24;  // [0, 1)
     d[i] = static_cast<float>(lo + (static_cast<double>(hi) - lo) * u);
@@ -337,7 +498,7 @@ Tensor Tensor::normal(Shape shape, uint64_t seed, float mean, float stddev) {
   if (!(stddev >= 0.0f)) throw Error("normal: expected stddev >= 0, got " + std::to_string(stddev));
   Tensor t = leaf_from(shape, "normal");
   uint64_t state = seed;
-  float* d = t.node()->storage->data;
+  float* d = t.node()->storage->f32();
   const double two_pi = 6.283185307179586;
   for (int64_t i = 0; i < shape.numel(); i += 2) {
     double u1 = (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
@@ -363,25 +524,44 @@ int64_t Tensor::size(int axis) const {
 void Tensor::sync() const { detail::materialize(need(*this, "sync")); }
 
 namespace {
-// n's values in row-major order into out (n has a buffer or is a constant).
-void gather(const Node* n, float* out) {
+// n's values in row-major order into out, in n's own type (n has a buffer
+// or is a float32 constant).
+void gather(const Node* n, void* out) {
   const int64_t count = n->shape.numel();
   if (!n->storage) {
-    std::fill(out, out + count, n->value);
+    std::fill(static_cast<float*>(out), static_cast<float*>(out) + count, n->value);
     return;
   }
+  const size_t es = n->storage->elem_size;
   const int rank = n->shape.rank();
   int64_t idx[kMaxRank] = {};
-  const float* base = n->storage->data + n->offset;
+  const char* base = static_cast<const char*>(n->storage->at(n->offset));
+  char* o = static_cast<char*>(out);
   for (int64_t i = 0; i < count; ++i) {
     int64_t off = 0;
     for (int k = 0; k < rank; ++k) off += idx[k] * n->strides[k];
-    out[i] = base[off];
+    std::memcpy(o + static_cast<size_t>(i) * es, base + off * static_cast<int64_t>(es), es);
     for (int k = rank - 1; k >= 0; --k) {
       if (++idx[k] < n->shape[k]) break;
       idx[k] = 0;
     }
   }
+}
+
+// n's values as float32: gathered in n's type, then converted as loads do.
+void gather_f32(const Node* n, float* out) {
+  if (n->dtype == Dtype::F32 || !n->storage) {
+    gather(n, out);
+    return;
+  }
+  std::vector<unsigned char> raw(static_cast<size_t>(n->shape.numel()) * dtype_size(n->dtype));
+  gather(n, raw.data());
+  for (int64_t i = 0; i < n->shape.numel(); ++i) out[i] = elem_as_float(n->dtype, raw.data(), i);
+}
+
+[[noreturn]] void wrong_type(const char* op, const Node* n, Dtype expected) {
+  throw Error(std::string(op) + ": tensor " + describe(n) + " read as " + dtype_name(expected) +
+              " (expected the tensor's own type; .to(dvm::Dtype) converts, to_vector() gives float32)");
 }
 }  // namespace
 
@@ -394,21 +574,29 @@ std::vector<float> Tensor::to_vector() const {
   } catch (const std::bad_alloc&) {
     throw Error("out of memory: to_vector of " + describe(n));
   }
-  gather(n, out.data());
+  gather_f32(n, out.data());
   return out;
 }
 
-const float* Tensor::data() const {
-  Node* n = need(*this, "data");
+void Tensor::copy_to(void* out, Dtype expected, const char* op) const {
+  Node* n = need(*this, op);
+  if (n->dtype != expected) wrong_type(op, n, expected);
   detail::materialize(n);
-  if (n->storage && n->is_contiguous()) return n->storage->data + n->offset;
+  gather(n, out);
+}
+
+const void* Tensor::typed_data(Dtype expected) const {
+  Node* n = need(*this, "data");
+  if (n->dtype != expected) wrong_type("data", n, expected);
+  detail::materialize(n);
+  if (n->storage && n->is_contiguous()) return n->storage->at(n->offset);
   // A constant or a strided view: a contiguous copy kept beside the node
   // (never a write to the node's layout or to this handle, which other
   // threads may be reading). The first copy stored wins; it lives as long
   // as the node.
   if (const detail::Storage* d = n->dense.load(std::memory_order_acquire)) return d->data;
   detail::Storage* copy = nullptr;
-  if (n->storage) {
+  if (n->storage && n->dtype == Dtype::F32) {
     Tensor c = contiguous();  // a kernel makes the copy
     detail::materialize(c.node());
     Node* cn = c.node();
@@ -417,17 +605,19 @@ const float* Tensor::data() const {
       copy->retain();
     }
   }
-  if (!copy) {
-    copy = detail::Storage::allocate(n->shape.numel());
+  if (!copy) {  // other types are copied as bytes: no conversion on the way
+    copy = detail::Storage::allocate(n->shape.numel(), n->dtype);
     gather(n, copy->data);
   }
-  detail::Storage* expected = nullptr;
-  if (!n->dense.compare_exchange_strong(expected, copy, std::memory_order_acq_rel, std::memory_order_acquire)) {
+  detail::Storage* expected_copy = nullptr;
+  if (!n->dense.compare_exchange_strong(expected_copy, copy, std::memory_order_acq_rel, std::memory_order_acquire)) {
     copy->release();
-    return expected->data;
+    return expected_copy->data;
   }
   return copy->data;
 }
+
+const float* Tensor::data() const { return static_cast<const float*>(typed_data(Dtype::F32)); }
 
 float Tensor::item() const {
   Node* n = need(*this, "item");
@@ -435,7 +625,7 @@ float Tensor::item() const {
     throw Error("item: tensor of shape " + n->shape.to_string() + " has " +
                 std::to_string(n->shape.numel()) + " elements (expected exactly 1)");
   detail::materialize(n);
-  return n->storage ? n->storage->data[n->offset] : n->value;
+  return n->storage ? elem_as_float(n->dtype, n->storage->data, n->offset) : n->value;
 }
 
 // ---------------------------------------------------------------------------
@@ -550,7 +740,30 @@ Tensor Tensor::contiguous() const {
   if ((x->storage && x->is_contiguous()) || (x->pending && x->kind != NodeKind::View) ||
       (x->kind == NodeKind::Const && !x->storage))
     return *this;
+  if (!exact_in_f32(x->dtype)) {
+    // The vector unit would carry int32 and int64 values through f32: the
+    // copy is made here, as bytes, once the values exist.
+    detail::materialize(x);
+    Tensor t = leaf_from(x->shape, "contiguous", x->dtype);
+    gather(x, t.node()->storage->data);
+    return t;
+  }
   Node* n = detail::new_node(NodeKind::Copy, OpKind::None, x->dtype, x->shape);
+  detail::set_input(n, 0, x);
+  return record(n);
+}
+
+Tensor Tensor::to(Dtype dtype) const {
+  Node* x = need(*this, "to");
+  check_dtype("to", dtype);
+  if (x->dtype == dtype) return *this;
+  if (!exact_in_f32(x->dtype) && !is_floating(dtype))
+    throw Error(std::string("to: converting ") + describe(x) + " to " + dtype_name(dtype) +
+                " is not supported yet (the vector unit carries values as float32, which holds " +
+                dtype_name(x->dtype) + " exactly only up to 2^24)");
+  // A Copy node of another type: its value is its input's, rounded to its
+  // type when stored (the fuser stores every conversion, fuser/partition.cpp).
+  Node* n = detail::new_node(NodeKind::Copy, OpKind::None, dtype, x->shape);
   detail::set_input(n, 0, x);
   return record(n);
 }
@@ -664,8 +877,11 @@ Shape leading(const Shape& s, int drop) {
 }
 
 Tensor contract(const Tensor& a, const Tensor& b, const Shape& out) {
-  // The cube unit reads its operands from memory: a constant (no buffer)
-  // becomes one first.
+  // The cube unit reads f32 operands from memory: a constant (no buffer)
+  // becomes one first, 16-bit floats are widened first (exactly), and the
+  // f32 sums are rounded once to their type at the end.
+  const Dtype t = a.dtype();
+  if (t != Dtype::F32) return contract(a.to(Dtype::F32), b.to(Dtype::F32), out).to(t);
   const Tensor ca = is_constant(a) ? empty_copy(a) : a, cb = is_constant(b) ? empty_copy(b) : b;
   Node* ins[2] = {need(ca, "matmul"), need(cb, "matmul")};
   return record(detail::new_node(NodeKind::Contract, OpKind::MatMul, Dtype::F32, out, ins, 2));
@@ -676,8 +892,9 @@ Tensor contract(const Tensor& a, const Tensor& b, const Shape& out) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   Node* x = need(a, "matmul");
   Node* y = need(b, "matmul");
-  check_computable("matmul", x);
-  check_computable("matmul", y);
+  if (x->dtype != y->dtype || !is_floating(x->dtype))
+    throw Error("matmul: operands " + describe(x) + " and " + describe(y) +
+                " must have one floating type (float32, float16 or bfloat16), as torch.matmul requires");
   const int ra = x->shape.rank(), rb = y->shape.rank();
   if (ra == 0 || rb == 0)
     throw Error("matmul: both operands need at least one dimension, got " + describe(x) + " and " + describe(y));

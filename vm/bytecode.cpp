@@ -22,6 +22,8 @@ const char* elem_name(Dtype t) {
     case Dtype::BF16: return "bf16";
     case Dtype::I32: return "i32";
     case Dtype::Bool: return "bool";
+    case Dtype::I64: return "i64";
+    case Dtype::U8: return "u8";
   }
   return "?";
 }

@@ -71,19 +71,10 @@ enum class ArgRole : uint8_t { Input = 0, Output = 1 };
 // Element types an argument may have in the bytecode (dvm::Dtype's values),
 // their size in memory and their short name in disassembly. Loads and stores
 // are the only places that convert between an argument's type and the
-// vector unit's f32 registers.
-inline constexpr int kNumElemTypes = 5;
-constexpr size_t elem_bytes(Dtype t) {
-  switch (t) {
-    case Dtype::F32: case Dtype::I32: return 4;
-    case Dtype::F16: case Dtype::BF16: return 2;
-    case Dtype::Bool: return 1;
-  }
-  return 0;
-}
+// vector unit's f32 registers (backends/convert.h has the rules).
+inline constexpr int kNumElemTypes = kNumDtypes;
+constexpr size_t elem_bytes(Dtype t) { return dtype_size(t); }
 const char* elem_name(Dtype t);
-// Whether this vm's loads and stores convert the type (float32 only so far).
-constexpr bool elem_supported(Dtype t) { return t == Dtype::F32; }
 
 struct Bytecode {
   std::vector<uint8_t> bytes;

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <vector>
 
+#include "backends/convert.h"
 #include "backends/cube/gemm.h"
 #include "backends/microkernels.h"
 #include "vm/parallel.h"
@@ -31,6 +32,7 @@ struct Frame {
   int64_t tile = 0;
   // Contraction: the current tile's row of the MMA's product (its register's data).
   const float* mma = nullptr;
+  const Dtype* types = nullptr;  // the program's argument types
 
   ~Frame() { std::free(scratch); }
 
@@ -52,12 +54,13 @@ struct Frame {
     acc.assign(p.code.size() * static_cast<size_t>(lanes), 0.0f);
     result.assign(p.code.size(), 0.0f);
     direct.assign(p.code.size(), -1);
+    types = p.types.data();
     for (size_t i = 0; i + 1 < p.code.size(); ++i) {
       const Instr& a = p.code[i];
       const Instr& b = p.code[i + 1];
       const OpClass c = op_class(a.op);
       if ((c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Ternary) &&
-          b.op == Op::ST && b.r[1] == a.r[0])
+          b.op == Op::ST && b.r[1] == a.r[0] && p.types[b.r[0]] == Dtype::F32)
         direct[i] = b.r[0];
     }
   }
@@ -75,10 +78,13 @@ struct Tile {
 inline int64_t base_offset(const ArgBinding& a, int64_t p, int64_t r) { return p * a.stride[kP] + r * a.stride[kR]; }
 
 // Where an argument's untyped address becomes typed: loads, stores and the
-// store a computing instruction writes straight into. Every argument is f32
-// (the verifier admits no other type yet), read in place and written as is.
+// store a computing instruction writes straight into. f32 arguments are read
+// in place and written as is; other types convert through a register's
+// scratch (backends/convert.h).
 inline const float* f32_in(const ArgBinding& a, int64_t off) { return static_cast<const float*>(a.in) + off; }
 inline float* f32_out(const ArgBinding& a, int64_t off) { return static_cast<float*>(a.out) + off; }
+inline const void* typed_in(const ArgBinding& a, int64_t off, Dtype t) { return advance(a.in, off, t); }
+inline void* typed_out(const ArgBinding& a, int64_t off, Dtype t) { return advance(a.out, off, t); }
 
 // Offset of one index within one part (P, R or C) of an LDG argument.
 inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
@@ -94,11 +100,12 @@ inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
 // Gathers n elements of an LDG argument along C from index c0: the C part's
 // mixed-radix digits advance one element at a time, which wraps as
 // part_offset's modulo does, without a division per element.
-void gather_c(float* dst, const float* base, const ArgBinding& a, int64_t c0, int64_t n) {
+template <class Read>
+void gather_c(float* dst, Read base, const ArgBinding& a, int64_t c0, int64_t n) {
   if (n <= 0) return;  // nothing to read: base may be null (an empty tensor's)
   const int nd = a.ndims[kC];
   if (nd == 0) {
-    std::fill(dst, dst + n, *base);
+    std::fill(dst, dst + n, base[0]);
     return;
   }
   int64_t digit[kMaxRank];
@@ -144,6 +151,57 @@ Op combine_op(Op reduce) {
   return reduce == Op::RSUM ? Op::ADD : reduce == Op::RMAX ? Op::MAX : Op::MIN;
 }
 
+// Element i of a typed argument as f32, for gather_c.
+struct ConvertingRead {
+  const void* base;
+  Dtype type;
+  float operator[](int64_t i) const { return backends::load_elem(type, base, i); }
+};
+
+// A load from an argument that is not f32: converted into the register's
+// scratch (or, for LDB, into its row value).
+void load_converted(const Instr& ins, const ArgBinding& a, Dtype type, Frame& f, const Tile& t,
+                    const backends::MicroKernels& mk) {
+  const int d = ins.r[0];
+  const int64_t n = t.n;
+  float* dst = f.reg(d);
+  switch (ins.op) {
+    case Op::LD:
+      mk.load_cvt[static_cast<int>(type)](dst, typed_in(a, base_offset(a, t.p, t.r) + t.c0, type), n);
+      break;
+    case Op::LDB:
+      f.sval[static_cast<size_t>(d)] = backends::load_elem(type, typed_in(a, base_offset(a, t.p, t.r), type), 0);
+      return;
+    case Op::LDS: {
+      const void* base = typed_in(a, base_offset(a, t.p, t.r) + t.c0 * a.stride[kC], type);
+      for (int64_t i = 0; i < n; ++i) dst[i] = backends::load_elem(type, base, i * a.stride[kC]);
+      break;
+    }
+    default:  // LDG
+      gather_c(dst, ConvertingRead{typed_in(a, part_offset(a, 0, t.p) + part_offset(a, 1, t.r), type), type}, a,
+               t.c0, n);
+      break;
+  }
+  f.ptr[static_cast<size_t>(d)] = dst;
+}
+
+// A store to an argument that is not f32: one rounding, at the store.
+void store_converted(const Instr& ins, const InstrInfo& info, const ArgBinding& a, Dtype type, Frame& f,
+                     const Tile& t, const backends::MicroKernels& mk) {
+  const int s = ins.r[1];
+  if (ins.op == Op::STB) {
+    backends::store_elem(type, typed_out(a, base_offset(a, t.p, t.r), type), 0, f.sval[static_cast<size_t>(s)]);
+    return;
+  }
+  const float* src = f.ptr[static_cast<size_t>(s)];
+  if (info.src_kind[0] == Kind::Row) {
+    float* tmp = f.temp(0, static_cast<int>(f.ptr.size()));
+    mk.fill(tmp, f.sval[static_cast<size_t>(s)], t.n);
+    src = tmp;
+  }
+  mk.store_cvt[static_cast<int>(type)](typed_out(a, base_offset(a, t.p, t.r) + t.c0, type), src, t.n);
+}
+
 // ---------------------------------------------------------------------------
 // One instruction on one tile. Reductions are handled by the drivers.
 // ---------------------------------------------------------------------------
@@ -163,6 +221,11 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
     case OpClass::Load: {
       const ArgBinding& a = l.args[ins.r[1]];
       const int d = ins.r[0];
+      const Dtype type = f.types[ins.r[1]];
+      if (type != Dtype::F32) [[unlikely]] {
+        load_converted(ins, a, type, f, t, mk);
+        return;
+      }
       switch (ins.op) {
         case Op::LD:
           f.ptr[static_cast<size_t>(d)] = f32_in(a, base_offset(a, t.p, t.r) + t.c0);
@@ -186,6 +249,11 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
     case OpClass::Store: {
       const ArgBinding& a = l.args[ins.r[0]];
       const int s = ins.r[1];
+      const Dtype type = f.types[ins.r[0]];
+      if (type != Dtype::F32) [[unlikely]] {
+        store_converted(ins, info, a, type, f, t, mk);
+        return;
+      }
       if (ins.op == Op::STB) {
         *f32_out(a, base_offset(a, t.p, t.r)) = f.sval[static_cast<size_t>(s)];
       } else {

@@ -63,11 +63,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
     uint8_t t = b[c.pos++];
     if (t >= kNumElemTypes)
       return c.fail("argument " + std::to_string(i) + " has unknown element type " + std::to_string(t));
-    const Dtype type = static_cast<Dtype>(t);
-    if (!elem_supported(type))
-      return c.fail("argument " + std::to_string(i) + " has element type " + elem_name(type) +
-                    ", which this vm's loads and stores do not convert yet (f32 only)");
-    p.types.push_back(type);
+    p.types.push_back(static_cast<Dtype>(t));
   }
   if (!c.need(2, "instruction count")) return false;
   int count = b[c.pos] | (b[c.pos + 1] << 8);
@@ -209,6 +205,9 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         for (int k = 1; k <= 2; ++k)
           if (p.roles[ins.r[k]] != ArgRole::Input)
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + ", which is an output");
+          else if (p.types[ins.r[k]] != Dtype::F32)  // the cube packs f32 operands only
+            return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + " of element type " +
+                          elem_name(p.types[ins.r[k]]) + "; the cube unit's operands are f32");
         info.dst_kind = Kind::Vec;
         break;
       case OpClass::Reduce:

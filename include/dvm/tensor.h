@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "dvm/dtype.h"
@@ -32,14 +33,39 @@ class Tensor {
   // Any float alignment works; 64-byte aligned rows are read fastest (malloc's
   // 16-byte alignment splits AVX-512 loads over two cache lines).
   static Tensor from_blob(const float* data, Shape shape);
+  // Any element type: data holds shape.numel() elements of dtype (bool: one
+  // byte each, 0 or 1). T is float, Half, BFloat16, int32_t, int64_t,
+  // uint8_t or bool.
+  static Tensor from_blob(const void* data, Shape shape, Dtype dtype);
+  template <class T>
+  static Tensor from_blob(const T* data, Shape shape) {
+    return from_blob(static_cast<const void*>(data), shape, dtype_of<T>::value);
+  }
   static Tensor from_vector(const std::vector<float>& values, Shape shape);
   static Tensor from_vector(const std::vector<float>& values);  // 1-D
+  // A copy of values (any T of from_blob; std::vector<bool> too).
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, Shape shape) {
+    if constexpr (std::is_same_v<T, bool>) {
+      std::vector<uint8_t> bytes(values.begin(), values.end());
+      return copy_of(bytes.data(), static_cast<int64_t>(bytes.size()), shape, Dtype::Bool);
+    } else {
+      return copy_of(values.data(), static_cast<int64_t>(values.size()), shape, dtype_of<T>::value);
+    }
+  }
   static Tensor full(Shape shape, float value);
+  // value converted to dtype: floats rounded to nearest even, integers
+  // truncated toward zero (a value outside the type's range, or NaN, is an
+  // error), bool: value != 0.
+  static Tensor full(Shape shape, double value, Dtype dtype);
   static Tensor zeros(Shape shape) { return full(shape, 0.0f); }
   static Tensor ones(Shape shape) { return full(shape, 1.0f); }
   static Tensor scalar(float value) { return full(Shape{}, value); }
   static Tensor arange(int64_t n) { return arange(0.0f, static_cast<float>(n), 1.0f); }
   static Tensor arange(float start, float end, float step = 1.0f);
+  // start + i * step for i < ceil((end - start) / step), computed in double
+  // and converted to dtype as full() converts.
+  static Tensor arange(double start, double end, double step, Dtype dtype);
   // Seeded, reproducible on every machine.
   static Tensor uniform(Shape shape, uint64_t seed, float lo = 0.0f, float hi = 1.0f);
   static Tensor normal(Shape shape, uint64_t seed, float mean = 0.0f, float stddev = 1.0f);
@@ -53,10 +79,31 @@ class Tensor {
   Dtype dtype() const;
 
   // ---- observers (flush the pending trace) ---------------------------------
+  // The values as float32, whatever the dtype (converted as loads convert:
+  // docs/DTYPES.md).
   std::vector<float> to_vector() const;
-  // Contiguous row-major data, valid while this tensor lives.
+  // The values in their own type: T must be the tensor's (dtype_of<T>),
+  // else dvm::Error.
+  template <class T>
+  std::vector<T> to_vector() const {
+    if constexpr (std::is_same_v<T, bool>) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(numel()));
+      copy_to(bytes.data(), Dtype::Bool, "to_vector<bool>");
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(static_cast<size_t>(numel()));
+      copy_to(out.data(), dtype_of<T>::value, "to_vector");
+      return out;
+    }
+  }
+  // Contiguous row-major data, valid while this tensor lives. float32
+  // tensors only; data<T>() for the others.
   const float* data() const;
-  float item() const;  // exactly one element
+  template <class T>
+  const T* data() const {
+    return static_cast<const T*>(typed_data(dtype_of<T>::value));
+  }
+  float item() const;  // exactly one element, as float32
   void sync() const;   // computes this tensor
 
   // ---- views (no copy until a kernel reads them) ---------------------------
@@ -70,6 +117,13 @@ class Tensor {
   Tensor expand(Shape shape) const;  // broadcast_to
   Tensor broadcast_to(Shape shape) const { return expand(shape); }
   Tensor contiguous() const;
+
+  // ---- element type ------------------------------------------------------------
+  // torch's Tensor.to(dtype): floats round to nearest even; float to
+  // integer truncates toward zero (NaN and out-of-range values: the type's
+  // most negative value, then uint8 keeps the low 8 bits); to bool: != 0.
+  // Not yet: int32 or int64 to a type other than the floating ones.
+  Tensor to(Dtype dtype) const;
 
   // ---- reductions (axes may be negative) -----------------------------------
   Tensor sum(std::initializer_list<int> axes, bool keepdim = false) const;
@@ -92,6 +146,10 @@ class Tensor {
   detail::Node* node() const { return node_; }
 
  private:
+  static Tensor copy_of(const void* values, int64_t count, Shape shape, Dtype dtype);
+  void copy_to(void* out, Dtype expected, const char* op) const;
+  const void* typed_data(Dtype expected) const;
+
   detail::Node* node_ = nullptr;
 };
 
@@ -124,7 +182,7 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, float b);
-// Comparisons produce a bool mask (stored as 0/1 floats).
+// Comparisons produce a bool mask (one byte per element, 0 or 1).
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);

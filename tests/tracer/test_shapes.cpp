@@ -370,7 +370,7 @@ TEST(ZeroDim, AxisOutOfRangeStillRejected) {
   expect_error("log_softmax(-2)", [&] { dvm::log_softmax(s, -2); }, {"log_softmax", "-2", "[]"});
 }
 
-TEST(ZeroDim, BoolMaskReductionsAreFloat) {
+TEST(ZeroDim, BoolMaskSumsAreFloatAndMaxIsBool) {
   for (float v : {-1.0f, 2.0f}) {
     Tensor mask = dvm::gt(Tensor::from_vector({v}, Shape{}), 0.0f);
     ASSERT_EQ(mask.dtype(), Dtype::Bool);
@@ -379,11 +379,14 @@ TEST(ZeroDim, BoolMaskReductionsAreFloat) {
     Tensor mask1 = dvm::gt(Tensor::from_vector({v}, {1}), 0.0f);
     EXPECT_EQ(mask1.sum().dtype(), Dtype::F32);
     expect_scalar(mask.sum(), want, "sum()");
-    expect_scalar(mask.max(), want, "max()");
-    expect_scalar(mask.min(), want, "min()");
+    // max and min select an element: a bool, as in torch.
+    EXPECT_EQ(mask.max().dtype(), Dtype::Bool);
+    EXPECT_EQ(mask.min(0).dtype(), Dtype::Bool);
+    EXPECT_EQ(mask.max().item(), want);
+    EXPECT_EQ(mask.min(0).item(), want);
     expect_scalar(mask.mean(), want, "mean()");
     expect_scalar(mask.sum(0), want, "sum(0)");
-    expect_scalar(mask.max(-1, true), want, "max(-1, true)");
+    EXPECT_EQ(mask.max(-1, true).item(), want);
     expect_scalar(mask.mean(0), want, "mean(0)");
     // The float result computes with other floats.
     expect_scalar(mask.sum() + 1.0f, want + 1.0f, "sum() + 1");
