@@ -786,11 +786,15 @@ Tensor Tensor::min() const { return reduce(OpKind::Min, *this, {}, false); }
 Tensor Tensor::mean(std::initializer_list<int> axes, bool keepdim) const {
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   const std::vector<int> norm = detail::normalize_axes("mean", axes, shape());
-  return s / size_scalar(static_cast<double>(reduced_count(shape(), norm)));
+  Tensor m = s / size_scalar(static_cast<double>(reduced_count(shape(), norm)));
+  return m.dtype() == s.dtype() ? m : m.to(s.dtype());  // a 0-d sum: as mean() above
 }
 Tensor Tensor::mean() const {
   Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
-  return s / size_scalar(static_cast<double>(numel()));
+  // s is 0-d like the count, so the division would promote a 16-bit float
+  // to float32; the mean keeps the operand's type (torch).
+  Tensor m = s / size_scalar(static_cast<double>(numel()));
+  return m.dtype() == s.dtype() ? m : m.to(s.dtype());
 }
 
 // ---------------------------------------------------------------------------

@@ -19,16 +19,6 @@
 namespace dvm::testing {
 namespace {
 
-struct SettingsGuard {
-  TierMode tier = dvm::tier_mode();
-  int64_t jit_threshold = dvm::jit_threshold();
-  ~SettingsGuard() {
-    dvm::wait_for_jit();
-    dvm::set_tier_mode(tier);
-    dvm::set_jit_threshold(jit_threshold);
-  }
-};
-
 // Starts from empty kernel and plan caches, so the cache's size is this
 // test's kernels.
 void clear_caches() {

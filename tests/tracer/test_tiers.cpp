@@ -17,21 +17,6 @@
 namespace dvm::testing {
 namespace {
 
-// Restores ISA, tier mode and thread count on scope exit.
-struct SettingsGuard {
-  std::string isa = dvm::isa();
-  TierMode tier = dvm::tier_mode();
-  int threads = dvm::num_threads();
-  int64_t jit_threshold = dvm::jit_threshold();
-  ~SettingsGuard() {
-    dvm::wait_for_jit();
-    dvm::set_isa(isa);
-    dvm::set_tier_mode(tier);
-    dvm::set_num_threads(threads);
-    dvm::set_jit_threshold(jit_threshold);
-  }
-};
-
 const std::vector<float> kSpecials = {0.0f, -0.0f, kInf, -kInf, kNaN, 1.0f, -1.0f, 0.5f, -104.5f, 89.0f};
 
 // Every op of the API on n-element data (with special values), returning

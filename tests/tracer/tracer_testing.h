@@ -285,6 +285,22 @@ inline std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a,
 }
 
 // Restores the trace limit of this thread on scope exit.
+// Restores ISA, tier mode, thread count and JIT threshold on scope exit
+// (after any background compile has finished).
+struct SettingsGuard {
+  std::string isa = dvm::isa();
+  TierMode tier = dvm::tier_mode();
+  int threads = dvm::num_threads();
+  int64_t jit_threshold = dvm::jit_threshold();
+  ~SettingsGuard() {
+    dvm::wait_for_jit();
+    dvm::set_isa(isa);
+    dvm::set_tier_mode(tier);
+    dvm::set_num_threads(threads);
+    dvm::set_jit_threshold(jit_threshold);
+  }
+};
+
 struct TraceLimitGuard {
   int64_t saved = dvm::trace_limit();
   ~TraceLimitGuard() { dvm::set_trace_limit(saved); }

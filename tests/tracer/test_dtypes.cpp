@@ -1,0 +1,400 @@
+// Element types through the public API: creation and observation of every
+// type, torch's type promotion, conversions (Tensor::to), ops on 16-bit
+// floats, uint8 and bool against references computed here, and the errors for
+// what the vector unit does not do yet. Every target (ISA x tier) runs them.
+#include "tests/tracer/tracer_testing.h"
+
+#include <bit>
+
+namespace dvm::testing {
+namespace {
+
+class Dtypes : public IsaTest {};
+
+// x rounded to the 16-bit float t, computed from the format's definition in
+// double (nearest, ties to even): independent of the library's bit tricks.
+double round16(Dtype t, float x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  const int man = t == Dtype::F16 ? 10 : 7, emin = t == Dtype::F16 ? -14 : -126;
+  const double overflow = t == Dtype::F16 ? 65520.0 : 0x1.ffp127;
+  int e = 0;
+  std::frexp(std::fabs(static_cast<double>(x)), &e);
+  e = std::max(e - 1, emin);
+  const double q = std::ldexp(1.0, e - man);
+  const double r = std::nearbyint(x / q) * q;
+  return std::fabs(r) >= overflow ? std::copysign(static_cast<double>(kInf), x) : r;
+}
+
+float from16(Dtype t, uint16_t bits) { return t == Dtype::F16 ? to_float(Half{bits}) : to_float(BFloat16{bits}); }
+
+std::vector<uint16_t> bits16(Dtype t, const std::vector<float>& v) {
+  std::vector<uint16_t> out;
+  for (float f : v) out.push_back(t == Dtype::F16 ? to_half(f).bits : to_bfloat16(f).bits);
+  return out;
+}
+
+Tensor tensor16(Dtype t, const std::vector<uint16_t>& bits, Shape s) {
+  return Tensor::from_blob(static_cast<const void*>(bits.data()), s, t);
+}
+
+std::vector<uint16_t> read16(const Tensor& y) {
+  const Dtype t = y.dtype();
+  std::vector<uint16_t> out(static_cast<size_t>(y.numel()));
+  if (t == Dtype::F16) {
+    const std::vector<Half> h = y.to_vector<Half>();
+    for (size_t i = 0; i < h.size(); ++i) out[i] = h[i].bits;
+  } else {
+    const std::vector<BFloat16> h = y.to_vector<BFloat16>();
+    for (size_t i = 0; i < h.size(); ++i) out[i] = h[i].bits;
+  }
+  return out;
+}
+
+// ---- creation and observation ------------------------------------------------------
+
+TEST_P(Dtypes, EveryTypeRoundTripsThroughFromVectorAndToVector) {
+  const std::vector<int32_t> i32 = {0, -1, 16777217, INT32_MIN, INT32_MAX};
+  EXPECT_EQ(Tensor::from_vector(i32, {5}).to_vector<int32_t>(), i32);
+  const std::vector<int64_t> i64 = {0, -1, (int64_t{1} << 40) + 1, INT64_MIN, INT64_MAX};
+  Tensor t64 = Tensor::from_vector(i64, {5});
+  EXPECT_EQ(t64.dtype(), Dtype::I64);
+  EXPECT_EQ(t64.to_vector<int64_t>(), i64);
+  EXPECT_EQ(std::vector<int64_t>(t64.data<int64_t>(), t64.data<int64_t>() + 5), i64);
+  const std::vector<uint8_t> u8 = {0, 1, 127, 128, 255};
+  EXPECT_EQ(Tensor::from_vector(u8, {5}).to_vector<uint8_t>(), u8);
+  const std::vector<bool> b = {true, false, true};
+  EXPECT_EQ(Tensor::from_vector(b, {3}).to_vector<bool>(), b);
+  const std::vector<Half> h = {to_half(1.5f), to_half(-65504.0f), Half{0x7c00}};
+  const std::vector<Half> hb = Tensor::from_vector(h, {3}).to_vector<Half>();
+  for (size_t i = 0; i < h.size(); ++i) EXPECT_EQ(hb[i].bits, h[i].bits);
+  // to_vector() gives float32 whatever the type, as loads convert.
+  EXPECT_EQ(Tensor::from_vector(i32, {5}).to_vector(),
+            (std::vector<float>{0.0f, -1.0f, 16777216.0f, -2147483648.0f, 2147483648.0f}));
+  EXPECT_EQ(Tensor::from_vector(b, {3}).to_vector(), (std::vector<float>{1.0f, 0.0f, 1.0f}));
+}
+
+TEST_P(Dtypes, StridedViewsOfIntegersAreCopiedExactly) {
+  // int64 values beyond 2^24 in a transposed view: data<T>() and
+  // contiguous() copy bytes, never through f32.
+  std::vector<int64_t> v(12);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (int64_t{1} << 40) + static_cast<int64_t>(i) * 3 + 1;
+  Tensor x = Tensor::from_vector(v, {3, 4}).transpose(0, 1);
+  const int64_t* d = x.data<int64_t>();
+  Tensor c = x.contiguous();
+  const std::vector<int64_t> cv = c.to_vector<int64_t>();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(d[i * 3 + j], v[static_cast<size_t>(j * 4 + i)]);
+      EXPECT_EQ(cv[static_cast<size_t>(i * 3 + j)], v[static_cast<size_t>(j * 4 + i)]);
+    }
+  std::vector<int32_t> w = {16777217, 16777219, -16777217, 5, 6, 7};
+  Tensor y = Tensor::from_vector(w, {2, 3}).transpose(0, 1).reshape({6});
+  EXPECT_EQ(y.to_vector<int32_t>(), (std::vector<int32_t>{16777217, 5, 16777219, 6, -16777217, 7}));
+}
+
+TEST_P(Dtypes, FullAndArangeConvertTheirValues) {
+  EXPECT_EQ(Tensor::full({3}, 3.7, Dtype::I32).to_vector<int32_t>(), (std::vector<int32_t>{3, 3, 3}));
+  EXPECT_EQ(Tensor::full({2}, -2.5, Dtype::I64).to_vector<int64_t>(), (std::vector<int64_t>{-2, -2}));
+  EXPECT_EQ(Tensor::full({2}, 0.1, Dtype::Bool).to_vector<bool>(), (std::vector<bool>{true, true}));
+  EXPECT_EQ(read16(Tensor::full({2}, 0.1, Dtype::F16))[1], to_half(0.1f).bits);
+  EXPECT_EQ(Tensor::arange(0, 5, 2, Dtype::U8).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 2, 4}));
+  EXPECT_EQ(Tensor::arange(16777216, 16777219, 1, Dtype::I32).to_vector<int32_t>(),
+            (std::vector<int32_t>{16777216, 16777217, 16777218}));
+  expect_error("full u8 256", [] { Tensor::full({2}, 256, Dtype::U8); }, {"full", "256", "uint8"});
+  expect_error("full i32 nan", [] { Tensor::full({2}, std::nan(""), Dtype::I32); }, {"full", "int32"});
+  expect_error("arange i32", [] { Tensor::arange(2e9, 3e9, 2e8, Dtype::I32); }, {"arange", "int32"});
+}
+
+TEST_P(Dtypes, ReadingAsAnotherTypeIsAnError) {
+  Tensor x = Tensor::from_vector(std::vector<int32_t>{1, 2}, {2});
+  expect_error("to_vector<float>", [&] { (void)x.to_vector<float>(); }, {"to_vector", "int32[2]", "float32"});
+  expect_error("data()", [&] { (void)x.data(); }, {"data", "int32[2]", "float32"});
+  expect_error("data<Half>", [&] { (void)x.data<Half>(); }, {"data", "float16"});
+  expect_error("bad dtype", [] { Tensor::full({1}, 0, static_cast<Dtype>(99)); }, {"full", "unknown dtype"});
+  expect_error("from_blob bad dtype", [] { float f = 0; Tensor::from_blob(static_cast<const void*>(&f), {1}, static_cast<Dtype>(7)); },
+               {"from_blob", "unknown dtype"});
+}
+
+// ---- promotion -----------------------------------------------------------------------
+
+TEST(DtypePromotion, PromoteTypesIsTorchsTable) {
+  using D = Dtype;
+  // torch.promote_types for every pair (symmetric).
+  struct Row {
+    D a, b, want;
+  };
+  const Row rows[] = {
+      {D::Bool, D::Bool, D::Bool}, {D::Bool, D::U8, D::U8},     {D::Bool, D::I32, D::I32},
+      {D::Bool, D::I64, D::I64},   {D::Bool, D::F16, D::F16},   {D::Bool, D::BF16, D::BF16},
+      {D::Bool, D::F32, D::F32},   {D::U8, D::U8, D::U8},       {D::U8, D::I32, D::I32},
+      {D::U8, D::I64, D::I64},     {D::U8, D::F16, D::F16},     {D::U8, D::BF16, D::BF16},
+      {D::U8, D::F32, D::F32},     {D::I32, D::I64, D::I64},    {D::I32, D::F16, D::F16},
+      {D::I32, D::BF16, D::BF16},  {D::I32, D::F32, D::F32},    {D::I64, D::F16, D::F16},
+      {D::I64, D::BF16, D::BF16},  {D::I64, D::F32, D::F32},    {D::F16, D::BF16, D::F32},
+      {D::F16, D::F32, D::F32},    {D::BF16, D::F32, D::F32},   {D::F16, D::F16, D::F16},
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(promote_types(r.a, r.b), r.want) << dtype_name(r.a) << " " << dtype_name(r.b);
+    EXPECT_EQ(promote_types(r.b, r.a), r.want) << dtype_name(r.b) << " " << dtype_name(r.a);
+  }
+}
+
+TEST(DtypePromotion, OpResultTypesFollowTorch) {
+  Tensor f32 = Tensor::ones({4});
+  Tensor f16 = Tensor::full({4}, 1, Dtype::F16), bf16 = Tensor::full({4}, 1, Dtype::BF16);
+  Tensor i32 = Tensor::full({4}, 1, Dtype::I32), u8 = Tensor::full({4}, 1, Dtype::U8);
+  Tensor mask = gt(f32, 0.0f), s32 = Tensor::scalar(2.0f);
+  EXPECT_EQ((i32 + f32).dtype(), Dtype::F32);
+  EXPECT_EQ((f16 + f16).dtype(), Dtype::F16);
+  EXPECT_EQ((f16 + f32).dtype(), Dtype::F32);
+  EXPECT_EQ((f16 + bf16).dtype(), Dtype::F32);
+  EXPECT_EQ((f16 * 2.0f).dtype(), Dtype::F16);  // a float scalar keeps a float tensor's type
+  EXPECT_EQ((f16 * s32).dtype(), Dtype::F16);   // so does a 0-d tensor
+  EXPECT_EQ((i32 * 2.0f).dtype(), Dtype::F32);  // and lifts an integer one to float32
+  EXPECT_EQ((u8 / u8).dtype(), Dtype::F32);     // true division
+  EXPECT_EQ(exp(i32).dtype(), Dtype::F32);
+  EXPECT_EQ(tanh(bf16).dtype(), Dtype::BF16);
+  EXPECT_EQ(lt(f16, f32).dtype(), Dtype::Bool);
+  EXPECT_EQ(eq(u8, u8).dtype(), Dtype::Bool);
+  EXPECT_EQ(maximum(u8, u8).dtype(), Dtype::U8);
+  EXPECT_EQ(where(mask, u8, u8).dtype(), Dtype::U8);
+  EXPECT_EQ(where(mask, f16, f32).dtype(), Dtype::F32);
+  EXPECT_EQ(f16.sum().dtype(), Dtype::F16);
+  EXPECT_EQ(bf16.mean(0).dtype(), Dtype::BF16);
+  EXPECT_EQ(u8.max().dtype(), Dtype::U8);
+  EXPECT_EQ(mask.sum().dtype(), Dtype::F32);  // documented: torch gives int64
+  EXPECT_EQ((mask + mask).dtype(), Dtype::F32);
+  EXPECT_EQ(matmul(Tensor::full({2, 3}, 1, Dtype::F16), Tensor::full({3, 2}, 1, Dtype::F16)).dtype(), Dtype::F16);
+}
+
+TEST(DtypePromotion, WhatTheVectorUnitCannotDoYetIsAClearError) {
+  Tensor i32 = Tensor::full({4}, 1, Dtype::I32), i64 = Tensor::full({4}, 1, Dtype::I64);
+  Tensor u8 = Tensor::full({4}, 1, Dtype::U8), f16 = Tensor::full({4}, 1, Dtype::F16);
+  Tensor mask = gt(f16, 0.0f);
+  expect_error("i32 + i32", [&] { (void)(i32 + i32); }, {"add", "int32", "int32[4]", "not supported"});
+  expect_error("u8 * u8", [&] { (void)(u8 * u8); }, {"mul", "uint8"});
+  expect_error("i64 sum", [&] { (void)i64.sum(); }, {"sum", "int64[4]"});
+  expect_error("i32 < i32", [&] { (void)lt(i32, i32); }, {"lt", "int32", "2^24"});
+  expect_error("where i64", [&] { (void)where(mask, i64, i64); }, {"where", "int64"});
+  expect_error("i32 to i64", [&] { (void)i32.to(Dtype::I64); }, {"to", "int32[4]", "int64"});
+  expect_error("matmul f16 f32", [&] { (void)matmul(Tensor::full({2, 2}, 1, Dtype::F16), Tensor::ones({2, 2})); },
+               {"matmul", "float16[2, 2]", "float32[2, 2]"});
+  expect_error("matmul u8", [&] { (void)matmul(Tensor::full({2, 2}, 1, Dtype::U8), Tensor::full({2, 2}, 1, Dtype::U8)); },
+               {"matmul", "uint8"});
+  expect_error("where u8 mask", [&] { (void)where(u8, f16, f16); }, {"where", "bool"});
+}
+
+// ---- conversions -------------------------------------------------------------------------
+
+std::vector<float> conversion_values() {
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.5f, -2.5f, 255.0f, 256.0f, 300.7f, -300.7f,
+                          65504.0f, 65519.0f, 65520.0f, 1e-8f, 6e-8f, 1e-40f, 3e38f, kInf, -kInf, kNaN,
+                          2147483520.0f, 2147483648.0f, -2147483648.0f, 16777217.0f};
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200; ++i) v.push_back(std::uniform_real_distribution<float>(-1000.0f, 1000.0f)(rng));
+  for (int i = 0; i < 100; ++i) v.push_back(std::ldexp(std::uniform_real_distribution<float>(1.0f, 2.0f)(rng),
+                                                       std::uniform_int_distribution<int>(-30, 20)(rng)));
+  return v;
+}
+
+TEST_P(Dtypes, ToFromFloat32FollowsTheDocumentedRules) {
+  const std::vector<float> v = conversion_values();
+  const int64_t n = static_cast<int64_t>(v.size());
+  Tensor x = Tensor::from_vector(v);
+  Checker chk("to");
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    const std::vector<uint16_t> got = read16(x.to(t));
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = v[static_cast<size_t>(i)];
+      const float g = from16(t, got[static_cast<size_t>(i)]);
+      const double want = round16(t, f);
+      if (std::isnan(f) ? !std::isnan(g) : (static_cast<double>(g) != want || std::signbit(g) != std::signbit(f)))
+        chk.fail(cat(dtype_name(t), " i=", i), cat("from ", fstr(f), " got ", fstr(g), " want ", fstr(want)));
+    }
+  }
+  const std::vector<int32_t> i32 = x.to(Dtype::I32).to_vector<int32_t>();
+  const std::vector<int64_t> i64 = x.to(Dtype::I64).to_vector<int64_t>();
+  const std::vector<uint8_t> u8 = x.to(Dtype::U8).to_vector<uint8_t>();
+  const std::vector<bool> b = x.to(Dtype::Bool).to_vector<bool>();
+  for (int64_t i = 0; i < n; ++i) {
+    const double f = v[static_cast<size_t>(i)];
+    const double tr = std::trunc(f);
+    const int32_t w32 = (tr >= -2147483648.0 && tr <= 2147483647.0) ? static_cast<int32_t>(tr) : INT32_MIN;
+    const int64_t w64 = (tr >= -0x1p63 && tr < 0x1p63) ? static_cast<int64_t>(tr) : INT64_MIN;
+    if (i32[static_cast<size_t>(i)] != w32) chk.fail(cat("i32 i=", i), cat(fstr(f), " got ", i32[static_cast<size_t>(i)]));
+    if (i64[static_cast<size_t>(i)] != w64) chk.fail(cat("i64 i=", i), cat(fstr(f), " got ", i64[static_cast<size_t>(i)]));
+    if (u8[static_cast<size_t>(i)] != static_cast<uint8_t>(static_cast<uint32_t>(w32) & 255u))
+      chk.fail(cat("u8 i=", i), cat(fstr(f), " got ", int{u8[static_cast<size_t>(i)]}));
+    if (b[static_cast<size_t>(i)] != (f != 0.0 || std::isnan(f))) chk.fail(cat("bool i=", i), fstr(f));
+  }
+}
+
+TEST_P(Dtypes, ConversionsRoundOnceAtTheirStore) {
+  // x.to(f16).to(f32) is x rounded to f16, even when more ops follow in
+  // what could have been one kernel; and int32 values convert to float by
+  // rounding to nearest even.
+  const std::vector<float> v = conversion_values();
+  Tensor x = Tensor::from_vector(v);
+  const std::vector<float> y = (x.to(Dtype::F16).to(Dtype::F32) * 1.0f).to_vector();
+  const std::vector<float> z = (x.to(Dtype::BF16) + 0.0f).to(Dtype::F32).to_vector();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isnan(v[i])) continue;
+    EXPECT_EQ(static_cast<double>(y[i]), round16(Dtype::F16, v[i])) << v[i];
+    EXPECT_EQ(static_cast<double>(z[i]), round16(Dtype::BF16, v[i]) + 0.0) << v[i];
+  }
+  const std::vector<int32_t> ids = {16777217, 16777219, -16777221, 123};
+  EXPECT_EQ(Tensor::from_vector(ids, {4}).to(Dtype::F32).to_vector(),
+            (std::vector<float>{16777216.0f, 16777220.0f, -16777220.0f, 123.0f}));
+  // Bool bytes other than 0 and 1 are true.
+  const uint8_t raw[] = {0, 1, 2, 255};
+  Tensor m = Tensor::from_blob(raw, {4});
+  EXPECT_EQ(m.dtype(), Dtype::U8);
+  Tensor mb = Tensor::from_blob(static_cast<const void*>(raw), {4}, Dtype::Bool);
+  EXPECT_EQ(where(mb, Tensor::ones({4}), Tensor::zeros({4})).to_vector(), (std::vector<float>{0, 1, 1, 1}));
+  EXPECT_EQ(m.to(Dtype::Bool).to_vector<bool>(), (std::vector<bool>{false, true, true, true}));
+}
+
+// ---- ops on 16-bit floats, uint8 and bool ---------------------------------------------------
+
+// Elementwise ops with 16-bit inputs and outputs are the f32 computation
+// (inputs widened exactly) rounded once to the type: for ops f32 rounds
+// correctly, exactly round16(f32 result).
+TEST_P(Dtypes, SixteenBitArithmeticIsTheF32ResultRoundedOnce) {
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    for (int64_t n : op_lengths()) {
+      const std::vector<float> a = make_values(n, 3, uniform_gen(-300, 300), {0.0f, -0.0f, kInf, kNaN, 65504.0f});
+      const std::vector<float> b = make_values(n, 4, uniform_gen(-4, 4), {1e-3f, -0.0f});
+      const std::vector<uint16_t> ab = bits16(t, a), bb = bits16(t, b);
+      Tensor x = tensor16(t, ab, {n}), y = tensor16(t, bb, {n});
+      const std::vector<uint16_t> got = read16(maximum(x * y + x, y - 1.0f));
+      Checker chk(cat("16-bit ", dtype_name(t), " n=", n));
+      for (int64_t i = 0; i < n; ++i) {
+        const float xa = from16(t, ab[static_cast<size_t>(i)]), yb = from16(t, bb[static_cast<size_t>(i)]);
+        const float p = xa * yb;  // the f32 computation, as the vector unit does it (no fma: two roundings)
+        const float r = std::max(p + xa, yb - 1.0f);
+        const float g = from16(t, got[static_cast<size_t>(i)]);
+        if (std::isnan(p + xa) || std::isnan(yb - 1.0f)) continue;  // maximum's NaN rule: tests/tracer/test_ops.cpp
+        if (static_cast<double>(g) != round16(t, r) && !(g == 0 && r == 0))
+          chk.fail(cat("i=", i), cat("x=", fstr(xa), " y=", fstr(yb), " got ", fstr(g), " want ", fstr(round16(t, r))));
+      }
+    }
+  }
+}
+
+TEST_P(Dtypes, SixteenBitTranscendentalsAndReductionsAreWithinOneUlpOfTheType) {
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    const int64_t rows = 7, cols = 1031;
+    const std::vector<float> a = make_values(rows * cols, 9, uniform_gen(-3, 3));
+    const std::vector<uint16_t> ab = bits16(t, a);
+    Tensor x = tensor16(t, ab, {rows, cols});
+    const std::vector<uint16_t> th = read16(tanh(x));
+    const std::vector<uint16_t> sm = read16(softmax(x, 1));
+    const std::vector<uint16_t> rs = read16(x.sum(1));
+    const double ulp16 = t == Dtype::F16 ? 0x1p-10 : 0x1p-7;
+    const double tiny = t == Dtype::F16 ? 0x1p-24 : 0x1p-133;  // the subnormal spacing
+    Checker chk(cat("16-bit ", dtype_name(t)));
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -1e30, se = 0, sum = 0;
+      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, static_cast<double>(from16(t, ab[static_cast<size_t>(r * cols + c)])));
+      for (int64_t c = 0; c < cols; ++c) {
+        const double v = from16(t, ab[static_cast<size_t>(r * cols + c)]);
+        se += std::exp(v - mx);
+        sum += v;
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t i = static_cast<size_t>(r * cols + c);
+        const double v = from16(t, ab[i]);
+        const double want_t = std::tanh(v), want_s = std::exp(v - mx) / se;
+        // One ulp of the 16-bit type (relative), beyond which the f32
+        // computation's few-ulp error cannot move a correctly rounded value.
+        if (std::fabs(from16(t, th[i]) - want_t) > std::max(ulp16 * std::fabs(want_t), tiny))
+          chk.fail(cat("tanh r=", r, " c=", c), cat(fstr(from16(t, th[i])), " want ", fstr(want_t)));
+        if (std::fabs(from16(t, sm[i]) - want_s) > std::max(ulp16 * want_s, tiny))
+          chk.fail(cat("softmax r=", r, " c=", c), cat(fstr(from16(t, sm[i])), " want ", fstr(want_s)));
+      }
+      // The sum accumulates in f32 (error about cols * 2^-24 relative to the
+      // sum of magnitudes), then rounds once to the type.
+      double mag = 0;
+      for (int64_t c = 0; c < cols; ++c) mag += std::fabs(from16(t, ab[static_cast<size_t>(r * cols + c)]));
+      const double got = from16(t, rs[static_cast<size_t>(r)]);
+      if (std::fabs(got - sum) > ulp16 * std::fabs(sum) + cols * 0x1p-24 * mag)
+        chk.fail(cat("sum r=", r), cat(fstr(got), " want ", fstr(sum)));
+    }
+  }
+}
+
+TEST_P(Dtypes, SixteenBitMatmulAccumulatesInF32) {
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    const int64_t M = 17, K = 65, N = 33;
+    const std::vector<float> a = make_values(M * K, 21, uniform_gen(-2, 2)), b = make_values(K * N, 22, uniform_gen(-2, 2));
+    const std::vector<uint16_t> ab = bits16(t, a), bb = bits16(t, b);
+    const std::vector<uint16_t> got = read16(matmul(tensor16(t, ab, {M, K}), tensor16(t, bb, {K, N})));
+    const double ulp16 = t == Dtype::F16 ? 0x1p-10 : 0x1p-7;
+    Checker chk(cat("matmul ", dtype_name(t)));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = static_cast<double>(from16(t, ab[static_cast<size_t>(i * K + k)])) * from16(t, bb[static_cast<size_t>(k * N + j)]);
+          s += p;
+          mag += std::fabs(p);
+        }
+        const double g = from16(t, got[static_cast<size_t>(i * N + j)]);
+        if (std::fabs(g - s) > ulp16 * std::fabs(s) + K * 0x1p-24 * mag)
+          chk.fail(cat("i=", i, " j=", j), cat(fstr(g), " want ", fstr(s)));
+      }
+  }
+}
+
+TEST_P(Dtypes, MasksAreOneBytePerElementAndSelect) {
+  for (int64_t n : op_lengths()) {
+    const std::vector<float> a = make_values(n, 31, uniform_gen(-1, 1), {kNaN, 0.0f, -0.0f});
+    Tensor x = Tensor::from_vector(a);
+    Tensor m = gt(x, 0.0f);
+    ASSERT_EQ(m.dtype(), Dtype::Bool);
+    const bool* mb = m.data<bool>();
+    const std::vector<float> sel = where(m, x, x * -2.0f).to_vector();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = a[static_cast<size_t>(i)];
+      ASSERT_EQ(mb[i], v > 0.0f) << i;
+      const float want = v > 0.0f ? v : v * -2.0f;
+      ASSERT_TRUE(same_float(sel[static_cast<size_t>(i)], want)) << i;
+    }
+    // uint8 in a float computation: converted exactly, then float math.
+    std::vector<uint8_t> img(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) img[static_cast<size_t>(i)] = static_cast<uint8_t>(i * 37 + 11);
+    const std::vector<float> norm = (Tensor::from_vector(img, {n}) * (1.0f / 255.0f) - 0.5f).to_vector();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(norm[static_cast<size_t>(i)], static_cast<float>(img[static_cast<size_t>(i)]) * (1.0f / 255.0f) - 0.5f) << i;
+    // max over uint8 keeps uint8.
+    if (n > 0) {
+      EXPECT_EQ(Tensor::from_vector(img, {n}).max().to_vector<uint8_t>()[0], *std::max_element(img.begin(), img.end()));
+    }
+  }
+}
+
+// Tiers agree bit for bit on typed kernels (the JIT declines what it does
+// not convert; the interpreter then runs it).
+TEST(DtypeTiers, InterpreterAndMachineCodeAgree) {
+  DVM_SKIP_WITHOUT_JIT();
+  SettingsGuard guard;
+  const int64_t n = 4099;
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    const std::vector<uint16_t> ab = bits16(t, make_values(n, 41, uniform_gen(-6, 6), {0.0f, kInf, kNaN}));
+    auto program = [&] {
+      Tensor x = tensor16(t, ab, {n});
+      Tensor y = tanh(x * 1.5f + 0.25f);
+      return read16(y);
+    };
+    dvm::set_tier_mode(TierMode::Off);
+    const std::vector<uint16_t> interp = program();
+    dvm::set_tier_mode(TierMode::Eager);
+    const std::vector<uint16_t> jit = program();
+    EXPECT_EQ(interp, jit) << dtype_name(t);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Target, Dtypes, ::testing::ValuesIn(kTargets), target_name);
+
+}  // namespace
+}  // namespace dvm::testing
