@@ -13,6 +13,7 @@
 #include <sstream>
 #include <utility>
 
+#include "backends/convert.h"
 #include "backends/isa.h"
 #include "backends/microkernels.h"
 #include "dvm/runtime.h"
@@ -48,14 +49,22 @@ bool is_signalling(uint32_t bits) {
 }
 bool is_nan(uint32_t bits) { return (bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0; }
 
-// One argument's memory: `guard` canaries, the elements the launch may touch
-// (offsets lo..hi from the argument's base), `guard` canaries.
+// Byte j of a buffer filled with canary words.
+uint8_t canary_byte(size_t j) { return static_cast<uint8_t>(canary(j / 4) >> (8 * (j % 4))); }
+
+// One argument's memory, in elements of its type (es bytes each): `guard`
+// elements of canary bytes, the elements the launch may touch (offsets
+// lo..hi from the argument's base), `guard` elements of canary bytes.
 struct Buffer {
-  std::vector<uint32_t> words;
-  int64_t origin = 0;  // index of offset 0
+  std::vector<uint32_t> words;  // the bytes, in words (aligned as an allocation is)
+  int64_t origin = 0;           // element index of offset 0
   int64_t guard = 0;
   int64_t span = 0;
-  float* base() { return reinterpret_cast<float*>(words.data() + origin); }
+  size_t es = 4;
+  uint8_t* bytes() { return reinterpret_cast<uint8_t*>(words.data()); }
+  const uint8_t* bytes() const { return reinterpret_cast<const uint8_t*>(words.data()); }
+  size_t nbytes() const { return static_cast<size_t>(span + 2 * guard) * es; }
+  void* base() { return bytes() + static_cast<size_t>(origin) * es; }
 };
 
 struct Range {
@@ -147,9 +156,13 @@ struct Failure {
   std::ostringstream msg;
 };
 
-std::string hex(uint32_t b) {
-  char s[16];
-  std::snprintf(s, sizeof s, "0x%08x", b);
+std::string hex(const uint8_t* b, size_t n) {
+  std::string s = "0x";
+  char d[3];
+  for (size_t i = n; i-- > 0;) {  // little-endian: the most significant byte first
+    std::snprintf(d, sizeof d, "%02x", b[i]);
+    s += d;
+  }
   return s;
 }
 
@@ -311,18 +324,23 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
     buf.guard = guard;
     buf.span = ranges[a].hi - ranges[a].lo + 1;
     buf.origin = guard - ranges[a].lo;
-    buf.words.resize(static_cast<size_t>(buf.span + 2 * guard));
+    buf.es = dtype_size(p.types[a]);
+    buf.words.resize((buf.nbytes() + 3) / 4);
     for (size_t i = 0; i < buf.words.size(); ++i) buf.words[i] = canary(i);
     return buf;
   };
   for (size_t a = 0; a < nargs; ++a) {
     if (p.roles[a] != ArgRole::Input) continue;
     inputs[a] = make_buffer(a);
-    const std::vector<uint32_t>& values = pool(data_mode);
-    for (int64_t i = 0; i < inputs[a].span;) {
-      const size_t from = rng() % kPool;
-      const int64_t n = std::min<int64_t>(inputs[a].span - i, static_cast<int64_t>(kPool));
-      std::memcpy(&inputs[a].words[static_cast<size_t>(guard + i)], &values[from], static_cast<size_t>(n) * 4);
+    // The pool's f32 bytes, whatever the type: other types read them as
+    // their own patterns (bf16 the high halves' values, bool any byte).
+    const uint8_t* values = reinterpret_cast<const uint8_t*>(pool(data_mode).data());
+    const size_t es = inputs[a].es;
+    const size_t span_bytes = static_cast<size_t>(inputs[a].span) * es;
+    for (size_t i = 0; i < span_bytes;) {
+      const size_t from = (rng() % kPool) * 4;
+      const size_t n = std::min(span_bytes - i, kPool * 4);
+      std::memcpy(inputs[a].bytes() + static_cast<size_t>(guard) * es + i, values + from, n);
       i += n;
     }
     l.args[a].in = inputs[a].base();
@@ -363,9 +381,9 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
         continue;
       }
       const Buffer& o = outs[a];
-      for (int64_t g = 0; g < o.guard; ++g) {
-        const size_t lo = static_cast<size_t>(g), hi = o.words.size() - 1 - static_cast<size_t>(g);
-        if (o.words[lo] != canary(lo) || o.words[hi] != canary(hi)) {
+      const size_t gb = static_cast<size_t>(o.guard) * o.es, nb = o.nbytes();
+      for (size_t j = 0; j < gb; ++j) {
+        if (o.bytes()[j] != canary_byte(j) || o.bytes()[nb - 1 - j] != canary_byte(nb - 1 - j)) {
           *msg = where(backend) + ": guard of output argument " + std::to_string(a) + " overwritten";
           return false;
         }
@@ -384,24 +402,38 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
                        std::string* msg) {
     for (size_t a = 0; a < nargs; ++a) {
       if (p.roles[a] != ArgRole::Output) continue;
-      const auto& x = out_x[a].words;
-      const auto& y = out_y[a].words;
-      for (size_t e = 0; e < x.size(); ++e) {
-        if (x[e] == y[e]) continue;
+      const Dtype type = p.types[a];
+      const size_t es = out_x[a].es;
+      const uint8_t* xb = out_x[a].bytes();
+      const uint8_t* yb = out_y[a].bytes();
+      for (size_t e = 0; e * es < out_x[a].nbytes(); ++e) {
+        if (std::memcmp(xb + e * es, yb + e * es, es) == 0) continue;
         // Which NaN comes out where two NaNs meet (x86 returns the first
         // source's, and the C++ compiler orders the interpreter's operands
         // of commutative ops freely) may differ, as the JIT tests allow; a
-        // NaN against a number, or a canary, never may.
-        if (is_nan(x[e]) && is_nan(y[e]) && !is_signalling(x[e]) && !is_signalling(y[e])) {
+        // NaN against a number, or a canary, never may. A 16-bit float
+        // keeps the top of the f32 NaN's payload.
+        bool both_nan = false;
+        if (type == Dtype::F32) {
+          uint32_t xw, yw;
+          std::memcpy(&xw, xb + e * es, 4);
+          std::memcpy(&yw, yb + e * es, 4);
+          both_nan = is_nan(xw) && is_nan(yw) && !is_signalling(xw) && !is_signalling(yw);
+        } else if (type == Dtype::F16 || type == Dtype::BF16) {
+          both_nan = std::isnan(backends::load_elem(type, xb + e * es, 0)) &&
+                     std::isnan(backends::load_elem(type, yb + e * es, 0));
+        }
+        if (both_nan) {
           ++outcome->nan_payload_differences;
           if (std::getenv("DVM_FUZZ_NANS"))
             std::fprintf(stderr, "nan difference: %s interpreter %s machine code %s\n%s", where(who).c_str(),
-                         hex(x[e]).c_str(), hex(y[e]).c_str(), vm::disassemble(k.bytecode()).c_str());
+                         hex(xb + e * es, es).c_str(), hex(yb + e * es, es).c_str(),
+                         vm::disassemble(k.bytecode()).c_str());
           continue;
         }
         *msg = where(who) + ": output argument " + std::to_string(a) + " element offset " +
-               std::to_string(static_cast<int64_t>(e) - out_x[a].origin) + ": interpreter " + hex(x[e]) +
-               ", machine code " + hex(y[e]);
+               std::to_string(static_cast<int64_t>(e) - out_x[a].origin) + " (" + vm::elem_name(type) +
+               "): interpreter " + hex(xb + e * es, es) + ", machine code " + hex(yb + e * es, es);
         return false;
       }
     }
@@ -498,7 +530,8 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
   for (int a = 0; a < nargs; ++a) {
     b[pos] &= 1;
     (b[pos] ? outs : ins).push_back(a);
-    b[pos + 1] = static_cast<uint8_t>(Dtype::F32);
+    // Mostly f32; one argument in four of another element type.
+    b[pos + 1] = b[pos + 1] < 192 ? static_cast<uint8_t>(Dtype::F32) : static_cast<uint8_t>(b[pos + 1] % kNumDtypes);
     pos += vm::kArgBytes;
   }
   const size_t count_at = pos;

@@ -63,6 +63,20 @@ void record_programs() {
   keep.push_back(dvm::matmul(x, y.transpose(0, 1)));
   keep.push_back(dvm::gelu(dvm::linear(x, y, Tensor::uniform({6}, 5, -1.0f, 1.0f)), dvm::GeluApprox::Tanh) * 0.5f);
   keep.push_back(dvm::relu(dvm::matmul(b, y.transpose(0, 1))) + 1.0f);
+  // Element types: 16-bit floats in and out, one-byte masks stored and
+  // read, uint8 and int32 inputs, every conversion's store.
+  const Tensor h = x.to(dvm::Dtype::F16), bf = x.to(dvm::Dtype::BF16);
+  keep.push_back(dvm::tanh(h * 1.5f + 0.25f));
+  keep.push_back(dvm::relu(bf + b.to(dvm::Dtype::BF16)));
+  keep.push_back(dvm::softmax(h, -1));
+  keep.push_back(h.sum(0));
+  const Tensor mask = dvm::gt(x, m);
+  keep.push_back(mask);
+  keep.push_back(dvm::where(mask, h, x));
+  keep.push_back((x * 40.0f).to(dvm::Dtype::U8).to(dvm::Dtype::F32) * (1.0f / 255.0f) + b);
+  keep.push_back((x * 1e5f).to(dvm::Dtype::I32).to(dvm::Dtype::F32) - x);
+  keep.push_back(x.to(dvm::Dtype::I64));
+  keep.push_back(x.to(dvm::Dtype::Bool));
   for (Tensor& t : keep) t.sync();
 }
 
