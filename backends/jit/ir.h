@@ -11,6 +11,7 @@
 #include "backends/jit/caps.h"
 #include "backends/jit/ir_ops.h"
 #include "backends/simd/scale_pow2.h"
+#include "dvm/dtype.h"
 
 #ifndef DVM_SIMD_INLINE
 #define DVM_SIMD_INLINE [[gnu::always_inline]] inline
@@ -64,6 +65,9 @@ struct IrBuilder {
   std::vector<std::pair<uint32_t, int32_t>> consts;  // dedup of Const nodes
   int scratch_rows = 0;
   TargetCaps caps;  // the target's: which fused ops JitVec records
+  // Element type of each kernel argument (compile() sets it; the emitter
+  // converts at loads and stores). Scratch rows are always f32.
+  std::vector<Dtype> arg_types;
 
   void clear() {
     nodes.clear();

@@ -52,6 +52,7 @@ inline const void* arg_base(const vm::ArgBinding& a) { return a.in ? a.in : a.ou
 struct ItemRunner {
   const JitCodeImpl& code;
   const vm::Launch& l;
+  const std::vector<Dtype>& types;
   size_t nargs;
   JitArgs& args;
 
@@ -60,7 +61,7 @@ struct ItemRunner {
   void call(int64_t p, int64_t r, int64_t c0, int64_t n, int64_t rows) {
     for (size_t a = 0; a < nargs; ++a)
       args.base[a] = vm::advance(arg_base(l.args[a]), item_offset(l.args[a], code.patterns[a], p, r, c0),
-                                 Dtype::F32);
+                                 a < types.size() ? types[a] : Dtype::F32);
     args.n = n;
     args.rows = rows;
     code.entry(&args);
@@ -125,11 +126,12 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
     *reason = "contraction kernels run on the interpreter's cube unit (no machine-code cube unit yet)";
     return nullptr;
   }
-  // Loads and stores of the generated code read and write f32 elements.
+  // Loads convert every element type to f32 and stores convert back
+  // (backends/convert.h); int64 needs AVX-512DQ's vcvtqq2ps / vcvttps2qq.
   for (size_t a = 0; a < vp.program.types.size(); ++a)
-    if (vp.program.types[a] != Dtype::F32) {
-      *reason = "argument " + std::to_string(a) + " has element type " + vm::elem_name(vp.program.types[a]) +
-                "; the JIT loads and stores f32 only";
+    if (vp.program.types[a] == Dtype::I64 && isa != Isa::Avx512) {
+      *reason = "argument " + std::to_string(a) +
+                " has element type int64; the JIT converts int64 on AVX-512 only (vcvtqq2ps / vcvttps2qq)";
       return nullptr;
     }
   auto code = std::make_unique<JitCodeImpl>();
@@ -193,7 +195,7 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
     if (scratch.size() < need) scratch.resize(need);
     args.scratch = scratch.data();
   }
-  ItemRunner run{code, l, nargs, args};
+  ItemRunner run{code, l, vp.program.types, nargs, args};
   kFormDrivers[static_cast<int>(vp.program.form)].run(run, begin, end);
 }
 

@@ -33,7 +33,7 @@ namespace dvm::backends::jit {
 //   (0 <= r < rows) adds r * rs[a] elements.
 //   PARAM:   scalars[s] (Launch::scalars), broadcast.
 struct JitArgs {
-  const void* base[vm::kMaxArgs];  // elements of the kernel's type (f32 only so far)
+  const void* base[vm::kMaxArgs];  // elements of the argument's type (Program::types)
   int64_t cs[vm::kMaxArgs];
   int64_t rs[vm::kMaxArgs];
   int64_t n;

@@ -601,6 +601,7 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, in
     return false;
   }
   ir->clear();
+  ir->arg_types = vp.program.types;
   IrBuilder* saved = t_ir;
   t_ir = ir;
   Lowering lw(vp, *ir);

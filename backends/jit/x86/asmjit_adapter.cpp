@@ -37,7 +37,7 @@ asmjit::JitRuntime& runtime() {
   return *rt;
 }
 
-constexpr InstId kInst[static_cast<int>(VI::kCount)] = {
+constexpr InstId kInst[] = {
     ax::Inst::kIdVmovups,     ax::Inst::kIdVmovaps,      ax::Inst::kIdVbroadcastss,
     ax::Inst::kIdVmaskmovps,  ax::Inst::kIdVmovss,       ax::Inst::kIdVaddps,
     ax::Inst::kIdVsubps,      ax::Inst::kIdVmulps,       ax::Inst::kIdVdivps,
@@ -54,7 +54,18 @@ constexpr InstId kInst[static_cast<int>(VI::kCount)] = {
     ax::Inst::kIdKandw,       ax::Inst::kIdKorw,         ax::Inst::kIdKnotw,
     ax::Inst::kIdKmovw,       ax::Inst::kIdVscalefps,
     ax::Inst::kIdVfnmadd213ps, ax::Inst::kIdVfnmadd231ps, ax::Inst::kIdVpternlogd,
+    ax::Inst::kIdVcvtph2ps,   ax::Inst::kIdVcvtps2ph,    ax::Inst::kIdVpmovzxwd,
+    ax::Inst::kIdVpmovzxbd,   ax::Inst::kIdVpminud,      ax::Inst::kIdVcvttps2dq,
+    ax::Inst::kIdVpmovdw,     ax::Inst::kIdVpmovdb,      ax::Inst::kIdVpmovm2b,
+    ax::Inst::kIdVpabsb,      ax::Inst::kIdVpackusdw,    ax::Inst::kIdVpackuswb,
+    ax::Inst::kIdVmovdqu8,    ax::Inst::kIdVmovdqu16,    ax::Inst::kIdVmovdqu32,
+    ax::Inst::kIdVmovdqu64,   ax::Inst::kIdVpbroadcastb, ax::Inst::kIdVpbroadcastw,
+    ax::Inst::kIdVpbroadcastd, ax::Inst::kIdVpbroadcastq, ax::Inst::kIdVpextrb,
+    ax::Inst::kIdVpextrw,     ax::Inst::kIdVmovd,        ax::Inst::kIdVmovq,
+    ax::Inst::kIdVcvtqq2ps,   ax::Inst::kIdVcvttps2qq,   ax::Inst::kIdVinsertf32x8,
+    ax::Inst::kIdKshiftrw,    ax::Inst::kIdVpxor,
 };
+static_assert(sizeof(kInst) / sizeof(kInst[0]) == static_cast<size_t>(VI::kCount), "an asmjit id per VI");
 
 // Records the first asmjit error instead of letting it pass silently.
 class FirstError : public asmjit::ErrorHandler {
@@ -173,6 +184,24 @@ void Assembler::mov32_store(const Opnd& m, Gp s) {
   Opnd mm = m;
   mm.size = 4;
   impl_->a.mov(impl_->memop(mm), ax::Gpd(s));
+}
+
+void Assembler::load_n(Gp d, const Opnd& m, int bytes) {
+  Opnd mm = m;
+  mm.size = static_cast<uint8_t>(bytes);
+  auto& a = impl_->a;
+  if (bytes == 8) a.mov(gp64(d), impl_->memop(mm));
+  else if (bytes == 4) a.mov(ax::Gpd(d), impl_->memop(mm));
+  else a.movzx(ax::Gpd(d), impl_->memop(mm));
+}
+void Assembler::store_n(const Opnd& m, Gp s, int bytes) {
+  Opnd mm = m;
+  mm.size = static_cast<uint8_t>(bytes);
+  auto& a = impl_->a;
+  if (bytes == 8) a.mov(impl_->memop(mm), gp64(s));
+  else if (bytes == 4) a.mov(impl_->memop(mm), ax::Gpd(s));
+  else if (bytes == 2) a.mov(impl_->memop(mm), ax::Gpw(s));
+  else a.mov(impl_->memop(mm), ax::GpbLo(s));
 }
 
 Label Assembler::new_label() { return Label{impl_->a.newLabel().id()}; }

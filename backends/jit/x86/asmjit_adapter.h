@@ -88,6 +88,13 @@ enum class VI : uint8_t {
   vextractf128, vextractf32x8, vmovhlps, vmovshdup,
   kandw, korw, knotw, kmovw, vscalefps,
   vfnmadd213ps, vfnmadd231ps, vpternlogd,
+  // Element-type conversions at loads and stores (backends/convert.h).
+  vcvtph2ps, vcvtps2ph, vpmovzxwd, vpmovzxbd, vpminud, vcvttps2dq,
+  vpmovdw, vpmovdb, vpmovm2b, vpabsb, vpackusdw, vpackuswb,
+  vmovdqu8, vmovdqu16, vmovdqu32, vmovdqu64,
+  vpbroadcastb, vpbroadcastw, vpbroadcastd, vpbroadcastq,
+  vpextrb, vpextrw, vmovd, vmovq, vcvtqq2ps, vcvttps2qq, vinsertf32x8,
+  kshiftrw, vpxor,
   kCount
 };
 
@@ -133,6 +140,10 @@ class Assembler {
   void pop(Gp g);
   void mov32_load(Gp d, const Opnd& m);   // mov r32, dword [m]
   void mov32_store(const Opnd& m, Gp s);  // mov dword [m], r32
+  // Loads `bytes` (1, 2, 4 or 8) from m into d, zero-extended; stores the
+  // low `bytes` of s to m.
+  void load_n(Gp d, const Opnd& m, int bytes);
+  void store_n(const Opnd& m, Gp s, int bytes);
 
   Label new_label();
   void bind(Label l);

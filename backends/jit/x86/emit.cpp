@@ -49,7 +49,10 @@ constexpr int32_t kScratchPtrs = kRowPtrs + vm::kMaxArgs * 8;  // one per scratc
 // 32 bytes; AVX-512: the k-mask bits in the first 4) and its element count.
 constexpr int32_t kBlockMasks = kScratchPtrs + kMaxScratchRows * 8;
 constexpr int32_t kBlockRems = kBlockMasks + kMaxColBlock * 32;
-constexpr int32_t kSpills = kBlockRems + kMaxColBlock * 8;
+// Typed loads and stores: raw elements of a gather, or of an AVX2 tail,
+// pass through here (up to 16 int64).
+constexpr int32_t kTypedBuf = kBlockRems + kMaxColBlock * 8;
+constexpr int32_t kSpills = kTypedBuf + 128;
 constexpr int32_t kOffScratch = offsetof(JitArgs, scratch);
 
 // vcmpps immediate of each neutral predicate: the ordered, quiet forms
@@ -449,7 +452,7 @@ struct Gen {
     range(b + 1, e, masked);
     for (int a : row_args) {
       as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffRs + 8 * a));
-      as.shl(asmx::rax, 2);
+      as.shl(asmx::rax, elem_shift(arg_type(a)));
       const int8_t g = home[a][kPhaseRow];
       if (g >= 0) as.add(static_cast<Gp>(g), asmx::rax);
       else as.add(asmx::mem(asmx::rsp, kRowPtrs + 8 * a), asmx::rax);
@@ -604,6 +607,330 @@ struct Gen {
     commit(i);
   }
 
+  // ---------------------------------------------------------------------------
+  // Typed loads and stores: the f32 registers' conversions from and to an
+  // argument's element type, bit for bit as backends/convert.h defines them
+  // (and the interpreter's load_cvt / store_cvt compute them). Scratch
+  // vectors 1 and 2 and k7 hold the raw elements; every sequence reads its
+  // source before writing its destination.
+  // ---------------------------------------------------------------------------
+  Dtype arg_type(int a) const {
+    return static_cast<size_t>(a) < ir.arg_types.size() ? ir.arg_types[static_cast<size_t>(a)] : Dtype::F32;
+  }
+  Dtype type_of(const Node& n) const { return n.phase == kPhaseScratch ? Dtype::F32 : arg_type(n.arg); }
+  static int elem_shift(Dtype t) {
+    const size_t b = dtype_size(t);
+    return b == 1 ? 0 : b == 2 ? 1 : b == 4 ? 2 : 3;
+  }
+  // Bytes of one vector's worth of elements of type t, and the view of a
+  // register that holds them.
+  int raw_bytes(Dtype t) const { return lanes * static_cast<int>(dtype_size(t)); }
+  static W raw_width(int bytes) { return bytes <= 16 ? W::X : bytes == 32 ? W::Y : W::Z; }
+  Opnd raw_reg(int r, Dtype t) const { return asmx::vreg(r, raw_width(raw_bytes(t))); }
+  // Elements i + copy * lanes .. of type t at p (an int64 vector: its half h
+  // of 8 elements).
+  Opnd telem(Gp p, Dtype t, int copy) const {
+    return asmx::mem(p, asmx::rsi, elem_shift(t), copy * raw_bytes(t), raw_bytes(t));
+  }
+  Opnd telem_half(Gp p, int copy, int h) const {
+    return asmx::mem(p, asmx::rsi, 3, copy * 128 + 64 * h, 64);
+  }
+  // A constant as the last source of a full-width instruction.
+  Opnd kconst(uint32_t bits) {
+    if (!avx512) return as.constant(bits, 32);
+    Opnd m = as.constant(bits, 4);
+    m.bcst = true;
+    return m;
+  }
+  static VI movdqu_for(Dtype t) {
+    const size_t b = dtype_size(t);
+    return b == 1 ? VI::vmovdqu8 : b == 2 ? VI::vmovdqu16 : b == 4 ? VI::vmovdqu32 : VI::vmovdqu64;
+  }
+  // Stores the raw register r (`bytes` of it) to m.
+  void store_raw(const Opnd& m, Opnd r, int bytes) {
+    if (bytes == 8) {
+      r.w = W::X;
+      as.v(VI::vmovq, m, r);
+      return;
+    }
+    r.w = raw_width(bytes);
+    as.v(VI::vmovups, m, r);
+  }
+
+  // d (full width) = f32 of the raw elements of type t in src (a register of
+  // the raw width or memory). Not int64.
+  void cvt_in(Dtype t, Opnd d, const Opnd& src) {
+    switch (t) {
+      case Dtype::F16: as.v(VI::vcvtph2ps, d, src); return;
+      case Dtype::BF16:
+        as.v(VI::vpmovzxwd, d, src);
+        as.v(VI::vpslld, d, d, asmx::imm(16));
+        return;
+      case Dtype::I32: as.v(VI::vcvtdq2ps, d, src); return;
+      case Dtype::U8:
+        as.v(VI::vpmovzxbd, d, src);
+        as.v(VI::vcvtdq2ps, d, d);
+        return;
+      case Dtype::Bool:  // any nonzero byte is 1
+        as.v(VI::vpmovzxbd, d, src);
+        as.v(VI::vpminud, d, d, kconst(1));
+        as.v(VI::vcvtdq2ps, d, d);
+        return;
+      case Dtype::F32:
+      case Dtype::I64: break;
+    }
+  }
+  // AVX-512: d = f32 of 16 int64, elements 0..7 in lo, 8..15 in hi (zmm
+  // registers or 64-byte memory); rounded to nearest even like
+  // static_cast<float>(int64_t).
+  void cvt_in_i64(Opnd d, const Opnd& lo, const Opnd& hi) {
+    as.v(VI::vcvtqq2ps, asmx::vreg(d.reg, W::Y), lo);
+    as.v(VI::vcvtqq2ps, asmx::vreg(1, W::Y), hi);
+    as.v(VI::vinsertf32x8, d, d, asmx::vreg(1, W::Y), asmx::imm(1));
+  }
+
+  // Raw elements of type t of the f32 register s, into scratch 1 (its raw
+  // view, returned). Not int64.
+  Opnd cvt_out(Dtype t, Opnd s) {
+    const Opnd v1 = vr(1), v2 = vr(2);
+    const Opnd x1 = asmx::vreg(1, W::X), x2 = asmx::vreg(2, W::X);
+    // AVX2: 8 dwords of v1, each < 65536, to 8 words in x1.
+    auto avx2_words = [&] {
+      as.v(VI::vextractf128, x2, v1, asmx::imm(1));
+      as.v(VI::vpackusdw, x1, x1, x2);
+    };
+    switch (t) {
+      case Dtype::F16:  // round to nearest even (imm 8: that, exceptions suppressed)
+        as.v(VI::vcvtps2ph, raw_reg(1, t), s, asmx::imm(8));
+        break;
+      case Dtype::BF16:  // (u + 0x7fff + ((u >> 16) & 1)) >> 16; NaN: 0x7fc0
+        as.v(VI::vpsrld, v1, s, asmx::imm(16));
+        as.v(avx512 ? VI::vpandd : VI::vpand, v1, v1, kconst(1));
+        as.v(VI::vpaddd, v1, v1, s);
+        as.v(VI::vpaddd, v1, v1, kconst(0x7fff));
+        as.v(VI::vpsrld, v1, v1, asmx::imm(16));
+        if (avx512) {
+          as.v(VI::vcmpps, asmx::kreg(7), s, s, asmx::imm(vcmpps_imm(CmpPred::Unord)));
+          as.masked(7, false);
+          as.v(VI::vblendmps, v1, v1, kconst(0x7fc0));
+          as.v(VI::vpmovdw, raw_reg(1, t), v1);
+        } else {
+          as.v(VI::vcmpps, v2, s, s, asmx::imm(vcmpps_imm(CmpPred::Unord)));
+          as.v(VI::vblendvps, v1, v1, kconst(0x7fc0), v2);
+          avx2_words();
+        }
+        break;
+      case Dtype::I32:  // truncation; NaN and out of range: INT32_MIN
+        as.v(VI::vcvttps2dq, v1, s);
+        break;
+      case Dtype::U8:  // the low 8 bits of the int32 conversion
+        as.v(VI::vcvttps2dq, v1, s);
+        if (avx512) {
+          as.v(VI::vpmovdb, x1, v1);
+        } else {
+          as.v(VI::vpand, v1, v1, kconst(0xff));
+          avx2_words();
+          as.v(VI::vpackuswb, x1, x1, x1);
+        }
+        break;
+      case Dtype::Bool:  // nonzero (NaN too): 1
+        if (avx512) {
+          as.v(VI::vcmpps, asmx::kreg(7), s, kconst(0), asmx::imm(vcmpps_imm(CmpPred::Ne)));
+          as.v(VI::vpmovm2b, x1, asmx::kreg(7));
+          as.v(VI::vpabsb, x1, x1);
+        } else {
+          as.v(VI::vcmpps, v1, s, kconst(0), asmx::imm(vcmpps_imm(CmpPred::Ne)));
+          as.v(VI::vpsrld, v1, v1, asmx::imm(31));
+          avx2_words();
+          as.v(VI::vpackuswb, x1, x1, x1);
+        }
+        break;
+      case Dtype::F32:
+      case Dtype::I64: break;
+    }
+    return raw_reg(1, t);
+  }
+
+  // Zeroes `bytes` (32, 64 or 128) of the typed buffer.
+  void zero_typed_buf(int bytes) {
+    const Opnd x1 = asmx::vreg(1, W::X);
+    as.v(VI::vpxor, x1, x1, x1);
+    const W zw = bytes >= 64 ? W::Z : W::Y;
+    const int step = zw == W::Z ? 64 : 32;
+    for (int off = 0; off < bytes; off += step)
+      as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf + off, step), asmx::vreg(1, zw));
+  }
+
+  // AVX2 tails: copies the first rem (the copy's count) elements of type t
+  // between the argument at r11 and the typed buffer, byte by byte (AVX2 has
+  // no byte or word masked moves). rdx is restored to n.
+  void copy_bytes(Dtype t, int copy, bool in) {
+    asmx::Label top = as.new_label(), done = as.new_label();
+    as.mov(asmx::rax, asmx::mem(asmx::rsp, rem_slot(copy)));
+    if (elem_shift(t)) as.shl(asmx::rax, elem_shift(t));
+    as.sub(asmx::rcx, asmx::rcx);
+    as.bind(top);
+    as.cmp(asmx::rcx, asmx::rax);
+    as.j(Cond::GE, done);
+    const Opnd arg = asmx::mem(asmx::r11, asmx::rcx, 0, 0), buf = asmx::mem(asmx::rsp, asmx::rcx, 0, kTypedBuf);
+    as.load_n(asmx::rdx, in ? arg : buf, 1);
+    as.store_n(in ? buf : arg, asmx::rdx, 1);
+    as.add(asmx::rcx, 1);
+    as.jmp(top);
+    as.bind(done);
+    as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
+  }
+
+  void typed_load(int32_t i, const Node& n, bool masked) {
+    const Dtype t = type_of(n);
+    const bool m = masked_copy(masked, n.imm);
+    if (m) use_copy_mask(n.imm);
+    Gp p = arg_ptr(n, asmx::rax);
+    const Opnd d = dst(i);
+    if (t == Dtype::I64) {  // AVX-512 only (compile)
+      Opnd lo = telem_half(p, n.imm, 0), hi = telem_half(p, n.imm, 1);
+      if (m) {
+        as.masked(1, true);
+        as.v(VI::vmovdqu64, asmx::vreg(1, W::Z), lo);
+        as.v(VI::kshiftrw, asmx::kreg(7), asmx::kreg(1), asmx::imm(8));
+        as.masked(7, true);
+        as.v(VI::vmovdqu64, asmx::vreg(2, W::Z), hi);
+        lo = asmx::vreg(1, W::Z);
+        hi = asmx::vreg(2, W::Z);
+      }
+      cvt_in_i64(d, lo, hi);
+    } else if (!m) {
+      cvt_in(t, d, telem(p, t, n.imm));
+    } else if (avx512) {  // masked lanes read 0
+      as.masked(1, true);
+      as.v(movdqu_for(t), raw_reg(1, t), telem(p, t, n.imm));
+      cvt_in(t, d, raw_reg(1, t));
+    } else {  // rem elements through the zeroed buffer
+      as.lea(asmx::r11, telem(p, t, n.imm));
+      zero_typed_buf(32);
+      copy_bytes(t, n.imm, true);
+      cvt_in(t, d, asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)));
+    }
+    commit(i);
+  }
+
+  // One element broadcast, then converted.
+  void typed_load_b(int32_t i, const Node& n) {
+    const Dtype t = type_of(n);
+    Gp p = arg_ptr(n, asmx::rax);
+    const Opnd d = dst(i);
+    const size_t b = dtype_size(t);
+    if (t == Dtype::I64) {
+      as.v(VI::vpbroadcastq, asmx::vreg(1, W::Z), asmx::mem(p, 0, 8));
+      cvt_in_i64(d, asmx::vreg(1, W::Z), asmx::vreg(1, W::Z));
+    } else {
+      const VI bc = b == 1 ? VI::vpbroadcastb : b == 2 ? VI::vpbroadcastw : VI::vpbroadcastd;
+      as.v(bc, raw_reg(1, t), asmx::mem(p, 0, static_cast<int>(b)));
+      cvt_in(t, d, raw_reg(1, t));
+    }
+    commit(i);
+  }
+
+  // Strided gather of raw elements into the typed buffer (element j at
+  // base + (i + j) * cs), then converted from there.
+  void typed_gather(int32_t i, const Node& n, bool masked) {
+    const Dtype t = type_of(n);
+    const int sh = elem_shift(t), b = static_cast<int>(dtype_size(t));
+    as.mov(asmx::r11, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
+    if (n.imm) {
+      as.lea(asmx::rcx, asmx::mem(asmx::rsi, n.imm * lanes));
+      as.imul(asmx::r11, asmx::rcx);
+    } else {
+      as.imul(asmx::r11, asmx::rsi);
+    }
+    Gp p = arg_ptr(n, asmx::rax);
+    as.lea(asmx::r11, asmx::mem(p, asmx::r11, sh, 0));
+    as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
+    if (sh) as.shl(asmx::rax, sh);
+    if (!masked) {
+      for (int j = 0; j < lanes; ++j) {
+        as.load_n(asmx::rcx, asmx::mem(asmx::r11, 0), b);
+        as.store_n(asmx::mem(asmx::rsp, kTypedBuf + b * j), asmx::rcx, b);
+        if (j + 1 < lanes) as.add(asmx::r11, asmx::rax);
+      }
+    } else {
+      zero_typed_buf(std::max(32, raw_bytes(t)));
+      asmx::Label top = as.new_label(), done = as.new_label();
+      as.sub(asmx::rcx, asmx::rcx);
+      as.bind(top);
+      as.cmp(asmx::rcx, asmx::mem(asmx::rsp, rem_slot(n.imm)));
+      as.j(Cond::GE, done);
+      as.load_n(asmx::rdx, asmx::mem(asmx::r11, 0), b);
+      as.store_n(asmx::mem(asmx::rsp, asmx::rcx, sh, kTypedBuf), asmx::rdx, b);
+      as.add(asmx::r11, asmx::rax);
+      as.add(asmx::rcx, 1);
+      as.jmp(top);
+      as.bind(done);
+      as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
+    }
+    const Opnd d = dst(i);
+    if (t == Dtype::I64) cvt_in_i64(d, asmx::mem(asmx::rsp, kTypedBuf, 64), asmx::mem(asmx::rsp, kTypedBuf + 64, 64));
+    else cvt_in(t, d, asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)));
+    commit(i);
+  }
+
+  void typed_store(const Node& n, bool masked) {
+    const Dtype t = type_of(n);
+    const bool m = masked_copy(masked, n.imm);
+    if (m) use_copy_mask(n.imm);
+    const Opnd s = src_reg(n.a, 0);
+    if (t == Dtype::I64) {  // AVX-512 only: truncation, NaN and out of range INT64_MIN
+      const Opnd z1 = asmx::vreg(1, W::Z), z2 = asmx::vreg(2, W::Z);
+      as.v(VI::vcvttps2qq, z1, asmx::vreg(s.reg, W::Y));
+      as.v(VI::vextractf32x8, asmx::vreg(2, W::Y), s, asmx::imm(1));
+      as.v(VI::vcvttps2qq, z2, asmx::vreg(2, W::Y));
+      Gp p = arg_ptr(n, asmx::rax);
+      if (m) {
+        as.v(VI::kshiftrw, asmx::kreg(7), asmx::kreg(1), asmx::imm(8));
+        as.masked(1, false);
+        as.v(VI::vmovdqu64, telem_half(p, n.imm, 0), z1);
+        as.masked(7, false);
+        as.v(VI::vmovdqu64, telem_half(p, n.imm, 1), z2);
+      } else {
+        as.v(VI::vmovups, telem_half(p, n.imm, 0), z1);
+        as.v(VI::vmovups, telem_half(p, n.imm, 1), z2);
+      }
+      return;
+    }
+    const Opnd r = cvt_out(t, s);
+    Gp p = arg_ptr(n, asmx::rax);
+    if (!m) {
+      store_raw(telem(p, t, n.imm), r, raw_bytes(t));
+    } else if (avx512) {
+      as.masked(1, false);
+      as.v(movdqu_for(t), telem(p, t, n.imm), r);
+    } else {  // rem elements from the buffer
+      store_raw(asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)), r, raw_bytes(t));
+      as.lea(asmx::r11, telem(p, t, n.imm));
+      copy_bytes(t, n.imm, false);
+    }
+  }
+
+  // Lane 0 of the row value, converted, as one element.
+  void typed_store_b(const Node& n) {
+    const Dtype t = type_of(n);
+    const Opnd s = src_reg(n.a, 0);
+    const Opnd x1 = asmx::vreg(1, W::X);
+    if (t == Dtype::I64) {
+      as.v(VI::vcvttps2qq, x1, asmx::vreg(s.reg, W::X));
+      Gp p = arg_ptr(n, asmx::rax);
+      as.v(VI::vmovq, asmx::mem(p, 0, 8), x1);
+      return;
+    }
+    cvt_out(t, s);
+    Gp p = arg_ptr(n, asmx::rax);
+    switch (dtype_size(t)) {
+      case 1: as.v(VI::vpextrb, asmx::mem(p, 0, 1), x1, asmx::imm(0)); break;
+      case 2: as.v(VI::vpextrw, asmx::mem(p, 0, 2), x1, asmx::imm(0)); break;
+      default: as.v(VI::vmovd, asmx::mem(p, 0, 4), x1); break;
+    }
+  }
+
   void node(int32_t i, bool masked) {
     const Node& n = nodes[static_cast<size_t>(i)];
     switch (n.op) {
@@ -616,6 +943,10 @@ struct Gen {
         commit(i);
         return;
       case IrOp::Load: {
+        if (type_of(n) != Dtype::F32) {
+          typed_load(i, n, masked);
+          return;
+        }
         const bool m = masked_copy(masked, n.imm);
         if (m) use_copy_mask(n.imm);
         Gp p = arg_ptr(n, asmx::rax);
@@ -630,13 +961,24 @@ struct Gen {
         commit(i);
         return;
       case IrOp::LoadB: {
+        if (type_of(n) != Dtype::F32) {
+          typed_load_b(i, n);
+          return;
+        }
         Gp p = arg_ptr(n, asmx::rax);
         as.v(VI::vbroadcastss, dst(i), asmx::mem(p, 0, 4));
         commit(i);
         return;
       }
-      case IrOp::LoadS: gather(i, n, masked_copy(masked, n.imm)); return;
+      case IrOp::LoadS:
+        if (type_of(n) != Dtype::F32) typed_gather(i, n, masked_copy(masked, n.imm));
+        else gather(i, n, masked_copy(masked, n.imm));
+        return;
       case IrOp::Store: {
+        if (type_of(n) != Dtype::F32) {
+          typed_store(n, masked);
+          return;
+        }
         const bool m = masked_copy(masked, n.imm);
         if (m) use_copy_mask(n.imm);
         Opnd s = src_reg(n.a, 0);
@@ -653,6 +995,10 @@ struct Gen {
         return;
       }
       case IrOp::StoreB: {
+        if (type_of(n) != Dtype::F32) {
+          typed_store_b(n);
+          return;
+        }
         Opnd s = src_reg(n.a, 0);
         Gp p = arg_ptr(n, asmx::rax);
         as.v(VI::vmovss, asmx::mem(p, 0, 4), asmx::vreg(s.reg, W::X));
