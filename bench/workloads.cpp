@@ -8,11 +8,15 @@
 //                                            libtorch_workloads.cpp)
 //   record/per_op                            recording alone
 //   W8_dynamic/dvm/first, /second            W1 over 50 new shapes, cold and warm caches
+//   W1_chain/dvm_f16/<size>/threads:1        W1 with float16 inputs and output
+//   W5_bias_tanh/dvm_bf16/<size>/threads:1   W5 with bfloat16 inputs and output
+//                                            (pct_bw counts 2-byte elements)
 //
 // A dvm iteration does what a user does: wrap the preallocated inputs
 // (Tensor::from_blob), record the ops, observe the result (data()). Every
 // benchmark checks its result once, outside the timing, and aborts if it is
 // wrong, so a wrong kernel can never report a fast time.
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -132,6 +136,133 @@ int register_workloads() {
           b->Unit(benchmark::kMicrosecond);
           if (threads > 1) b->UseRealTime();
         }
+  return 0;
+}
+
+// ---- W1 / W5 on 16-bit floats ----------------------------------------------------
+// The pools' values rounded to float16 (W1: x, a, b) and bfloat16 (W5: x,
+// bias), once per process; the result is observed without a copy
+// (data<Half>() / data<BFloat16>()), as the f32 figure observes data().
+
+template <class T>
+using Vec16 = std::vector<T, CacheLineAllocator<T>>;
+struct Pools16 {
+  Vec16<dvm::Half> x, a, b;
+  Vec16<dvm::BFloat16> bx, bbias;
+};
+const Pools16& pools16() {
+  static const Pools16 q = [] {
+    const Pools& p = pools();
+    Pools16 h;
+    for (size_t i = 0; i < static_cast<size_t>(kLarge); ++i) {
+      h.x.push_back(dvm::to_half(p.x[i]));
+      h.a.push_back(dvm::to_half(p.a[i]));
+      h.b.push_back(dvm::to_half(p.b[i]));
+      h.bx.push_back(dvm::to_bfloat16(p.x[i]));
+    }
+    for (size_t i = 0; i < static_cast<size_t>(kRowWidth); ++i) h.bbias.push_back(dvm::to_bfloat16(p.bias[i]));
+    return h;
+  }();
+  return q;
+}
+
+// W1 in float16 or W5 in bfloat16, recorded as a user would.
+dvm::Tensor w_record16(W w, int64_t n) {
+  const Pools16& p = pools16();
+  if (w == W::W1) {
+    dvm::Tensor x = dvm::Tensor::from_blob(p.x.data(), {n});
+    dvm::Tensor a = dvm::Tensor::from_blob(p.a.data(), {n});
+    dvm::Tensor b = dvm::Tensor::from_blob(p.b.data(), {n});
+    return dvm::relu(x * a + b) * 0.5f + x;
+  }
+  return dvm::tanh(dvm::Tensor::from_blob(p.bx.data(), {n / kRowWidth, kRowWidth}) +
+                   dvm::Tensor::from_blob(p.bbias.data(), {kRowWidth}));
+}
+
+const void* observe16(W w, const dvm::Tensor& y) {
+  return w == W::W1 ? static_cast<const void*>(y.data<dvm::Half>()) : static_cast<const void*>(y.data<dvm::BFloat16>());
+}
+
+// One unit in the last place of a 16-bit float of magnitude |v| (mantissa
+// bits m: float16 10, bfloat16 7; smallest exponent emin: -14, -126).
+double ulp16(double v, int m, int emin) {
+  const int e = v == 0 ? emin : std::max(emin, static_cast<int>(std::floor(std::log2(std::fabs(v)))));
+  return std::ldexp(1.0, e - m);
+}
+
+// Checks y (n values of W1 in float16 or W5 in bfloat16) against a double
+// reference on the same 16-bit inputs: |y - ref| <= 1 ulp of the 16-bit type
+// at ref plus the f32 computation's error (W1: a few roundings, 2^-23 of
+// |x a| + |b| + |x|; W5: tanh's 1.84 ULP (docs/MATH.md) and the rounding of
+// x + bias, 3 float ULPs of the result, at least 2^-24). Aborts otherwise.
+void check16(const std::string& name, W w, const void* y, int64_t n) {
+  const Pools16& p = pools16();
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    double ref, err32, got;
+    if (w == W::W1) {
+      const double x = dvm::to_float(p.x[k]), a = dvm::to_float(p.a[k]), b = dvm::to_float(p.b[k]);
+      const double t = x * a + b;
+      ref = (t > 0 ? t : 0.0) * 0.5 + x;
+      err32 = std::ldexp(std::fabs(x * a) + std::fabs(b) + std::fabs(x), -23);
+      got = dvm::to_float(static_cast<const dvm::Half*>(y)[k]);
+    } else {
+      const double x = dvm::to_float(p.bx[k]), b = dvm::to_float(p.bbias[k % static_cast<size_t>(kRowWidth)]);
+      ref = std::tanh(x + b);
+      err32 = 3.0 * std::max(std::ldexp(std::fabs(ref), -23), std::ldexp(1.0, -24));
+      got = dvm::to_float(static_cast<const dvm::BFloat16*>(y)[k]);
+    }
+    const double tol = (w == W::W1 ? ulp16(ref, 10, -14) : ulp16(ref, 7, -126)) + err32;
+    if (!(std::fabs(got - ref) <= tol)) {
+      std::fprintf(stderr, "bench_dvm: %s: element %lld is %.9g, the double reference %.9g (tolerance %.3g)\n",
+                   name.c_str(), static_cast<long long>(i), got, ref, tol);
+      std::abort();
+    }
+  }
+}
+
+void BM_workload16(benchmark::State& state, const std::string& name, W w, int64_t n) {
+  apply_system(kDvm, 1);
+  triad_bytes_per_second(1);
+  const double e = static_cast<double>(n);
+  const double bytes = w == W::W1 ? 2.0 * 4 * e : 2.0 * (2 * e + kRowWidth);
+  dvm::flush();
+  const bool check = first_time(name);
+  if (check) check16(name + " (first call)", w, observe16(w, w_record16(w, n)), n);
+  for (int64_t i = 0; i <= dvm::jit_threshold(); ++i) {
+    dvm::Tensor y = w_record16(w, n);
+    benchmark::DoNotOptimize(observe16(w, y));
+  }
+  dvm::wait_for_jit();
+  if (check) check16(name, w, observe16(w, w_record16(w, n)), n);
+  dvm::set_kernel_log(true);
+  {
+    dvm::Tensor y = w_record16(w, n);
+    benchmark::DoNotOptimize(observe16(w, y));
+  }
+  const std::vector<dvm::KernelRun> log = dvm::take_kernel_log();
+  dvm::set_kernel_log(false);
+  int jit = 0;
+  for (const dvm::KernelRun& k : log) jit += k.tier == "jit";
+  const double on_jit = log.empty() ? 0.0 : static_cast<double>(jit) / static_cast<double>(log.size());
+  const LoopStats loop_stats;
+  for (auto _ : state) {
+    dvm::Tensor y = w_record16(w, n);
+    benchmark::DoNotOptimize(observe16(w, y));
+  }
+  loop_stats.set_counters(state);
+  state.counters["on_jit"] = on_jit;
+  set_bandwidth_counters(state, bytes, 1);
+}
+
+int register_workloads16() {
+  for (W w : {W::W1, W::W5})
+    for (int64_t n : kSizes) {
+      const std::string name =
+          std::string(w_name(w)) + (w == W::W1 ? "/dvm_f16/" : "/dvm_bf16/") + std::to_string(n) + "/threads:1";
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { BM_workload16(st, name, w, n); })
+          ->Unit(benchmark::kMicrosecond);
+    }
   return 0;
 }
 
@@ -303,6 +434,7 @@ int register_others() {
 }
 
 const int registered_workloads = register_workloads();
+const int registered_workloads16 = register_workloads16();
 const int registered_others = register_others();
 
 }  // namespace
