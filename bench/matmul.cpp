@@ -6,6 +6,7 @@
 //                                              one pass per iteration
 // Counter gflops (2 M N K per product). Systems: dvm (the public API, what a
 // user writes, past the JIT threshold), dvm_interp (the interpreter only),
+// dvm_bf16 (bfloat16 operands and result, the inference shapes),
 // openblas (cblas_sgemm, its threads set to N), onednn (a matmul primitive
 // created once; onednn_new_shape creates it inside the timed loop) and libtorch (libtorch_matmul.cpp), each where Debian's package was
 // found at configure time. Every dvm and libtorch result is checked once,
@@ -81,7 +82,8 @@ double gelu_tanh(double t) { return 0.5 * t * (1 + std::tanh(0.7978845608028654 
 // reference: C[i][m][n] = sum_k a(i, m, k) b(i, k, n) (then bias and gelu
 // when `linear`).
 template <class A, class B>
-void check_product(const std::string& what, const float* y, const MmShape& s, A a, B b, const float* bias = nullptr) {
+void check_product(const std::string& what, const float* y, const MmShape& s, A a, B b, const float* bias = nullptr,
+                   double rel = 0) {
   for (int t = 0; t < 64; ++t) {
     const int64_t i = t % s.batch, m = (t * 7919) % s.M, n = (t * 104729) % s.N;
     double sum = 0, mag = 0;
@@ -92,7 +94,7 @@ void check_product(const std::string& what, const float* y, const MmShape& s, A 
     double want = sum;
     if (bias) want = gelu_tanh(sum + bias[n]);
     const double got = y[(i * s.M + m) * s.N + n];
-    if (std::fabs(got - want) > (static_cast<double>(s.K) + 8) * 0x1p-24 * (mag + 1) + 1e-6) {
+    if (std::fabs(got - want) > (static_cast<double>(s.K) + 8) * 0x1p-24 * (mag + 1) + rel * std::fabs(want) + 1e-6) {
       std::fprintf(stderr, "bench_dvm: %s: element (%lld, %lld) is %.9g, expected %.9g\n", what.c_str(),
                    static_cast<long long>(m), static_cast<long long>(n), got, want);
       std::abort();
@@ -139,6 +141,37 @@ void BM_matmul_dvm(benchmark::State& state, MmShape s, int threads, const System
   for (auto _ : state) {
     dvm::Tensor y = once();
     benchmark::DoNotOptimize(y.data());
+  }
+  set_gflops(state, flops(s));
+}
+
+// matmul with bfloat16 operands and result (the inputs above rounded to
+// bfloat16): the cube widens the operands as it reads them and rounds the
+// f32 sums once. Checked as the f32 product on the rounded inputs, plus
+// half a bfloat16 ulp (2^-8 relative) for the result's rounding.
+void BM_matmul_dvm_bf16(benchmark::State& state, MmShape s, int threads, const std::string& name) {
+  apply_system(kDvm, threads);
+  std::vector<float> a = values(s.batch * s.M * s.K, 1), b = values(s.batch * s.K * s.N, 2);
+  std::vector<dvm::BFloat16> a16, b16;
+  for (float& v : a) {
+    a16.push_back(dvm::to_bfloat16(v));
+    v = dvm::to_float(a16.back());
+  }
+  for (float& v : b) {
+    b16.push_back(dvm::to_bfloat16(v));
+    v = dvm::to_float(b16.back());
+  }
+  const dvm::Shape as = s.batch > 1 ? dvm::Shape{s.batch, s.M, s.K} : dvm::Shape{s.M, s.K};
+  const dvm::Shape bs = s.batch > 1 ? dvm::Shape{s.batch, s.K, s.N} : dvm::Shape{s.K, s.N};
+  auto once = [&] { return dvm::matmul(dvm::Tensor::from_blob(a16.data(), as), dvm::Tensor::from_blob(b16.data(), bs)); };
+  if (first_time(name)) {
+    const std::vector<float> y = once().to_vector();
+    check_product(name, y.data(), s, a_at(s, a), b_at(s, b), nullptr, 0x1p-8);
+  }
+  warm(once);
+  for (auto _ : state) {
+    dvm::Tensor y = once();
+    benchmark::DoNotOptimize(y.data<dvm::BFloat16>());
   }
   set_gflops(state, flops(s));
 }
@@ -336,6 +369,10 @@ int register_matmul() {
       for (const System& sys : kDvmSystems) {
         const std::string dvm_name = "matmul/" + dims(s) + "/" + sys.name + tail;
         add(dvm_name, [=](benchmark::State& st) { BM_matmul_dvm(st, s, threads, sys, dvm_name); }, threads);
+      }
+      if (s.batch == 1 && s.K >= 768) {  // the inference shapes
+        const std::string bf16_name = "matmul/" + dims(s) + "/dvm_bf16" + tail;
+        add(bf16_name, [=](benchmark::State& st) { BM_matmul_dvm_bf16(st, s, threads, bf16_name); }, threads);
       }
 #ifdef DVM_BENCH_HAVE_OPENBLAS
       add("matmul/" + dims(s) + "/openblas" + tail, [=](benchmark::State& st) { BM_matmul_openblas(st, s, threads); },

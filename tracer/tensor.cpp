@@ -881,14 +881,12 @@ Shape leading(const Shape& s, int drop) {
 }
 
 Tensor contract(const Tensor& a, const Tensor& b, const Shape& out) {
-  // The cube unit reads f32 operands from memory: a constant (no buffer)
-  // becomes one first, 16-bit floats are widened first (exactly), and the
-  // f32 sums are rounded once to their type at the end.
-  const Dtype t = a.dtype();
-  if (t != Dtype::F32) return contract(a.to(Dtype::F32), b.to(Dtype::F32), out).to(t);
+  // The cube unit reads its operands from memory (a constant, which has no
+  // buffer, becomes one first), widens 16-bit floats exactly as it reads
+  // them, sums in f32 and rounds the product to its type once, at its store.
   const Tensor ca = is_constant(a) ? empty_copy(a) : a, cb = is_constant(b) ? empty_copy(b) : b;
   Node* ins[2] = {need(ca, "matmul"), need(cb, "matmul")};
-  return record(detail::new_node(NodeKind::Contract, OpKind::MatMul, Dtype::F32, out, ins, 2));
+  return record(detail::new_node(NodeKind::Contract, OpKind::MatMul, a.dtype(), out, ins, 2));
 }
 
 }  // namespace

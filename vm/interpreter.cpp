@@ -575,6 +575,36 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
   });
 }
 
+// Bytes of a widened B panel (run_contraction): within L2 beside the cube's
+// own packed panels.
+constexpr int64_t kWidenBytes = 256 * 1024;
+
+// The cube's operand for one item: f32 arguments are read in place; a
+// 16-bit float operand's rows x cols region (element (i, j) at base + i *
+// rs + j * cs, in elements) is widened (exactly) into `buf` first, laid out
+// along whichever axis the source is contiguous in, so the GEMM packs it as
+// it would the f32 original.
+backends::cube::Matrix cube_operand(const ArgBinding& a, Dtype t, int64_t off, int64_t rows, int64_t cols,
+                                    int64_t rs, int64_t cs, std::vector<float>& buf,
+                                    const backends::MicroKernels& mk) {
+  if (t == Dtype::F32) return {f32_in(a, off), rs, cs};
+  buf.resize(static_cast<size_t>(rows * cols));
+  const void* base = typed_in(a, off, t);
+  float* d = buf.data();
+  const backends::LoadCvtFn cvt = mk.load_cvt[static_cast<int>(t)];
+  if (cs == 1 || cols == 1) {  // rows contiguous: row-major copy
+    for (int64_t i = 0; i < rows; ++i) cvt(d + i * cols, advance(base, i * rs, t), cols);
+    return {d, cols, 1};
+  }
+  if (rs == 1 || rows == 1) {  // columns contiguous: column-major copy
+    for (int64_t j = 0; j < cols; ++j) cvt(d + j * rows, advance(base, j * cs, t), rows);
+    return {d, 1, rows};
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) d[i * cols + j] = backends::load_elem(t, base, i * rs + j * cs);
+  return {d, cols, 1};
+}
+
 // Contraction items are output blocks (vm/schedule.h): the MMA's product
 // for the block is made into the thread's block buffer, then the program
 // runs over the block's rows as tiles, its MMA register reading the buffer.
@@ -596,6 +626,8 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   const bool direct = p.code.size() == 2 && p.code[1].op == Op::ST && p.code[1].r[1] == mma->r[0] &&
                       p.types[p.code[1].r[0]] == Dtype::F32 &&
                       (l.C() <= 1 || l.args[p.code[1].r[0]].stride[kC] == 1);
+  const Dtype ta = p.types[mma->r[1]], tb = p.types[mma->r[2]];
+  const bool widens = ta != Dtype::F32 || tb != Dtype::F32;
   thread_local std::vector<float> product;
   product.resize(static_cast<size_t>(blocks.rows * kMmaCols));
   const size_t ni = p.code.size();
@@ -604,10 +636,8 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
     const ItemStart at = mma_item(l, blocks, item, &rows);
     // The cube unit (backends/cube/gemm.h): each sum in ascending k from
     // +0, the order every tier keeps.
-    backends::cube::Gemm g{rows, at.n, l.K(),
-                           {f32_in(A, at.p * A.stride[kP] + at.r * A.stride[kR]), A.stride[kR], A.stride[kK]},
-                           {f32_in(B, at.p * B.stride[kP] + at.c0 * B.stride[kC]), B.stride[kK], B.stride[kC]},
-                           product.data(), at.n};
+    const int64_t a0 = at.p * A.stride[kP] + at.r * A.stride[kR], b0 = at.p * B.stride[kP] + at.c0 * B.stride[kC];
+    backends::cube::Gemm g{rows, at.n, l.K(), {}, {}, product.data(), at.n};
     // An item is one block of the launch's schedule already: a tall one runs
     // as one GEMM block (A and B packed once), a short one faster in the
     // cube's narrower blocks.
@@ -617,10 +647,27 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
       const ArgBinding& out = l.args[p.code[1].r[0]];
       g.c = f32_out(out, at.p * out.stride[kP] + at.r * out.stride[kR] + at.c0);
       g.ldc = rows > 1 ? out.stride[kR] : at.n;  // one row: no row stride is read
-      backends::cube::gemm(g, mk.isa);
-      continue;
     }
-    backends::cube::gemm(g, mk.isa);
+    if (!widens) {
+      g.a = {f32_in(A, a0), A.stride[kR], A.stride[kK]};
+      g.b = {f32_in(B, b0), B.stride[kK], B.stride[kC]};
+      backends::cube::gemm(g, mk.isa);
+    } else {
+      // 16-bit operands are widened a K panel at a time (kWidenBytes of B
+      // per panel, so it is still in cache when the cube reads it), each
+      // panel continuing the sums of the last: the same steps as one call.
+      thread_local std::vector<float> a16, b16;
+      const int64_t K = l.K(), kc = std::max<int64_t>(16, kWidenBytes / (4 * std::max<int64_t>(at.n, 1)));
+      for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
+        const int64_t kn = std::min(kc, K - k0);
+        g.K = kn;
+        g.accumulate = k0 > 0;
+        g.a = cube_operand(A, ta, a0 + k0 * A.stride[kK], rows, kn, A.stride[kR], A.stride[kK], a16, mk);
+        g.b = cube_operand(B, tb, b0 + k0 * B.stride[kK], kn, at.n, B.stride[kK], B.stride[kC], b16, mk);
+        backends::cube::gemm(g, mk.isa);
+      }
+    }
+    if (direct) continue;
     for (int64_t r = 0; r < rows; ++r) {
       const Tile t{at.p, at.r + r, at.c0, at.n};
       f.mma = product.data() + r * at.n;

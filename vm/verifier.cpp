@@ -205,9 +205,9 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         for (int k = 1; k <= 2; ++k)
           if (p.roles[ins.r[k]] != ArgRole::Input)
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + ", which is an output");
-          else if (p.types[ins.r[k]] != Dtype::F32)  // the cube packs f32 operands only
+          else if (!is_floating(p.types[ins.r[k]]))  // the cube widens 16-bit floats as it reads them
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + " of element type " +
-                          elem_name(p.types[ins.r[k]]) + "; the cube unit's operands are f32");
+                          elem_name(p.types[ins.r[k]]) + "; the cube unit's operands are f32, f16 or bf16");
         info.dst_kind = Kind::Vec;
         break;
       case OpClass::Reduce:

@@ -12,7 +12,7 @@
 // Blocking over K keeps that order: a K panel after the first continues from
 // the partial sum stored in c. Nothing depends on how the items of run() are
 // split across calls or threads. M = 0 or N = 0 does nothing; K = 0 writes
-// zeros (then calls the hook).
+// zeros (then calls the hook), unless Gemm::accumulate.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +66,10 @@ struct Gemm {
   // the work into items itself runs each as one product).
   bool split_for_threads = true;
   Kernels kernels = Kernels::Precompiled;
+  // True: every sum continues from the value already in C (a product cut
+  // along K by the caller: the same ascending-k steps, so the same bits as
+  // one call over the whole K); K = 0 then leaves C as it is.
+  bool accumulate = false;
 };
 
 // Work items: the M x N output is cut into blocks whose sizes depend on the

@@ -327,7 +327,7 @@ struct Driver {
     float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
     for (int64_t k0 = 0; k0 < g.K; k0 += GKC) {
       const int64_t kc = mn(GKC, g.K - k0);
-      const bool load = k0 > 0;
+      const bool load = k0 > 0 || g.accumulate;
       pack_a<GMR>(g.a, blk.i0, blk.rows, k0, kc, apack);
       for (int64_t jr = 0; jr < blk.cols; jr += GNR) {
         const int64_t nc = mn(GNR, blk.cols - jr);
@@ -373,13 +373,13 @@ struct Driver {
       const int64_t kc = mn(kGemvRows, g.K - k0);
       const float* b = b0 + k0 * g.b.rs;
       for (int64_t j = 0; j < nv; j += W) {
-        typename V::T acc = k0 == 0 ? V::zero() : V::load(c + j);
+        typename V::T acc = k0 == 0 && !g.accumulate ? V::zero() : V::load(c + j);
         for (int64_t t = 0; t < kc; ++t)
           acc = V::madd(V::bcast(a + (k0 + t) * g.a.cs), V::load(b + t * g.b.rs + j), acc);
         V::store(c + j, acc);
       }
       for (int64_t j = nv; j < n; ++j) {
-        float acc = k0 == 0 ? 0.0f : c[j];
+        float acc = k0 == 0 && !g.accumulate ? 0.0f : c[j];
         for (int64_t t = 0; t < kc; ++t) acc = P::madd1(a[(k0 + t) * g.a.cs], b[t * g.b.rs + j], acc);
         c[j] = acc;
       }
@@ -398,7 +398,7 @@ struct Driver {
     const bool small = g.M <= P::kSmallM;
     for (int64_t item = begin; item < end; ++item) {
       const Block blk = block_of(g, p, item);
-      if (g.K == 0) {
+      if (g.K == 0 && !g.accumulate) {
         float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
         for (int64_t r = 0; r < blk.rows; ++r)
           for (int64_t j = 0; j < blk.cols; ++j) cblk[r * g.ldc + j] = 0.0f;

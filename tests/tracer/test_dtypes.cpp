@@ -346,6 +346,42 @@ TEST_P(Dtypes, SixteenBitMatmulAccumulatesInF32) {
   }
 }
 
+// The cube widens 16-bit operands exactly and sums in f32 in its fixed
+// order, so a 16-bit product (and its fused epilogue) is bit for bit the
+// f32 computation on the widened values, rounded once: whatever the
+// operands' layouts (transposed weights, strided slices, batches, one row).
+TEST_P(Dtypes, SixteenBitProductsAreTheF32ProductRoundedOnce) {
+  struct Case {
+    int64_t M, K, N;
+  };
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    for (const Case& c : {Case{1, 768, 96}, Case{5, 33, 17}, Case{70, 65, 130}, Case{1, 7, 1}, Case{24, 0, 3}}) {
+      const std::vector<uint16_t> xa = bits16(t, make_values(c.M * c.K, 51, uniform_gen(-2, 2)));
+      const std::vector<uint16_t> wb = bits16(t, make_values(c.N * c.K, 52, uniform_gen(-2, 2)));
+      const std::vector<uint16_t> bb = bits16(t, make_values(c.N, 53, uniform_gen(-1, 1)));
+      Tensor x = tensor16(t, xa, {c.M, c.K}), w = tensor16(t, wb, {c.N, c.K}), bias = tensor16(t, bb, {c.N});
+      Tensor x32 = x.to(Dtype::F32), w32 = w.to(Dtype::F32), b32 = bias.to(Dtype::F32);
+      auto same = [&](const Tensor& y16, const Tensor& y32, const std::string& what) {
+        ASSERT_EQ(y16.dtype(), t) << what;
+        const std::vector<uint16_t> got = read16(y16), want = read16(y32.to(t));
+        ASSERT_EQ(got.size(), want.size()) << what;
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << dtype_name(t) << " " << what << " M=" << c.M << " K=" << c.K << " N=" << c.N
+                                     << " i=" << i;
+      };
+      same(linear(x, w, bias), linear(x32, w32, b32), "linear (W transposed)");
+      same(gelu(linear(x, w), GeluApprox::Tanh) * 0.5f, gelu(linear(x32, w32), GeluApprox::Tanh) * 0.5f,
+           "gelu(linear) * 0.5");
+      same(matmul(x, w.transpose(0, 1).contiguous()), matmul(x32, w32.transpose(0, 1).contiguous()), "matmul");
+      if (c.K >= 2)
+        same(matmul(x.slice(1, 0, c.K, 2), w.slice(1, 0, c.K, 2).transpose(0, 1)),
+             matmul(x32.slice(1, 0, c.K, 2), w32.slice(1, 0, c.K, 2).transpose(0, 1)), "strided slices");
+      same(matmul(x.reshape({1, c.M, c.K}).expand({3, c.M, c.K}), w.transpose(0, 1)),
+           matmul(x32.reshape({1, c.M, c.K}).expand({3, c.M, c.K}), w32.transpose(0, 1)), "batch broadcast");
+    }
+  }
+}
+
 TEST_P(Dtypes, MasksAreOneBytePerElementAndSelect) {
   for (int64_t n : op_lengths()) {
     const std::vector<float> a = make_values(n, 31, uniform_gen(-1, 1), {kNaN, 0.0f, -0.0f});
