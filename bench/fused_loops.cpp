@@ -2,9 +2,18 @@
 // output per element, compiled with -O3 -march=native. Row workloads work on
 // one row at a time; a 1024-float row (4 KiB) stays in L1 between the passes
 // over it, so memory sees a single read and a single write.
+//
+// Every loop here vectorizes (AVX2 and AVX-512; `objdump -d` on this object
+// shows vfmadd...ps on ymm/zmm and no call in the loops): relu and the one
+// select are bit operations (see select()), and exp and tanh are this file's own branch-free float functions (exp_ref,
+// tanh_ref) rather than std::exp / std::tanh, which GCC 12 leaves as scalar
+// libm calls without -ffast-math. Their polynomials come from
+// bench/fit_ref_poly.py; their errors against double are measured by
+// `bench_dvm --accuracy` (docs/PERFORMANCE.md, "Reference loops").
 #include "bench/fused_loops.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -14,6 +23,71 @@ namespace {
 // Independent partial results per reduction: 16 floats = one AVX-512
 // register, so the compiler vectorises the reductions without -ffast-math.
 constexpr int kLanes = 16;
+
+// c ? a : b on the bits. GCC sinks the arithmetic of each side of a plain
+// ?: (or of std::max) into a branch of its own, and under the default
+// -ftrapping-math it may not speculate that arithmetic back into a vector
+// select unless the ISA has masked operations (AVX-512 does, AVX2 does not):
+// the loops would stay scalar on AVX2. Selecting on the bits keeps both
+// sides computed and the loop branch-free on both ISAs.
+inline float select(bool c, float a, float b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+
+// max(t, 0): t where its sign bit is clear, else +0 (NaN with the sign bit
+// set gives 0, like relu in most libraries).
+inline float relu(float t) {
+  const int32_t b = std::bit_cast<int32_t>(t);
+  return std::bit_cast<float>(b & ~(b >> 31));
+}
+
+// e^x for float, branch-free so that GCC vectorizes the loops calling it.
+// x = n*ln2 + r with n = round(x*log2e) (the 1.5*2^23 shifter rounds to
+// nearest and leaves n in the low bits), r by a two-part ln2 through fma
+// (ln2_hi has 11 significant bits, so n*ln2_hi is exact for |n| <= 128), then
+// e^r = 1 + r + r^2*Q(r) (Q degree 4, fit_ref_poly.py, 1e-8 relative) and
+// 2^n built in the exponent field. x is clamped to [-87.3, 88.3] (n in
+// [-126, 127]): below, the result is e^-87.3 (~1.2e-38) instead of a
+// subnormal or 0, far below anything the workloads can see; NaN passes.
+inline float exp_ref(float x) {
+  constexpr float kLog2e = 1.44269502f;
+  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23
+  constexpr float kLn2Hi = 0.693359375f;
+  constexpr float kLn2Lo = -2.12194442e-4f;
+  x = std::min(std::max(x, -87.3f), 88.3f);
+  const float t = std::fma(x, kLog2e, kShifter);
+  const float n = t - kShifter;
+  float r = std::fma(n, -kLn2Hi, x);
+  r = std::fma(n, -kLn2Lo, r);
+  float q = 0.00139261759f;
+  q = std::fma(q, r, 0.00836317334f);
+  q = std::fma(q, r, 0.0416665561f);
+  q = std::fma(q, r, 0.166665778f);
+  q = std::fma(q, r, 0.5f);
+  const float p = std::fma(r * r, q, r) + 1.0f;
+  const int32_t k = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShifter);
+  return p * std::bit_cast<float>((k + 127) << 23);
+}
+
+// tanh for float, branch-free: a = |x|; below 0.625 the odd polynomial
+// a + a^3*P(a^2) (P degree 5, fit_ref_poly.py), above 1 - 2/(e^2a + 1) (no
+// cancellation there: the result is above 0.55); both are computed and one
+// selected, then the sign restored. a is clamped at 9 (tanh(9) rounds to 1).
+inline float tanh_ref(float x) {
+  const float ax = std::fabs(x);
+  const float a = select(ax > 9.0f, 9.0f, ax);  // NaN stays NaN
+  const float z = a * a;
+  float p = 0.00229274505f;
+  p = std::fma(p, z, -0.00834394526f);
+  p = std::fma(p, z, 0.0217689183f);
+  p = std::fma(p, z, -0.0539592579f);
+  p = std::fma(p, z, 0.133333042f);
+  p = std::fma(p, z, -0.333333343f);
+  const float small = std::fma(a * z, p, a);
+  const float big = 1.0f - 2.0f / (exp_ref(a + a) + 1.0f);
+  return std::copysign(select(a < 0.625f, small, big), x);
+}
 
 float row_max(const float* __restrict x, int64_t n) {
   float acc[kLanes];
@@ -64,7 +138,7 @@ void fused_w1_chain(const float* __restrict x, const float* __restrict a, const 
                     float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float t = x[i] * a[i] + b[i];
-    y[i] = std::max(t, 0.0f) * 0.5f + x[i];
+    y[i] = relu(t) * 0.5f + x[i];
   }
 }
 
@@ -72,7 +146,7 @@ void fused_w2_gelu(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float inner = 0.7978845608f * (v + 0.044715f * v * v * v);
-    y[i] = 0.5f * v * (1.0f + std::tanh(inner));
+    y[i] = 0.5f * v * (1.0f + tanh_ref(inner));
   }
 }
 
@@ -87,14 +161,14 @@ void fused_w3_softmax(const float* __restrict x, float* __restrict y, int64_t ro
     int64_t i = 0;
     for (; i + kLanes <= cols; i += kLanes)
       for (int l = 0; l < kLanes; ++l) {
-        const float e = std::exp(xr[i + l] - m);
+        const float e = exp_ref(xr[i + l] - m);
         yr[i + l] = e;
         acc[l] += e;
       }
     float s = 0.0f;
     for (int l = 0; l < kLanes; ++l) s += acc[l];
     for (; i < cols; ++i) {
-      const float e = std::exp(xr[i] - m);
+      const float e = exp_ref(xr[i] - m);
       yr[i] = e;
       s += e;
     }
@@ -124,7 +198,7 @@ void fused_w5_bias_tanh(const float* __restrict x, const float* __restrict bias,
   for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * cols;
     float* __restrict yr = y + r * cols;
-    for (int64_t j = 0; j < cols; ++j) yr[j] = std::tanh(xr[j] + bias[j]);
+    for (int64_t j = 0; j < cols; ++j) yr[j] = tanh_ref(xr[j] + bias[j]);
   }
 }
 
@@ -134,18 +208,43 @@ void fused_w6_rowsum(const float* __restrict x, float* __restrict y, int64_t row
 
 void fused_w7_op_stream(const float* __restrict x, const float* __restrict z,
                         const float* __restrict s, float* __restrict y, int64_t n, int ops) {
-  for (int64_t i = 0; i < n; ++i) {
-    float t = x[i];
-    for (int k = 0; k < ops; ++k) {
-      const float v = (k % 2 == 0) ? z[i] : s[k % 3];
-      switch (k % 3) {
-        case 0: t = t + v; break;
-        case 1: t = t * v; break;
-        default: t = t - v; break;
-      }
+  // Op by op over the whole (L1-resident, 64-float) vector, so that each op
+  // is one vectorized loop; the same arithmetic, element by element, as
+  // applying the ops in turn to each element.
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+  for (int k = 0; k < ops; ++k) {
+    const bool tensor = k % 2 == 0;
+    const float v = s[k % 3];
+    switch (k % 3) {
+      case 0:
+        if (tensor)
+          for (int64_t i = 0; i < n; ++i) y[i] = y[i] + z[i];
+        else
+          for (int64_t i = 0; i < n; ++i) y[i] = y[i] + v;
+        break;
+      case 1:
+        if (tensor)
+          for (int64_t i = 0; i < n; ++i) y[i] = y[i] * z[i];
+        else
+          for (int64_t i = 0; i < n; ++i) y[i] = y[i] * v;
+        break;
+      default:
+        if (tensor)
+          for (int64_t i = 0; i < n; ++i) y[i] = y[i] - z[i];
+        else
+          for (int64_t i = 0; i < n; ++i) y[i] = y[i] - v;
+        break;
     }
-    y[i] = t;
   }
 }
+
+const RefLoops& fused_loops() {
+  static constexpr RefLoops loops{fused_w1_chain,     fused_w2_gelu,   fused_w3_softmax,  fused_w4_layernorm,
+                                  fused_w5_bias_tanh, fused_w6_rowsum, fused_w7_op_stream};
+  return loops;
+}
+
+float fused_exp(float x) { return exp_ref(x); }
+float fused_tanh(float x) { return tanh_ref(x); }
 
 }  // namespace bench

@@ -1,8 +1,15 @@
 // Hand-written single-pass loops for the benchmark workloads (see
 // shared/bench/WORKLOADS.md): what a careful engineer writes by hand, compiled
-// with -O3 -march=native (bench/CMakeLists.txt). Plain C++ with std::exp /
-// std::tanh; reductions keep 16 independent partial results so the compiler
-// can put them in one SIMD register without reassociating anything itself.
+// with -O3 -march=native (bench/CMakeLists.txt). Plain C++ that GCC
+// vectorizes: exp and tanh are the file's own polynomial functions (std::exp
+// and std::tanh would be scalar libm calls); reductions keep 16 independent
+// partial results so the compiler can put them in one SIMD register without
+// reassociating anything itself.
+//
+// The other reference systems implement the same functions (struct
+// RefLoops): sleef_loop (sleef_loops.cpp: AVX2 or AVX-512 intrinsics with
+// SLEEF's u10 exp and tanh, chosen at run time) and eigen (eigen_loops.cpp:
+// Eigen Tensor expressions), each where its package was found.
 //
 // This header includes nothing but <cstdint>, so the -march=native file shares
 // no inline code with the rest of the binary.
@@ -36,5 +43,34 @@ void fused_w6_rowsum(const float* x, float* y, int64_t rows, int64_t cols);
 // the scalar s[k % 3] when k is odd and with z[i] when k is even.
 void fused_w7_op_stream(const float* x, const float* z, const float* s, float* y, int64_t n,
                         int ops);
+
+// One reference system's loops, with the signatures above (W1..W7).
+struct RefLoops {
+  void (*w1_chain)(const float* x, const float* a, const float* b, float* y, int64_t n);
+  void (*w2_gelu)(const float* x, float* y, int64_t n);
+  void (*w3_softmax)(const float* x, float* y, int64_t rows, int64_t cols);
+  void (*w4_layernorm)(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
+                       int64_t cols);
+  void (*w5_bias_tanh)(const float* x, const float* bias, float* y, int64_t rows, int64_t cols);
+  void (*w6_rowsum)(const float* x, float* y, int64_t rows, int64_t cols);
+  void (*w7_op_stream)(const float* x, const float* z, const float* s, float* y, int64_t n, int ops);
+};
+
+// The hand-written loops above.
+const RefLoops& fused_loops();
+// The SLEEF loops for this CPU (AVX-512 where it has avx512f, else AVX2;
+// nullptr on a CPU with neither, or where libsleef-dev was not found).
+const RefLoops* sleef_loops();
+// "avx512" or "avx2": the SLEEF loops' ISA on this CPU (or why there are none).
+const char* sleef_loops_isa();
+// The Eigen Tensor loops (nullptr where libeigen3-dev was not found).
+const RefLoops* eigen_loops();
+// "on: Eigen 3.4.0 Tensor, ..." or "skipped (...)", for the report.
+const char* eigen_loops_description();
+
+// The hand loops' own exp and tanh, one float at a time (for the accuracy
+// report: the same inline functions the loops use).
+float fused_exp(float x);
+float fused_tanh(float x);
 
 }  // namespace bench
