@@ -119,24 +119,26 @@ dvm::Tensor w_record(W w, int64_t n) {
 
 namespace {
 
-void fused_serial(W w, int64_t n, float* y) {
+void loop_serial(const RefLoops& l, W w, int64_t n, float* y) {
   const Pools& p = pools();
   const int64_t r = n / kRowWidth;
   switch (w) {
-    case W::W1: fused_w1_chain(p.x.data(), p.a.data(), p.b.data(), y, n); return;
-    case W::W2: fused_w2_gelu(p.x.data(), y, n); return;
-    case W::W3: fused_w3_softmax(p.x.data(), y, r, kRowWidth); return;
-    case W::W4: fused_w4_layernorm(p.x.data(), p.w.data(), p.bias.data(), 1e-5f, y, r, kRowWidth); return;
-    case W::W5: fused_w5_bias_tanh(p.x.data(), p.bias.data(), y, r, kRowWidth); return;
-    case W::W6: fused_w6_rowsum(p.x.data(), y, r, kRowWidth); return;
+    case W::W1: l.w1_chain(p.x.data(), p.a.data(), p.b.data(), y, n); return;
+    case W::W2: l.w2_gelu(p.x.data(), y, n); return;
+    case W::W3: l.w3_softmax(p.x.data(), y, r, kRowWidth); return;
+    case W::W4: l.w4_layernorm(p.x.data(), p.w.data(), p.bias.data(), 1e-5f, y, r, kRowWidth); return;
+    case W::W5: l.w5_bias_tanh(p.x.data(), p.bias.data(), y, r, kRowWidth); return;
+    case W::W6: l.w6_rowsum(p.x.data(), y, r, kRowWidth); return;
   }
 }
 
 }  // namespace
 
-void w_fused(W w, int64_t n, float* y, int threads) {
+void w_fused(W w, int64_t n, float* y, int threads) { w_loop(fused_loops(), w, n, y, threads); }
+
+void w_loop(const RefLoops& l, W w, int64_t n, float* y, int threads) {
   if (threads <= 1) {
-    fused_serial(w, n, y);
+    loop_serial(l, w, n, y);
     return;
   }
   // The same loops over pieces: flat workloads cut at multiples of 16 floats
@@ -150,37 +152,37 @@ void w_fused(W w, int64_t n, float* y, int threads) {
   const int64_t c = kRowWidth, rows = n / kRowWidth, row_grain = kGrainElems / kRowWidth;
   switch (w) {
     case W::W1:
-      parallel_pieces(threads, n, kGrainElems, 16, [=](int64_t lo, int64_t hi) {
-        fused_w1_chain(x + lo, a + lo, b + lo, y + lo, hi - lo);
+      parallel_pieces(threads, n, kGrainElems, 16, [=, &l](int64_t lo, int64_t hi) {
+        l.w1_chain(x + lo, a + lo, b + lo, y + lo, hi - lo);
       });
       return;
     case W::W2:
       parallel_pieces(threads, n, kGrainElems, 16,
-                      [=](int64_t lo, int64_t hi) { fused_w2_gelu(x + lo, y + lo, hi - lo); });
+                      [=, &l](int64_t lo, int64_t hi) { l.w2_gelu(x + lo, y + lo, hi - lo); });
       return;
     case W::W3:
-      parallel_pieces(threads, rows, row_grain, 1, [=](int64_t lo, int64_t hi) {
-        fused_w3_softmax(x + lo * c, y + lo * c, hi - lo, c);
+      parallel_pieces(threads, rows, row_grain, 1, [=, &l](int64_t lo, int64_t hi) {
+        l.w3_softmax(x + lo * c, y + lo * c, hi - lo, c);
       });
       return;
     case W::W4:
-      parallel_pieces(threads, rows, row_grain, 1, [=](int64_t lo, int64_t hi) {
-        fused_w4_layernorm(x + lo * c, wt, bias, 1e-5f, y + lo * c, hi - lo, c);
+      parallel_pieces(threads, rows, row_grain, 1, [=, &l](int64_t lo, int64_t hi) {
+        l.w4_layernorm(x + lo * c, wt, bias, 1e-5f, y + lo * c, hi - lo, c);
       });
       return;
     case W::W5:
-      parallel_pieces(threads, rows, row_grain, 1, [=](int64_t lo, int64_t hi) {
-        fused_w5_bias_tanh(x + lo * c, bias, y + lo * c, hi - lo, c);
+      parallel_pieces(threads, rows, row_grain, 1, [=, &l](int64_t lo, int64_t hi) {
+        l.w5_bias_tanh(x + lo * c, bias, y + lo * c, hi - lo, c);
       });
       return;
     case W::W6:
       parallel_pieces(threads, rows, row_grain, 1,
-                      [=](int64_t lo, int64_t hi) { fused_w6_rowsum(x + lo * c, y + lo, hi - lo, c); });
+                      [=, &l](int64_t lo, int64_t hi) { l.w6_rowsum(x + lo * c, y + lo, hi - lo, c); });
       return;
   }
 }
 
-void w_reference(W w, int64_t n, float* y) {
+void w_reference_double(W w, int64_t n, double* y) {
   const Pools& p = pools();
   const float* x = p.x.data();
   const int64_t rows = n / kRowWidth, c = kRowWidth;
@@ -188,13 +190,13 @@ void w_reference(W w, int64_t n, float* y) {
     case W::W1:
       for (int64_t i = 0; i < n; ++i) {
         const double t = static_cast<double>(x[i]) * p.a[i] + p.b[i];
-        y[i] = static_cast<float>((t > 0 ? t : 0.0) * 0.5 + x[i]);
+        y[i] = (t > 0 ? t : 0.0) * 0.5 + x[i];
       }
       return;
     case W::W2:
       for (int64_t i = 0; i < n; ++i) {
         const double v = x[i];
-        y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(0.7978845608 * (v + 0.044715 * v * v * v))));
+        y[i] = 0.5 * v * (1.0 + std::tanh(0.7978845608 * (v + 0.044715 * v * v * v)));
       }
       return;
     case W::W3:
@@ -203,7 +205,7 @@ void w_reference(W w, int64_t n, float* y) {
         double m = xr[0], s = 0;
         for (int64_t j = 0; j < c; ++j) m = std::max(m, static_cast<double>(xr[j]));
         for (int64_t j = 0; j < c; ++j) s += std::exp(xr[j] - m);
-        for (int64_t j = 0; j < c; ++j) y[r * c + j] = static_cast<float>(std::exp(xr[j] - m) / s);
+        for (int64_t j = 0; j < c; ++j) y[r * c + j] = std::exp(xr[j] - m) / s;
       }
       return;
     case W::W4:
@@ -216,21 +218,27 @@ void w_reference(W w, int64_t n, float* y) {
         var /= static_cast<double>(c);
         const double rstd = 1.0 / std::sqrt(var + 1e-5);
         for (int64_t j = 0; j < c; ++j)
-          y[r * c + j] = static_cast<float>((xr[j] - mean) * rstd * p.w[j] + p.bias[j]);
+          y[r * c + j] = (xr[j] - mean) * rstd * p.w[j] + p.bias[j];
       }
       return;
     case W::W5:
       for (int64_t i = 0; i < n; ++i)
-        y[i] = static_cast<float>(std::tanh(static_cast<double>(x[i]) + p.bias[i % c]));
+        y[i] = std::tanh(static_cast<double>(x[i]) + p.bias[i % c]);
       return;
     case W::W6:
       for (int64_t r = 0; r < rows; ++r) {
         double s = 0;
         for (int64_t j = 0; j < c; ++j) s += x[r * c + j];
-        y[r] = static_cast<float>(s);
+        y[r] = s;
       }
       return;
   }
+}
+
+void w_reference(W w, int64_t n, float* y) {
+  std::vector<double> d(static_cast<size_t>(w_out_elems(w, n)));
+  w_reference_double(w, n, d.data());
+  for (size_t i = 0; i < d.size(); ++i) y[i] = static_cast<float>(d[i]);
 }
 
 // ---- checks -----------------------------------------------------------------
@@ -290,6 +298,16 @@ void set_ns_per_item_counter(benchmark::State& state, const char* name, double i
 }
 
 // ---- systems ----------------------------------------------------------------
+
+const RefLoops* ref_loops(const System& s) {
+  switch (s.ref) {
+    case Ref::Fused: return &fused_loops();
+    case Ref::Sleef: return sleef_loops();
+    case Ref::Eigen: return eigen_loops();
+    case Ref::None: break;
+  }
+  return nullptr;
+}
 
 void apply_system(const System& s, int threads) {
   // The tier the process started with (DVM_TIER or the library default):

@@ -76,8 +76,12 @@ dvm::Tensor w_record(W w, int64_t n);
 // its parallel version: the same loop over pieces of the rows (W3..W6) or of
 // the elements (W1, W2), run by parallel_pieces.
 void w_fused(W w, int64_t n, float* y, int threads = 1);
-// An independent double-precision reference into y (checks the fused loop).
+// The same with another reference system's loops (fused_loops.h: RefLoops).
+void w_loop(const RefLoops& loops, W w, int64_t n, float* y, int threads = 1);
+// An independent double-precision reference into y (checks every system).
 void w_reference(W w, int64_t n, float* y);
+// The same reference before its rounding to float (the accuracy report).
+void w_reference_double(W w, int64_t n, double* y);
 
 // ---- W7: op stream ------------------------------------------------------------
 // kStreamOps chained ops on kStreamElems floats: op k is add / mul / sub
@@ -178,9 +182,13 @@ void set_ns_per_item_counter(benchmark::State& state, const char* name, double i
 // first call (TierMode::Eager), the interpreter only (TierMode::Off), or not
 // dvm at all: the hand-written loop (NotDvm) or libtorch (Libtorch).
 enum class Tier { Default, Eager, Off, NotDvm, Libtorch };
+// Which loops a NotDvm system runs (ref_loops): the hand-written fused loops,
+// the SLEEF loops or the Eigen Tensor expressions (fused_loops.h).
+enum class Ref { None, Fused, Sleef, Eigen };
 struct System {
   const char* name;
   Tier tier;
+  Ref ref = Ref::None;
   bool is_dvm() const { return tier != Tier::NotDvm && tier != Tier::Libtorch; }
 };
 inline constexpr System kDvm{"dvm", Tier::Default};
@@ -191,15 +199,40 @@ inline constexpr System kWorkloadSystems[] = {
     {"dvm", Tier::Default},     // auto tiering: what a user gets
     {"dvm_jit", Tier::Eager},   // machine code from the first call
     {"dvm_interp", Tier::Off},  // the interpreter only
-    {"fused_loop", Tier::NotDvm},
+    {"fused_loop", Tier::NotDvm, Ref::Fused},
+#ifdef DVM_BENCH_HAVE_SLEEF
+    {"sleef_loop", Tier::NotDvm, Ref::Sleef},  // SLEEF u10 exp/tanh in intrinsics loops (sleef_loops.cpp)
+#endif
+#ifdef DVM_BENCH_HAVE_EIGEN
+    {"eigen", Tier::NotDvm, Ref::Eigen},  // Eigen Tensor expressions, one thread only (eigen_loops.cpp)
+#endif
 #ifdef DVM_BENCH_HAVE_LIBTORCH
     {"libtorch", Tier::Libtorch},  // PyTorch eager in C++ (libtorch_workloads.cpp)
+#endif
+};
+
+// The loops of a NotDvm system; nullptr for the others, and for sleef_loop on
+// a CPU without AVX2 (its benchmarks are then not registered).
+const RefLoops* ref_loops(const System& s);
+// The reference systems that run W7 and W8 besides the workloads: fused_loop,
+// and sleef_loop and eigen where built in.
+inline constexpr System kRefSystems[] = {
+    {"fused_loop", Tier::NotDvm, Ref::Fused},
+#ifdef DVM_BENCH_HAVE_SLEEF
+    {"sleef_loop", Tier::NotDvm, Ref::Sleef},
+#endif
+#ifdef DVM_BENCH_HAVE_EIGEN
+    {"eigen", Tier::NotDvm, Ref::Eigen},
 #endif
 };
 
 // Sets dvm's tier for s and its thread count (dvm::set_num_threads), and
 // libtorch's (torch::set_num_threads) where it is built in.
 void apply_system(const System& s, int threads);
+
+// `bench_dvm --accuracy` (accuracy.cpp): prints each system's max error in
+// ULPs on W2, W3 and W5 and on tanh alone, against double; returns 0.
+int run_accuracy_report();
 
 // ---- libtorch (libtorch_workloads.cpp, only with DVM_BENCH_HAVE_LIBTORCH) ----
 // torch::set_num_threads.

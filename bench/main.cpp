@@ -2,7 +2,9 @@
 // benchmarks drive the vm directly). libtorch (PyTorch eager in C++) is a
 // comparison system where the Debian package libtorch-dev was found at
 // configure time (bench/CMakeLists.txt); elsewhere the benchmark builds
-// without it and says once at start that it skipped those comparisons.
+// without it and says once at start that it skipped those comparisons; so
+// are sleef_loop (libsleef-dev) and eigen (libeigen3-dev). `bench_dvm
+// --accuracy` prints the systems' errors in ULPs instead (accuracy.cpp).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -23,6 +25,15 @@ const bool announced = [] {
                "-DDVM_BENCH_LIBTORCH=OFF)\n");
   benchmark::AddCustomContext("libtorch", "skipped (libtorch-dev not found, or -DDVM_BENCH_LIBTORCH=OFF)");
 #endif
+#ifdef DVM_BENCH_HAVE_SLEEF
+  std::fprintf(stderr, "bench_dvm: sleef_loop comparisons on: %s\n", bench::sleef_loops_isa());
+#else
+  std::fprintf(stderr, "bench_dvm: sleef_loop comparisons skipped (libsleef-dev not found, not x86-64, or "
+                       "-DDVM_BENCH_SLEEF=OFF)\n");
+#endif
+  benchmark::AddCustomContext("sleef_loop", bench::sleef_loops_isa());
+  std::fprintf(stderr, "bench_dvm: eigen comparisons %s\n", bench::eigen_loops_description());
+  benchmark::AddCustomContext("eigen", bench::eigen_loops_description());
   std::string counts;
   for (int t : bench::thread_counts()) {
     if (!counts.empty()) counts += ',';
@@ -38,6 +49,8 @@ const bool announced = [] {
 
 int main(int argc, char** argv) {
   dvm::runtime::apply_environment();
+  // --accuracy: the systems' errors against double instead of the benchmarks.
+  if (argc == 2 && std::string(argv[1]) == "--accuracy") return bench::run_accuracy_report();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -1,13 +1,19 @@
 // The workloads of shared/bench/WORKLOADS.md:
 //   <W>_<name>/<system>/<size>/threads:<N>   W1..W6 on kWorkloadSystems (common.h):
-//                                            dvm, dvm_jit, dvm_interp, fused_loop
-//                                            and libtorch where built in; N is 1
-//                                            and all cores (thread_counts())
+//                                            dvm, dvm_jit, dvm_interp, fused_loop,
+//                                            sleef_loop, eigen and libtorch where
+//                                            built in; N is 1 and all cores
+//                                            (thread_counts()); eigen 1 only
 //   W7_op_stream/dvm/64                      cost per recorded op, flush and launch included
 //                                            (W7_op_stream/libtorch/64 is in
 //                                            libtorch_workloads.cpp)
+//   W7_op_stream/<ref>/64                    the same 100 ops on the reference loops
+//                                            (fused_loop, sleef_loop, eigen)
 //   record/per_op                            recording alone
 //   W8_dynamic/dvm/first, /second            W1 over 50 new shapes, cold and warm caches
+//   W8_dynamic/<ref>/first, /second          the same passes on the reference loops (no
+//                                            cache to be cold: the two are the same work,
+//                                            registered under both names to line up)
 //   W1_chain/dvm_f16/<size>/threads:1        W1 with float16 inputs and output
 //   W5_bias_tanh/dvm_bf16/<size>/threads:1   W5 with bfloat16 inputs and output
 //                                            (pct_bw counts 2-byte elements)
@@ -67,8 +73,9 @@ void BM_workload(benchmark::State& state, const std::string& name, W w, const Sy
   triad_bytes_per_second(threads);  // measured before, never inside, a timing
 
   if (sys.tier == Tier::NotDvm) {
+    const RefLoops& loops = *ref_loops(sys);
     float* y = scratch("fused_out", out);
-    w_fused(w, n, y, threads);  // warm caches
+    w_loop(loops, w, n, y, threads);  // warm caches
     if (first_time(name)) {
       std::vector<float> ref(static_cast<size_t>(out));
       w_reference(w, n, ref.data());
@@ -77,7 +84,7 @@ void BM_workload(benchmark::State& state, const std::string& name, W w, const Sy
     pieces_threads_seen();
     const LoopStats loop_stats;
     for (auto _ : state) {
-      w_fused(w, n, y, threads);
+      w_loop(loops, w, n, y, threads);
       benchmark::ClobberMemory();
     }
     loop_stats.set_counters(state);
@@ -127,6 +134,10 @@ int register_workloads() {
     for (int64_t n : kSizes)
       for (int threads : thread_counts())
         for (const System& sys : kWorkloadSystems) {
+          if (sys.tier == Tier::NotDvm && !ref_loops(sys)) continue;  // sleef_loop without AVX2
+          // Eigen Tensor on its default device is one thread; the other
+          // reference loops split over threads by parallel_pieces.
+          if (sys.ref == Ref::Eigen && threads > 1) continue;
           const std::string name = std::string(w_name(w)) + "/" + sys.name + "/" +
                                    std::to_string(n) + "/threads:" + std::to_string(threads);
           benchmark::internal::Benchmark* b =
@@ -295,6 +306,39 @@ void BM_op_stream(benchmark::State& state) {
   set_ns_per_item_counter(state, "ns_per_op", kStreamOps);
 }
 
+// The W7 stream in double, element by element (checks the reference loops).
+void op_stream_reference(const float* x, const float* z, float* y, int64_t n, int ops) {
+  for (int64_t i = 0; i < n; ++i) {
+    double t = x[i];
+    for (int k = 0; k < ops; ++k) {
+      const double v = k % 2 == 0 ? static_cast<double>(z[i]) : static_cast<double>(kStreamScalars[k % 3]);
+      t = k % 3 == 0 ? t + v : k % 3 == 1 ? t * v : t - v;
+    }
+    y[i] = static_cast<float>(t);
+  }
+}
+
+// W7_op_stream/<ref>/64: the 100 ops on 64 floats by a reference system's
+// loops, one op after another over the vector (there is nothing to record).
+void BM_op_stream_ref(benchmark::State& state, const std::string& name, const RefLoops& loops) {
+  const float* xp = pools().x.data();
+  const float* zp = pools().w.data();
+  float* y = scratch("w7_out", kStreamElems);
+  loops.w7_op_stream(xp, zp, kStreamScalars, y, kStreamElems, kStreamOps);
+  if (first_time(name)) {
+    std::vector<float> ref(kStreamElems);
+    op_stream_reference(xp, zp, ref.data(), kStreamElems, kStreamOps);
+    check_close(name, y, ref.data(), kStreamElems);
+  }
+  const LoopStats loop_stats;
+  for (auto _ : state) {
+    loops.w7_op_stream(xp, zp, kStreamScalars, y, kStreamElems, kStreamOps);
+    benchmark::ClobberMemory();
+  }
+  loop_stats.set_counters(state);
+  set_ns_per_item_counter(state, "ns_per_op", kStreamOps);
+}
+
 // ---- record/per_op ------------------------------------------------------------
 // Recording alone: each iteration records a batch of kRecordBatch ops (the W7
 // stream on 64-element tensors) into a trace whose limit is above the batch,
@@ -420,16 +464,56 @@ void BM_dynamic(benchmark::State& state, bool first) {
   state.counters["shapes"] = kDynamicShapes;
 }
 
+// W8_dynamic/<ref>/first and /second: one pass of W1 over the 50 lengths on
+// a reference system's loops, each length checked once against the double
+// reference. There is nothing to compile or cache, so both names time the
+// same pass (compiles_first and compiles_second are 0).
+void BM_dynamic_ref(benchmark::State& state, const std::string& name, const RefLoops& loops, bool first) {
+  float* y = scratch("w8_out", 65536);
+  if (first_time(name.substr(0, name.rfind('/')))) {
+    std::vector<float> ref(65536);
+    for (int64_t n : dynamic_lengths()) {
+      w_loop(loops, W::W1, n, y);
+      w_reference(W::W1, n, ref.data());
+      check_close(name + " (length " + std::to_string(n) + ")", y, ref.data(), n);
+    }
+  }
+  const LoopStats loop_stats;
+  for (auto _ : state) {
+    for (int64_t n : dynamic_lengths()) {
+      w_loop(loops, W::W1, n, y);
+      benchmark::ClobberMemory();
+    }
+  }
+  loop_stats.set_counters(state);
+  state.counters[first ? "compiles_first" : "compiles_second"] = 0;
+  state.counters["shapes"] = kDynamicShapes;
+}
+
 int register_others() {
   benchmark::RegisterBenchmark("W7_op_stream/dvm/64", BM_op_stream)->Unit(benchmark::kMicrosecond);
 #ifdef DVM_BENCH_HAVE_LIBTORCH
   benchmark::RegisterBenchmark("W7_op_stream/libtorch/64", libtorch_op_stream)->Unit(benchmark::kMicrosecond);
 #endif
+  for (const System& sys : kRefSystems)
+    if (const RefLoops* loops = ref_loops(sys)) {
+      const std::string name = std::string("W7_op_stream/") + sys.name + "/64";
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { BM_op_stream_ref(st, name, *loops); })
+          ->Unit(benchmark::kMicrosecond);
+    }
   benchmark::RegisterBenchmark("record/per_op", BM_record_per_op)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("W8_dynamic/dvm/first", [](benchmark::State& st) { BM_dynamic(st, true); })
       ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("W8_dynamic/dvm/second", [](benchmark::State& st) { BM_dynamic(st, false); })
       ->Unit(benchmark::kMicrosecond);
+  for (const System& sys : kRefSystems)
+    if (const RefLoops* loops = ref_loops(sys))
+      for (const bool first : {true, false}) {
+        const std::string name = std::string("W8_dynamic/") + sys.name + (first ? "/first" : "/second");
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [=](benchmark::State& st) { BM_dynamic_ref(st, name, *loops, first); })
+            ->Unit(benchmark::kMicrosecond);
+      }
   return 0;
 }
 
