@@ -4,7 +4,7 @@ own exp and tanh), fitted here by Chebyshev interpolation in double and
 rounded to float. Plain Python, no numpy; run it to print them.
 
   exp:  e^r = 1 + r + r^2 * Q(r),      |r| <= ln2/2,  Q degree 4
-  tanh: tanh(a) = a + a^3 * P(a^2),    0 <= a <= 0.625, P degree 5 in z = a^2
+        (tanh uses the same Q for its e^r - 1 = r + r^2 * Q(r))
 
 Chebyshev interpolation is within a small factor of the minimax polynomial
 for these smooth functions; the loops' errors are measured, not assumed
@@ -51,24 +51,12 @@ def g_exp(r):  # (e^r - 1 - r) / r^2, by its series near 0
     return (math.expm1(r) - r) / (r * r)
 
 
-def p_tanh(z):  # (tanh(a) - a) / a^3, a = sqrt(z)
-    a = math.sqrt(z)
-    if a < 1e-3:
-        return -1 / 3 + 2 * z / 15 - 17 * z * z / 315
-    return (math.tanh(a) - a) / (a ** 3)
-
-
 def main():
     half_ln2 = math.log(2) / 2
     q = [f32(v) for v in cheb_fit(g_exp, -half_ln2, half_ln2, 4)]
     worst = max(abs(1 + r + r * r * horner(q, r) - math.exp(r)) / math.exp(r)
                 for r in (half_ln2 * (2 * i / 20000 - 1) for i in range(20001)))
     print("exp Q:", ", ".join(f"{v:.9g}f" for v in q), f"  (relative error in double {worst:.2g})")
-    p = [f32(v) for v in cheb_fit(p_tanh, 0.0, 0.625 ** 2, 5)]
-    worst = max(abs(a + a ** 3 * horner(p, a * a) - math.tanh(a)) / math.tanh(a)
-                for a in (0.625 * i / 20000 for i in range(1, 20001)))
-    print("tanh P:", ", ".join(f"{v:.9g}f" for v in p), f"  (relative error in double {worst:.2g})")
-
 
 if __name__ == "__main__":
     main()
