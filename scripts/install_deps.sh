@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dvm builds with, when any is missing. Idempotent.
+#   scripts/install_deps.sh --bench   also bench_dvm's optional comparison
+#                                     systems sleef_loop (libsleef-dev) and
+#                                     eigen (libeigen3-dev); libtorch-dev is
+#                                     left to the README (it is large)
 set -euo pipefail
 pkgs=(g++ cmake make libasmjit-dev libxbyak-dev libtbb-dev libgtest-dev libbenchmark-dev)
+if [ "${1:-}" = --bench ]; then
+  pkgs+=(libsleef-dev libeigen3-dev)
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--bench]" >&2
+  exit 2
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
