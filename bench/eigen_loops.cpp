@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <string>
+#include <cstdio>
 
 #include "bench/fused_loops.h"
 
@@ -124,10 +124,13 @@ const RefLoops* eigen_loops() {
 }
 
 const char* eigen_loops_description() {
-  static const std::string text = "on: Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
-                                  std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION) +
-                                  " Tensor, default device (one thread), " + Eigen::SimdInstructionSetsInUse();
-  return text.c_str();
+  // snprintf, not std::string: this file is built with -march=native, and an
+  // inline std:: function it emitted could be the copy the linker keeps for
+  // the whole binary. Eigen's own code is used from this file only.
+  static char text[256];
+  std::snprintf(text, sizeof text, "on: Eigen %d.%d.%d Tensor, default device (one thread), %s", EIGEN_WORLD_VERSION,
+                EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse());
+  return text;
 }
 
 }  // namespace bench
