@@ -19,6 +19,9 @@ import statistics
 import subprocess
 import sys
 
+# The line under a hand-written section's heading: render keeps such sections.
+HAND_WRITTEN_MARK = "*Written by hand, not by `scripts/render_perf.py`"
+
 TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 WORKLOADS = [
@@ -643,9 +646,21 @@ def main():
     contraction_tables(medians, out)
     other_table(medians, errors, out)
 
+    # Sections written by hand (from HAND_WRITTEN_MARK's heading to the end)
+    # are kept from the file being replaced.
+    kept = ""
+    if os.path.exists(opts.output):
+        with open(opts.output) as f:
+            old = f.read()
+        at = old.find(HAND_WRITTEN_MARK)
+        if at >= 0:
+            start = old.rfind("\n## ", 0, at)
+            kept = old[start + 1 if start >= 0 else at:]
     os.makedirs(os.path.dirname(os.path.abspath(opts.output)), exist_ok=True)
     with open(opts.output, "w") as f:
         f.write("\n".join(out).rstrip() + "\n")
+        if kept:
+            f.write("\n" + kept.rstrip() + "\n")
     return 0
 
 
