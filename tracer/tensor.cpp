@@ -419,6 +419,12 @@ Tensor Tensor::copy_of(const void* values, int64_t count, Shape shape, Dtype dty
   return t;
 }
 
+Tensor Tensor::from_copy(const void* data, Shape shape, Dtype dtype) {
+  check_shape("from_copy", shape);
+  if (!data && shape.numel() > 0) throw Error("from_copy: null data for shape " + shape.to_string());
+  return copy_of(data, shape.numel(), shape, dtype);
+}
+
 Tensor Tensor::from_vector(const std::vector<float>& values, Shape shape) {
   check_shape("from_vector", shape);
   if (static_cast<int64_t>(values.size()) != shape.numel())

@@ -41,6 +41,9 @@ class Tensor {
   static Tensor from_blob(const T* data, Shape shape) {
     return from_blob(static_cast<const void*>(data), shape, dtype_of<T>::value);
   }
+  // A copy of shape.numel() elements of dtype at data (the caller may free
+  // it on return).
+  static Tensor from_copy(const void* data, Shape shape, Dtype dtype);
   static Tensor from_vector(const std::vector<float>& values, Shape shape);
   static Tensor from_vector(const std::vector<float>& values);  // 1-D
   // A copy of values (any T of from_blob; std::vector<bool> too).

@@ -1,0 +1,140 @@
+/* dvm's C API (C11): the lazy tensor API behind opaque handles.
+ *
+ * Every function returns a dvm_status; on anything but DVM_OK,
+ * dvm_last_error() gives this thread's message (which op, which shapes, what
+ * was expected) and no output was written. No C++ exception crosses this
+ * API. Handles are the C++ API's Tensor handles: ops record lazily and
+ * values are computed when observed (dvm_read, dvm_sync); every handle a
+ * function returns must be released with dvm_release (releasing NULL does
+ * nothing). Semantics, dtypes and type promotion are the C++ API's
+ * (include/dvm/tensor.h, docs/DTYPES.md); docs/API.md lists both. */
+#ifndef DVM_DVM_C_H
+#define DVM_DVM_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dvm_tensor_s* dvm_tensor;
+
+typedef enum dvm_status {
+  DVM_OK = 0,
+  DVM_ERROR = 1,            /* a dvm::Error: bad shapes, axes, types, a failed flush */
+  DVM_INVALID_ARGUMENT = 2, /* a null handle or pointer, an unknown enum value */
+  DVM_OUT_OF_MEMORY = 3
+} dvm_status;
+
+/* The values of dvm::Dtype. */
+typedef enum dvm_dtype {
+  DVM_F32 = 0,
+  DVM_F16 = 1,
+  DVM_BF16 = 2,
+  DVM_I32 = 3,
+  DVM_BOOL = 4, /* one byte per element, nonzero is true */
+  DVM_I64 = 5,
+  DVM_U8 = 6
+} dvm_dtype;
+
+typedef enum dvm_unary_op {
+  DVM_NEG, DVM_ABS, DVM_EXP, DVM_LOG, DVM_SQRT, DVM_RSQRT, DVM_RECIPROCAL, DVM_TANH, DVM_SIGMOID,
+  DVM_RELU, DVM_GELU, DVM_GELU_TANH, DVM_ERF, DVM_SIN, DVM_COS, DVM_FLOOR, DVM_CEIL, DVM_ROUND
+} dvm_unary_op;
+
+typedef enum dvm_binary_op {
+  DVM_ADD, DVM_SUB, DVM_MUL, DVM_DIV, DVM_MAXIMUM, DVM_MINIMUM, DVM_POW,
+  DVM_EQ, DVM_NE, DVM_LT, DVM_LE, DVM_GT, DVM_GE
+} dvm_binary_op;
+
+typedef enum dvm_reduce_op { DVM_SUM, DVM_MEAN, DVM_MAX, DVM_MIN } dvm_reduce_op;
+
+typedef enum dvm_tier_mode { DVM_TIER_OFF = 0, DVM_TIER_AUTO = 1, DVM_TIER_EAGER = 2 } dvm_tier_mode;
+
+enum { DVM_MAX_RANK = 8 };
+
+/* This thread's message for its last failed call ("" if none failed yet). */
+const char* dvm_last_error(void);
+/* "MAJOR.MINOR.PATCH" of the linked library. */
+const char* dvm_version(void);
+
+/* ---- creation ----------------------------------------------------------- */
+/* Wraps user memory of shape[0..rank) elements of dtype without copying; it
+ * must stay alive and unchanged while a tensor reads it. */
+dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, dvm_dtype dtype, dvm_tensor* out);
+/* Copies the values. */
+dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, dvm_dtype dtype, dvm_tensor* out);
+dvm_status dvm_full(const int64_t* shape, int rank, double value, dvm_dtype dtype, dvm_tensor* out);
+dvm_status dvm_scalar(float value, dvm_tensor* out);
+dvm_status dvm_arange(double start, double end, double step, dvm_dtype dtype, dvm_tensor* out);
+/* A second handle to the same tensor (release both). */
+dvm_status dvm_retain(dvm_tensor t, dvm_tensor* out);
+void dvm_release(dvm_tensor t);
+
+/* ---- properties (never compute) ----------------------------------------- */
+/* shape needs room for DVM_MAX_RANK extents. */
+dvm_status dvm_shape(dvm_tensor t, int64_t* shape, int* rank);
+dvm_status dvm_get_dtype(dvm_tensor t, dvm_dtype* dtype);
+dvm_status dvm_numel(dvm_tensor t, int64_t* numel);
+
+/* ---- observers (compute what is pending) ---------------------------------- */
+/* Copies the values, row-major, in the tensor's own dtype, which must be
+ * `dtype`; `bytes` is the room at out (numel * element size needed). */
+dvm_status dvm_read(dvm_tensor t, dvm_dtype dtype, void* out, size_t bytes);
+/* Copies the values converted to float32, whatever the dtype. */
+dvm_status dvm_read_f32(dvm_tensor t, float* out, size_t count);
+dvm_status dvm_sync(dvm_tensor t);
+/* Computes everything pending on this thread. */
+dvm_status dvm_flush(void);
+
+/* ---- ops (numpy broadcasting, torch semantics) ----------------------------- */
+dvm_status dvm_unary(dvm_unary_op op, dvm_tensor x, dvm_tensor* out);
+dvm_status dvm_binary(dvm_binary_op op, dvm_tensor a, dvm_tensor b, dvm_tensor* out);
+/* a op s (scalar_first = 0) or s op a (scalar_first = 1). */
+dvm_status dvm_binary_scalar(dvm_binary_op op, dvm_tensor a, float s, int scalar_first, dvm_tensor* out);
+dvm_status dvm_where(dvm_tensor mask, dvm_tensor a, dvm_tensor b, dvm_tensor* out);
+/* Over axes[0..naxes) (negative counts from the end); naxes = 0: all axes. */
+dvm_status dvm_reduce(dvm_reduce_op op, dvm_tensor x, const int* axes, int naxes, int keepdim, dvm_tensor* out);
+dvm_status dvm_softmax(dvm_tensor x, int axis, dvm_tensor* out);
+dvm_status dvm_log_softmax(dvm_tensor x, int axis, dvm_tensor* out);
+/* weight and bias may be NULL. */
+dvm_status dvm_layer_norm(dvm_tensor x, const int64_t* normalized_shape, int rank, dvm_tensor weight, dvm_tensor bias,
+                          float eps, dvm_tensor* out);
+dvm_status dvm_matmul(dvm_tensor a, dvm_tensor b, dvm_tensor* out);
+dvm_status dvm_bmm(dvm_tensor a, dvm_tensor b, dvm_tensor* out);
+/* bias may be NULL. */
+dvm_status dvm_linear(dvm_tensor x, dvm_tensor weight, dvm_tensor bias, dvm_tensor* out);
+dvm_status dvm_addmm(dvm_tensor input, dvm_tensor a, dvm_tensor b, float beta, float alpha, dvm_tensor* out);
+dvm_status dvm_to(dvm_tensor x, dvm_dtype dtype, dvm_tensor* out);
+
+/* ---- views ------------------------------------------------------------------- */
+dvm_status dvm_reshape(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out);
+dvm_status dvm_permute(dvm_tensor x, const int* axes, int rank, dvm_tensor* out);
+dvm_status dvm_transpose(dvm_tensor x, int a, int b, dvm_tensor* out);
+dvm_status dvm_slice(dvm_tensor x, int axis, int64_t start, int64_t end, int64_t step, dvm_tensor* out);
+dvm_status dvm_expand(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out);
+dvm_status dvm_contiguous(dvm_tensor x, dvm_tensor* out);
+
+/* ---- settings and statistics ---------------------------------------------------- */
+dvm_status dvm_set_num_threads(int n);
+dvm_status dvm_set_isa(const char* name);
+/* Writes the ISA's name ("portable", "avx2" or "avx512") with its NUL. */
+dvm_status dvm_get_isa(char* out, size_t bytes);
+dvm_status dvm_set_tier_mode(dvm_tier_mode mode);
+dvm_status dvm_set_jit_threshold(int64_t calls);
+dvm_status dvm_set_trace_limit(int64_t nodes);
+dvm_status dvm_wait_for_jit(void);
+
+typedef struct dvm_stats {
+  int64_t flushes, nodes_recorded, nodes_computed, kernels_launched, kernels_run, kernels_compiled, cache_hits,
+      jit_compiles, jit_failures, jit_code_bytes, new_shapes;
+} dvm_stats;
+dvm_status dvm_get_stats(dvm_stats* out);
+dvm_status dvm_reset_stats(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DVM_DVM_C_H */

@@ -1,0 +1,432 @@
+// The C API (include/dvm/dvm_c.h) over the C++ API: each entry point checks
+// its pointers, runs the C++ call inside one try block and turns whatever it
+// throws into a status and this thread's last-error message.
+#include "dvm/dvm_c.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "dvm/dvm.h"
+
+struct dvm_tensor_s {
+  dvm::Tensor t;
+};
+
+namespace {
+
+thread_local std::string t_error;
+
+dvm_status fail(dvm_status s, std::string msg) {
+  try {
+    t_error = std::move(msg);
+  } catch (...) {
+    t_error.clear();  // no room even for the message: the status still says what happened
+  }
+  return s;
+}
+
+// Runs f (which may throw); every failure becomes a status.
+template <class F>
+dvm_status guarded(F&& f) {
+  try {
+    f();
+    return DVM_OK;
+  } catch (const dvm::Error& e) {
+    return fail(DVM_ERROR, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(DVM_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(DVM_ERROR, std::string("internal: ") + e.what());
+  } catch (...) {
+    return fail(DVM_ERROR, "internal: an unknown exception");
+  }
+}
+
+dvm_status invalid(const char* fn, const char* what) {
+  return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": " + what);
+}
+
+bool valid_dtype(dvm_dtype d) { return static_cast<int>(d) >= 0 && static_cast<int>(d) < dvm::kNumDtypes; }
+
+// The shape of shape[0..rank), or false (rank outside [0, DVM_MAX_RANK], or
+// a null pointer with rank > 0).
+bool make_shape(const int64_t* shape, int rank, dvm::Shape* out) {
+  if (rank < 0 || rank > DVM_MAX_RANK || (rank > 0 && !shape)) return false;
+  dvm::Shape s;
+  for (int i = 0; i < rank; ++i) s.push_back(shape[i]);
+  *out = s;
+  return true;
+}
+
+// A new handle holding t into *out.
+void give(dvm::Tensor t, dvm_tensor* out) { *out = new dvm_tensor_s{std::move(t)}; }
+
+#define DVM_NEED(ptr, fn) \
+  if (!(ptr)) return invalid(fn, #ptr " is null")
+
+}  // namespace
+
+extern "C" {
+
+const char* dvm_last_error(void) { return t_error.c_str(); }
+const char* dvm_version(void) { return dvm::version(); }
+
+dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, dvm_dtype dtype, dvm_tensor* out) {
+  DVM_NEED(out, "dvm_from_blob");
+  dvm::Shape s;
+  if (!make_shape(shape, rank, &s)) return invalid("dvm_from_blob", "rank must be 0..8 with a shape array");
+  if (!valid_dtype(dtype)) return invalid("dvm_from_blob", "unknown dtype");
+  return guarded([&] { give(dvm::Tensor::from_blob(data, s, static_cast<dvm::Dtype>(dtype)), out); });
+}
+
+dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, dvm_dtype dtype, dvm_tensor* out) {
+  DVM_NEED(out, "dvm_from_copy");
+  dvm::Shape s;
+  if (!make_shape(shape, rank, &s)) return invalid("dvm_from_copy", "rank must be 0..8 with a shape array");
+  if (!valid_dtype(dtype)) return invalid("dvm_from_copy", "unknown dtype");
+  return guarded([&] { give(dvm::Tensor::from_copy(data, s, static_cast<dvm::Dtype>(dtype)), out); });
+}
+
+dvm_status dvm_full(const int64_t* shape, int rank, double value, dvm_dtype dtype, dvm_tensor* out) {
+  DVM_NEED(out, "dvm_full");
+  dvm::Shape s;
+  if (!make_shape(shape, rank, &s)) return invalid("dvm_full", "rank must be 0..8 with a shape array");
+  if (!valid_dtype(dtype)) return invalid("dvm_full", "unknown dtype");
+  return guarded([&] { give(dvm::Tensor::full(s, value, static_cast<dvm::Dtype>(dtype)), out); });
+}
+
+dvm_status dvm_scalar(float value, dvm_tensor* out) {
+  DVM_NEED(out, "dvm_scalar");
+  return guarded([&] { give(dvm::Tensor::scalar(value), out); });
+}
+
+dvm_status dvm_arange(double start, double end, double step, dvm_dtype dtype, dvm_tensor* out) {
+  DVM_NEED(out, "dvm_arange");
+  if (!valid_dtype(dtype)) return invalid("dvm_arange", "unknown dtype");
+  return guarded([&] { give(dvm::Tensor::arange(start, end, step, static_cast<dvm::Dtype>(dtype)), out); });
+}
+
+dvm_status dvm_retain(dvm_tensor t, dvm_tensor* out) {
+  DVM_NEED(t, "dvm_retain");
+  DVM_NEED(out, "dvm_retain");
+  return guarded([&] { give(t->t, out); });
+}
+
+void dvm_release(dvm_tensor t) { delete t; }
+
+dvm_status dvm_shape(dvm_tensor t, int64_t* shape, int* rank) {
+  DVM_NEED(t, "dvm_shape");
+  DVM_NEED(shape, "dvm_shape");
+  DVM_NEED(rank, "dvm_shape");
+  return guarded([&] {
+    const dvm::Shape& s = t->t.shape();
+    for (int i = 0; i < s.rank(); ++i) shape[i] = s[i];
+    *rank = s.rank();
+  });
+}
+
+dvm_status dvm_get_dtype(dvm_tensor t, dvm_dtype* dtype) {
+  DVM_NEED(t, "dvm_get_dtype");
+  DVM_NEED(dtype, "dvm_get_dtype");
+  return guarded([&] { *dtype = static_cast<dvm_dtype>(t->t.dtype()); });
+}
+
+dvm_status dvm_numel(dvm_tensor t, int64_t* numel) {
+  DVM_NEED(t, "dvm_numel");
+  DVM_NEED(numel, "dvm_numel");
+  return guarded([&] { *numel = t->t.numel(); });
+}
+
+dvm_status dvm_read(dvm_tensor t, dvm_dtype dtype, void* out, size_t bytes) {
+  DVM_NEED(t, "dvm_read");
+  if (!valid_dtype(dtype)) return invalid("dvm_read", "unknown dtype");
+  return guarded([&] {
+    const dvm::Tensor& x = t->t;
+    const size_t need = static_cast<size_t>(x.numel()) * dvm::dtype_size(static_cast<dvm::Dtype>(dtype));
+    if (x.dtype() != static_cast<dvm::Dtype>(dtype))
+      throw dvm::Error(std::string("dvm_read: tensor ") + dvm::dtype_name(x.dtype()) + x.shape().to_string() +
+                       " read as " + dvm::dtype_name(static_cast<dvm::Dtype>(dtype)) +
+                       " (expected its own type; dvm_read_f32 converts)");
+    if (bytes < need)
+      throw dvm::Error("dvm_read: " + std::to_string(bytes) + " bytes of room for " + x.shape().to_string() + " " +
+                       dvm::dtype_name(x.dtype()) + " values (expected " + std::to_string(need) + ")");
+    if (need && !out) throw dvm::Error("dvm_read: out is null");
+    const void* src = nullptr;
+    switch (x.dtype()) {
+      case dvm::Dtype::F32: src = x.data<float>(); break;
+      case dvm::Dtype::F16: src = x.data<dvm::Half>(); break;
+      case dvm::Dtype::BF16: src = x.data<dvm::BFloat16>(); break;
+      case dvm::Dtype::I32: src = x.data<int32_t>(); break;
+      case dvm::Dtype::I64: src = x.data<int64_t>(); break;
+      case dvm::Dtype::U8: src = x.data<uint8_t>(); break;
+      case dvm::Dtype::Bool: src = x.data<bool>(); break;
+    }
+    if (need) std::memcpy(out, src, need);
+  });
+}
+
+dvm_status dvm_read_f32(dvm_tensor t, float* out, size_t count) {
+  DVM_NEED(t, "dvm_read_f32");
+  return guarded([&] {
+    const std::vector<float> v = t->t.to_vector();
+    if (count < v.size())
+      throw dvm::Error("dvm_read_f32: room for " + std::to_string(count) + " floats, the tensor " +
+                       t->t.shape().to_string() + " has " + std::to_string(v.size()));
+    if (!v.empty() && !out) throw dvm::Error("dvm_read_f32: out is null");
+    if (!v.empty()) std::memcpy(out, v.data(), v.size() * sizeof(float));
+  });
+}
+
+dvm_status dvm_sync(dvm_tensor t) {
+  DVM_NEED(t, "dvm_sync");
+  return guarded([&] { t->t.sync(); });
+}
+
+dvm_status dvm_flush(void) {
+  return guarded([] { dvm::flush(); });
+}
+
+dvm_status dvm_unary(dvm_unary_op op, dvm_tensor x, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_unary");
+  DVM_NEED(out, "dvm_unary");
+  using F = dvm::Tensor (*)(const dvm::Tensor&);
+  static constexpr F kOps[] = {dvm::neg,  dvm::abs,     dvm::exp,  dvm::log,   dvm::sqrt, dvm::rsqrt,
+                               dvm::reciprocal, dvm::tanh, dvm::sigmoid, dvm::relu, nullptr, nullptr,
+                               dvm::erf,  dvm::sin,     dvm::cos,  dvm::floor, dvm::ceil, dvm::round};
+  static_assert(sizeof(kOps) / sizeof(kOps[0]) == DVM_ROUND + 1, "an entry per dvm_unary_op");
+  const int i = static_cast<int>(op);
+  if (i < 0 || i > DVM_ROUND) return invalid("dvm_unary", "unknown op");
+  return guarded([&] {
+    if (op == DVM_GELU) give(dvm::gelu(x->t, dvm::GeluApprox::None), out);
+    else if (op == DVM_GELU_TANH) give(dvm::gelu(x->t, dvm::GeluApprox::Tanh), out);
+    else give(kOps[i](x->t), out);
+  });
+}
+
+namespace {
+using BinaryFn = dvm::Tensor (*)(const dvm::Tensor&, const dvm::Tensor&);
+constexpr BinaryFn kBinary[] = {dvm::add, dvm::sub, dvm::mul, dvm::div, dvm::maximum, dvm::minimum, dvm::pow,
+                                dvm::eq,  dvm::ne,  dvm::lt,  dvm::le,  dvm::gt,      dvm::ge};
+static_assert(sizeof(kBinary) / sizeof(kBinary[0]) == DVM_GE + 1, "an entry per dvm_binary_op");
+bool valid_binary(dvm_binary_op op) { return static_cast<int>(op) >= 0 && static_cast<int>(op) <= DVM_GE; }
+}  // namespace
+
+dvm_status dvm_binary(dvm_binary_op op, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
+  DVM_NEED(a, "dvm_binary");
+  DVM_NEED(b, "dvm_binary");
+  DVM_NEED(out, "dvm_binary");
+  if (!valid_binary(op)) return invalid("dvm_binary", "unknown op");
+  return guarded([&] { give(kBinary[op](a->t, b->t), out); });
+}
+
+dvm_status dvm_binary_scalar(dvm_binary_op op, dvm_tensor a, float s, int scalar_first, dvm_tensor* out) {
+  DVM_NEED(a, "dvm_binary_scalar");
+  DVM_NEED(out, "dvm_binary_scalar");
+  if (!valid_binary(op)) return invalid("dvm_binary_scalar", "unknown op");
+  return guarded([&] {
+    const dvm::Tensor sc(s);  // an inline scalar, as x * 2.0f in C++
+    give(scalar_first ? kBinary[op](sc, a->t) : kBinary[op](a->t, sc), out);
+  });
+}
+
+dvm_status dvm_where(dvm_tensor mask, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
+  DVM_NEED(mask, "dvm_where");
+  DVM_NEED(a, "dvm_where");
+  DVM_NEED(b, "dvm_where");
+  DVM_NEED(out, "dvm_where");
+  return guarded([&] { give(dvm::where(mask->t, a->t, b->t), out); });
+}
+
+dvm_status dvm_reduce(dvm_reduce_op op, dvm_tensor x, const int* axes, int naxes, int keepdim, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_reduce");
+  DVM_NEED(out, "dvm_reduce");
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) > DVM_MIN) return invalid("dvm_reduce", "unknown op");
+  if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes))
+    return invalid("dvm_reduce", "naxes must be 0..8 with an axes array");
+  return guarded([&] {
+    const dvm::Tensor& t = x->t;
+    if (naxes == 0) {
+      dvm::Tensor r = op == DVM_SUM ? t.sum() : op == DVM_MEAN ? t.mean() : op == DVM_MAX ? t.max() : t.min();
+      if (keepdim) {
+        std::vector<int64_t> ones(static_cast<size_t>(t.rank()), 1);
+        r = r.reshape(dvm::Shape(ones));
+      }
+      give(std::move(r), out);
+      return;
+    }
+    // The C++ API takes an initializer_list: one run of up to 8 axes.
+    const int a[8] = {axes[0], naxes > 1 ? axes[1] : 0, naxes > 2 ? axes[2] : 0, naxes > 3 ? axes[3] : 0,
+                      naxes > 4 ? axes[4] : 0, naxes > 5 ? axes[5] : 0, naxes > 6 ? axes[6] : 0, naxes > 7 ? axes[7] : 0};
+    auto run = [&](std::initializer_list<int> l) {
+      const bool kd = keepdim != 0;
+      return op == DVM_SUM ? t.sum(l, kd) : op == DVM_MEAN ? t.mean(l, kd) : op == DVM_MAX ? t.max(l, kd) : t.min(l, kd);
+    };
+    dvm::Tensor r;
+    switch (naxes) {
+      case 1: r = run({a[0]}); break;
+      case 2: r = run({a[0], a[1]}); break;
+      case 3: r = run({a[0], a[1], a[2]}); break;
+      case 4: r = run({a[0], a[1], a[2], a[3]}); break;
+      case 5: r = run({a[0], a[1], a[2], a[3], a[4]}); break;
+      case 6: r = run({a[0], a[1], a[2], a[3], a[4], a[5]}); break;
+      case 7: r = run({a[0], a[1], a[2], a[3], a[4], a[5], a[6]}); break;
+      default: r = run({a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]}); break;
+    }
+    give(std::move(r), out);
+  });
+}
+
+dvm_status dvm_softmax(dvm_tensor x, int axis, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_softmax");
+  DVM_NEED(out, "dvm_softmax");
+  return guarded([&] { give(dvm::softmax(x->t, axis), out); });
+}
+
+dvm_status dvm_log_softmax(dvm_tensor x, int axis, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_log_softmax");
+  DVM_NEED(out, "dvm_log_softmax");
+  return guarded([&] { give(dvm::log_softmax(x->t, axis), out); });
+}
+
+dvm_status dvm_layer_norm(dvm_tensor x, const int64_t* normalized_shape, int rank, dvm_tensor weight, dvm_tensor bias,
+                          float eps, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_layer_norm");
+  DVM_NEED(out, "dvm_layer_norm");
+  dvm::Shape s;
+  if (!make_shape(normalized_shape, rank, &s))
+    return invalid("dvm_layer_norm", "rank must be 0..8 with a normalized_shape array");
+  return guarded([&] {
+    give(dvm::layer_norm(x->t, s, weight ? weight->t : dvm::Tensor(), bias ? bias->t : dvm::Tensor(), eps), out);
+  });
+}
+
+dvm_status dvm_matmul(dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
+  DVM_NEED(a, "dvm_matmul");
+  DVM_NEED(b, "dvm_matmul");
+  DVM_NEED(out, "dvm_matmul");
+  return guarded([&] { give(dvm::matmul(a->t, b->t), out); });
+}
+
+dvm_status dvm_bmm(dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
+  DVM_NEED(a, "dvm_bmm");
+  DVM_NEED(b, "dvm_bmm");
+  DVM_NEED(out, "dvm_bmm");
+  return guarded([&] { give(dvm::bmm(a->t, b->t), out); });
+}
+
+dvm_status dvm_linear(dvm_tensor x, dvm_tensor weight, dvm_tensor bias, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_linear");
+  DVM_NEED(weight, "dvm_linear");
+  DVM_NEED(out, "dvm_linear");
+  return guarded([&] { give(dvm::linear(x->t, weight->t, bias ? bias->t : dvm::Tensor()), out); });
+}
+
+dvm_status dvm_addmm(dvm_tensor input, dvm_tensor a, dvm_tensor b, float beta, float alpha, dvm_tensor* out) {
+  DVM_NEED(input, "dvm_addmm");
+  DVM_NEED(a, "dvm_addmm");
+  DVM_NEED(b, "dvm_addmm");
+  DVM_NEED(out, "dvm_addmm");
+  return guarded([&] { give(dvm::addmm(input->t, a->t, b->t, beta, alpha), out); });
+}
+
+dvm_status dvm_to(dvm_tensor x, dvm_dtype dtype, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_to");
+  DVM_NEED(out, "dvm_to");
+  if (!valid_dtype(dtype)) return invalid("dvm_to", "unknown dtype");
+  return guarded([&] { give(x->t.to(static_cast<dvm::Dtype>(dtype)), out); });
+}
+
+dvm_status dvm_reshape(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_reshape");
+  DVM_NEED(out, "dvm_reshape");
+  dvm::Shape s;
+  if (!make_shape(shape, rank, &s)) return invalid("dvm_reshape", "rank must be 0..8 with a shape array");
+  return guarded([&] { give(x->t.reshape(s), out); });
+}
+
+dvm_status dvm_permute(dvm_tensor x, const int* axes, int rank, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_permute");
+  DVM_NEED(out, "dvm_permute");
+  if (rank < 0 || rank > DVM_MAX_RANK || (rank > 0 && !axes))
+    return invalid("dvm_permute", "rank must be 0..8 with an axes array");
+  return guarded([&] { give(x->t.permute(std::vector<int>(axes, axes + rank)), out); });
+}
+
+dvm_status dvm_transpose(dvm_tensor x, int a, int b, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_transpose");
+  DVM_NEED(out, "dvm_transpose");
+  return guarded([&] { give(x->t.transpose(a, b), out); });
+}
+
+dvm_status dvm_slice(dvm_tensor x, int axis, int64_t start, int64_t end, int64_t step, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_slice");
+  DVM_NEED(out, "dvm_slice");
+  return guarded([&] { give(x->t.slice(axis, start, end, step), out); });
+}
+
+dvm_status dvm_expand(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_expand");
+  DVM_NEED(out, "dvm_expand");
+  dvm::Shape s;
+  if (!make_shape(shape, rank, &s)) return invalid("dvm_expand", "rank must be 0..8 with a shape array");
+  return guarded([&] { give(x->t.expand(s), out); });
+}
+
+dvm_status dvm_contiguous(dvm_tensor x, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_contiguous");
+  DVM_NEED(out, "dvm_contiguous");
+  return guarded([&] { give(x->t.contiguous(), out); });
+}
+
+dvm_status dvm_set_num_threads(int n) {
+  return guarded([&] { dvm::set_num_threads(n); });
+}
+dvm_status dvm_set_isa(const char* name) {
+  DVM_NEED(name, "dvm_set_isa");
+  return guarded([&] { dvm::set_isa(name); });
+}
+dvm_status dvm_get_isa(char* out, size_t bytes) {
+  DVM_NEED(out, "dvm_get_isa");
+  return guarded([&] {
+    const std::string s = dvm::isa();
+    if (bytes < s.size() + 1)
+      throw dvm::Error("dvm_get_isa: " + std::to_string(bytes) + " bytes of room for \"" + s + "\" (expected " +
+                       std::to_string(s.size() + 1) + ")");
+    std::memcpy(out, s.c_str(), s.size() + 1);
+  });
+}
+dvm_status dvm_set_tier_mode(dvm_tier_mode mode) {
+  if (static_cast<int>(mode) < 0 || static_cast<int>(mode) > DVM_TIER_EAGER)
+    return invalid("dvm_set_tier_mode", "unknown mode");
+  return guarded([&] {
+    dvm::set_tier_mode(mode == DVM_TIER_OFF ? dvm::TierMode::Off
+                       : mode == DVM_TIER_AUTO ? dvm::TierMode::Auto
+                                               : dvm::TierMode::Eager);
+  });
+}
+dvm_status dvm_set_jit_threshold(int64_t calls) {
+  return guarded([&] { dvm::set_jit_threshold(calls); });
+}
+dvm_status dvm_set_trace_limit(int64_t nodes) {
+  return guarded([&] { dvm::set_trace_limit(nodes); });
+}
+dvm_status dvm_wait_for_jit(void) {
+  return guarded([] { dvm::wait_for_jit(); });
+}
+
+dvm_status dvm_get_stats(dvm_stats* out) {
+  DVM_NEED(out, "dvm_get_stats");
+  return guarded([&] {
+    const dvm::Stats s = dvm::stats();
+    *out = dvm_stats{s.flushes,     s.nodes_recorded, s.nodes_computed, s.kernels_launched, s.kernels_run,
+                     s.kernels_compiled, s.cache_hits, s.jit_compiles, s.jit_failures, s.jit_code_bytes,
+                     s.new_shapes};
+  });
+}
+dvm_status dvm_reset_stats(void) {
+  return guarded([] { dvm::reset_stats(); });
+}
+
+}  // extern "C"

@@ -1,0 +1,239 @@
+// The C API (include/dvm/dvm_c.h): every op gives the C++ API's bits,
+// every dtype round-trips, and bad input is a status with a message, never
+// an exception or a written output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dvm/dvm.h"
+#include "dvm/dvm_c.h"
+
+namespace dvm {
+namespace {
+
+// A handle released at scope exit.
+struct H {
+  dvm_tensor t = nullptr;
+  ~H() { dvm_release(t); }
+  dvm_tensor* out() { return &t; }
+};
+
+std::vector<float> read_f32(dvm_tensor t) {
+  int64_t n = 0;
+  EXPECT_EQ(dvm_numel(t, &n), DVM_OK);
+  std::vector<float> v(static_cast<size_t>(n));
+  EXPECT_EQ(dvm_read_f32(t, v.data(), v.size()), DVM_OK) << dvm_last_error();
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+const std::vector<float> kX = {-2.5f, -1.0f, -0.25f, 0.0f, 0.5f, 1.0f, 2.0f, 3.5f, -0.75f, 4.0f, 0.125f, -3.0f};
+const int64_t kShape[2] = {3, 4};
+
+TEST(CApi, EveryUnaryAndBinaryOpIsTheCppOp) {
+  const std::vector<float> y = {1.5f, -0.5f, 2.0f, 0.25f};
+  H x, b;
+  ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, x.out()), DVM_OK);
+  const int64_t bs[1] = {4};
+  ASSERT_EQ(dvm_from_blob(y.data(), bs, 1, DVM_F32, b.out()), DVM_OK);
+  const Tensor cx = Tensor::from_blob(kX.data(), {3, 4}), cb = Tensor::from_blob(y.data(), {4});
+  using U = Tensor (*)(const Tensor&);
+  const U unary[] = {neg,  abs,  exp,   log,   sqrt, rsqrt, reciprocal,
+                     tanh, sigmoid, relu, [](const Tensor& t) { return gelu(t); },
+                     [](const Tensor& t) { return gelu(t, GeluApprox::Tanh); }, erf, sin, cos, floor, ceil, round};
+  for (int op = DVM_NEG; op <= DVM_ROUND; ++op) {
+    H r;
+    ASSERT_EQ(dvm_unary(static_cast<dvm_unary_op>(op), x.t, r.out()), DVM_OK) << op << dvm_last_error();
+    EXPECT_TRUE(same_bits(read_f32(r.t), unary[op](cx).to_vector())) << "unary op " << op;
+  }
+  using B = Tensor (*)(const Tensor&, const Tensor&);
+  const B binary[] = {add, sub, mul, div, maximum, minimum, pow, eq, ne, lt, le, gt, ge};
+  for (int op = DVM_ADD; op <= DVM_GE; ++op) {
+    H r, rs, rf;
+    ASSERT_EQ(dvm_binary(static_cast<dvm_binary_op>(op), x.t, b.t, r.out()), DVM_OK) << op;
+    EXPECT_TRUE(same_bits(read_f32(r.t), binary[op](cx, cb).to_vector())) << "binary op " << op;
+    ASSERT_EQ(dvm_binary_scalar(static_cast<dvm_binary_op>(op), x.t, 1.5f, 0, rs.out()), DVM_OK);
+    EXPECT_TRUE(same_bits(read_f32(rs.t), binary[op](cx, Tensor(1.5f)).to_vector())) << "scalar op " << op;
+    ASSERT_EQ(dvm_binary_scalar(static_cast<dvm_binary_op>(op), x.t, 1.5f, 1, rf.out()), DVM_OK);
+    EXPECT_TRUE(same_bits(read_f32(rf.t), binary[op](Tensor(1.5f), cx).to_vector())) << "scalar-first op " << op;
+  }
+}
+
+TEST(CApi, ReductionsCompositionsProductsAndViews) {
+  H x, w, bias;
+  ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, x.out()), DVM_OK);
+  const std::vector<float> wv = {0.5f, -1.0f, 2.0f, 0.25f, 1.0f, 1.5f, -0.5f, 0.75f};
+  const int64_t ws[2] = {2, 4}, bs[1] = {2};
+  const float bv[2] = {0.1f, -0.2f};
+  ASSERT_EQ(dvm_from_blob(wv.data(), ws, 2, DVM_F32, w.out()), DVM_OK);
+  ASSERT_EQ(dvm_from_blob(bv, bs, 1, DVM_F32, bias.out()), DVM_OK);
+  const Tensor cx = Tensor::from_blob(kX.data(), {3, 4}), cw = Tensor::from_blob(wv.data(), {2, 4}),
+               cb = Tensor::from_blob(bv, {2});
+  const int axis1[1] = {1}, both[2] = {0, 1};
+  struct Case {
+    std::function<dvm_status(dvm_tensor*)> c;
+    Tensor want;
+    const char* what;
+  };
+  const int64_t ns[1] = {4}, rs[2] = {4, 3}, es[3] = {2, 3, 4};
+  const int perm[2] = {1, 0};
+  const Case cases[] = {
+      {[&](dvm_tensor* o) { return dvm_reduce(DVM_SUM, x.t, axis1, 1, 0, o); }, cx.sum(1), "sum(1)"},
+      {[&](dvm_tensor* o) { return dvm_reduce(DVM_MEAN, x.t, both, 2, 1, o); }, cx.mean({0, 1}, true), "mean keepdim"},
+      {[&](dvm_tensor* o) { return dvm_reduce(DVM_MAX, x.t, nullptr, 0, 0, o); }, cx.max(), "max()"},
+      {[&](dvm_tensor* o) { return dvm_reduce(DVM_MIN, x.t, axis1, 1, 1, o); }, cx.min(1, true), "min(1, true)"},
+      {[&](dvm_tensor* o) { return dvm_softmax(x.t, -1, o); }, softmax(cx, -1), "softmax"},
+      {[&](dvm_tensor* o) { return dvm_log_softmax(x.t, 0, o); }, log_softmax(cx, 0), "log_softmax"},
+      {[&](dvm_tensor* o) { return dvm_layer_norm(x.t, ns, 1, nullptr, nullptr, 1e-5f, o); },
+       layer_norm(cx, {4}, Tensor(), Tensor()), "layer_norm"},
+      {[&](dvm_tensor* o) { return dvm_linear(x.t, w.t, bias.t, o); }, linear(cx, cw, cb), "linear"},
+      {[&](dvm_tensor* o) { return dvm_linear(x.t, w.t, nullptr, o); }, linear(cx, cw), "linear, no bias"},
+      {[&](dvm_tensor* o) { return dvm_reshape(x.t, rs, 2, o); }, cx.reshape({4, 3}), "reshape"},
+      {[&](dvm_tensor* o) { return dvm_permute(x.t, perm, 2, o); }, cx.permute({1, 0}), "permute"},
+      {[&](dvm_tensor* o) { return dvm_transpose(x.t, 0, 1, o); }, cx.transpose(0, 1), "transpose"},
+      {[&](dvm_tensor* o) { return dvm_slice(x.t, 1, 1, 4, 2, o); }, cx.slice(1, 1, 4, 2), "slice"},
+      {[&](dvm_tensor* o) { return dvm_expand(x.t, es, 3, o); }, cx.expand({2, 3, 4}), "expand"},
+      {[&](dvm_tensor* o) { return dvm_to(x.t, DVM_F16, o); }, cx.to(Dtype::F16), "to f16"},
+  };
+  for (const Case& c : cases) {
+    H r;
+    ASSERT_EQ(c.c(r.out()), DVM_OK) << c.what << ": " << dvm_last_error();
+    int64_t shape[DVM_MAX_RANK];
+    int rank = -1;
+    ASSERT_EQ(dvm_shape(r.t, shape, &rank), DVM_OK);
+    EXPECT_EQ(Shape(std::vector<int64_t>(shape, shape + rank)), c.want.shape()) << c.what;
+    EXPECT_TRUE(same_bits(read_f32(r.t), c.want.to_vector())) << c.what;
+  }
+  H m, mm, a;
+  const int64_t sq[2] = {4, 4};
+  std::vector<float> sv(16);
+  for (int i = 0; i < 16; ++i) sv[static_cast<size_t>(i)] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+  ASSERT_EQ(dvm_from_blob(sv.data(), sq, 2, DVM_F32, m.out()), DVM_OK);
+  ASSERT_EQ(dvm_matmul(x.t, m.t, mm.out()), DVM_OK);
+  const Tensor cm = Tensor::from_blob(sv.data(), {4, 4});
+  EXPECT_TRUE(same_bits(read_f32(mm.t), matmul(cx, cm).to_vector()));
+  ASSERT_EQ(dvm_addmm(x.t, x.t, m.t, 0.5f, 2.0f, a.out()), DVM_OK);
+  EXPECT_TRUE(same_bits(read_f32(a.t), addmm(cx, cx, cm, 0.5f, 2.0f).to_vector()));
+}
+
+TEST(CApi, EveryDtypeRoundTrips) {
+  const int64_t s[1] = {4};
+  const float f32[4] = {1.5f, -2.0f, 0.0f, 3.25f};
+  const uint16_t f16[4] = {to_half(1.5f).bits, to_half(-2.0f).bits, 0, to_half(65504.0f).bits};
+  const int32_t i32[4] = {16777217, -1, INT32_MIN, 7};
+  const int64_t i64[4] = {(int64_t{1} << 50) + 1, -3, 0, INT64_MAX};
+  const uint8_t u8[4] = {0, 255, 128, 7};
+  const uint8_t bl[4] = {1, 0, 1, 1};
+  const void* data[] = {f32, f16, f16, i32, bl, i64, u8};
+  for (int d = DVM_F32; d <= DVM_U8; ++d) {
+    const size_t bytes = 4 * dtype_size(static_cast<Dtype>(d));
+    for (int copy = 0; copy < 2; ++copy) {
+      H t;
+      ASSERT_EQ((copy ? dvm_from_copy : dvm_from_blob)(data[d], s, 1, static_cast<dvm_dtype>(d), t.out()), DVM_OK);
+      dvm_dtype got_type;
+      ASSERT_EQ(dvm_get_dtype(t.t, &got_type), DVM_OK);
+      EXPECT_EQ(got_type, d);
+      std::vector<unsigned char> back(bytes);
+      ASSERT_EQ(dvm_read(t.t, static_cast<dvm_dtype>(d), back.data(), bytes), DVM_OK) << dvm_last_error();
+      EXPECT_EQ(std::memcmp(back.data(), data[d], bytes), 0) << dtype_name(static_cast<Dtype>(d));
+    }
+  }
+  // from_copy owns its values: the source may change afterwards.
+  float src[2] = {1.0f, 2.0f};
+  const int64_t two[1] = {2};
+  H c;
+  ASSERT_EQ(dvm_from_copy(src, two, 1, DVM_F32, c.out()), DVM_OK);
+  src[0] = 9.0f;
+  EXPECT_EQ(read_f32(c.t), (std::vector<float>{1.0f, 2.0f}));
+  H full, ar;
+  ASSERT_EQ(dvm_full(two, 1, 3.7, DVM_I32, full.out()), DVM_OK);
+  int32_t fi[2];
+  ASSERT_EQ(dvm_read(full.t, DVM_I32, fi, sizeof fi), DVM_OK);
+  EXPECT_EQ(fi[0], 3);
+  ASSERT_EQ(dvm_arange(0, 3, 1, DVM_U8, ar.out()), DVM_OK);
+  EXPECT_EQ(read_f32(ar.t), (std::vector<float>{0.0f, 1.0f, 2.0f}));
+}
+
+TEST(CApi, BadInputIsAStatusAndAMessageNeverAnOutput) {
+  H x;
+  ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, x.out()), DVM_OK);
+  dvm_tensor out = nullptr;
+  EXPECT_EQ(dvm_matmul(x.t, x.t, &out), DVM_ERROR);
+  EXPECT_EQ(out, nullptr);
+  EXPECT_NE(std::string(dvm_last_error()).find("matmul"), std::string::npos) << dvm_last_error();
+  EXPECT_NE(std::string(dvm_last_error()).find("[3, 4]"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_unary(DVM_EXP, nullptr, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dvm_last_error()).find("dvm_unary"), std::string::npos);
+  EXPECT_EQ(dvm_unary(static_cast<dvm_unary_op>(99), x.t, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_binary(static_cast<dvm_binary_op>(-1), x.t, x.t, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_reduce(static_cast<dvm_reduce_op>(7), x.t, nullptr, 0, 0, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_unary(DVM_EXP, x.t, nullptr), DVM_INVALID_ARGUMENT);
+  const int64_t big[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(dvm_from_blob(kX.data(), big, 9, DVM_F32, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_from_blob(kX.data(), kShape, 2, static_cast<dvm_dtype>(12), &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_from_blob(nullptr, kShape, 2, DVM_F32, &out), DVM_ERROR);  // null data for 12 elements
+  EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, nullptr, 2, 0, &out), DVM_INVALID_ARGUMENT);
+  const int bad_axis[1] = {5};
+  EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, bad_axis, 1, 0, &out), DVM_ERROR);
+  EXPECT_EQ(out, nullptr);
+  // Reads: the wrong type, too little room.
+  int32_t small[12];
+  EXPECT_EQ(dvm_read(x.t, DVM_I32, small, sizeof small), DVM_ERROR);
+  EXPECT_NE(std::string(dvm_last_error()).find("float32[3, 4]"), std::string::npos);
+  float few[3];
+  EXPECT_EQ(dvm_read(x.t, DVM_F32, few, sizeof few), DVM_ERROR);
+  EXPECT_EQ(dvm_read_f32(x.t, few, 3), DVM_ERROR);
+  char isa[2];
+  EXPECT_EQ(dvm_get_isa(isa, sizeof isa), DVM_ERROR);
+  EXPECT_EQ(dvm_set_num_threads(-3), DVM_ERROR);
+  EXPECT_EQ(dvm_set_isa("sse9"), DVM_ERROR);
+  EXPECT_EQ(dvm_set_tier_mode(static_cast<dvm_tier_mode>(3)), DVM_INVALID_ARGUMENT);
+  dvm_release(nullptr);  // does nothing
+}
+
+TEST(CApi, LastErrorIsPerThread) {
+  H x;
+  ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, x.out()), DVM_OK);
+  dvm_tensor out = nullptr;
+  ASSERT_EQ(dvm_transpose(x.t, 0, 7, &out), DVM_ERROR);
+  const std::string mine = dvm_last_error();
+  std::string other;
+  std::thread t([&] {
+    dvm_tensor o = nullptr;
+    (void)dvm_unary(DVM_EXP, nullptr, &o);
+    other = dvm_last_error();
+  });
+  t.join();
+  EXPECT_EQ(std::string(dvm_last_error()), mine);
+  EXPECT_NE(other, mine);
+  EXPECT_NE(other.find("dvm_unary"), std::string::npos);
+}
+
+TEST(CApi, SettingsAndStats) {
+  char isa[16];
+  ASSERT_EQ(dvm_get_isa(isa, sizeof isa), DVM_OK);
+  EXPECT_EQ(std::string(isa), dvm::isa());
+  ASSERT_EQ(dvm_reset_stats(), DVM_OK);
+  H x, y;
+  ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, x.out()), DVM_OK);
+  ASSERT_EQ(dvm_unary(DVM_EXP, x.t, y.out()), DVM_OK);
+  ASSERT_EQ(dvm_sync(y.t), DVM_OK);
+  dvm_stats s;
+  ASSERT_EQ(dvm_get_stats(&s), DVM_OK);
+  EXPECT_GE(s.flushes, 1);
+  EXPECT_GE(s.kernels_run, 1);
+  EXPECT_EQ(s.flushes, dvm::stats().flushes);
+  EXPECT_EQ(std::string(dvm_version()), dvm::version());
+  ASSERT_EQ(dvm_flush(), DVM_OK);
+  ASSERT_EQ(dvm_wait_for_jit(), DVM_OK);
+}
+
+}  // namespace
+}  // namespace dvm
