@@ -383,6 +383,9 @@ dvm_status dvm_contiguous(dvm_tensor x, dvm_tensor* out) {
 dvm_status dvm_set_num_threads(int n) {
   return guarded([&] { dvm::set_num_threads(n); });
 }
+dvm_status dvm_set_parallel_for(dvm_parallel_for_fn fn, void* host, int workers) {
+  return guarded([&] { dvm::set_parallel_for(fn, host, workers); });
+}
 dvm_status dvm_set_isa(const char* name) {
   DVM_NEED(name, "dvm_set_isa");
   return guarded([&] { dvm::set_isa(name); });

@@ -1,7 +1,10 @@
 // The settings calls of include/dvm/runtime.h: each applies the environment
 // first, validates through the settings table and sets the layer that owns
 // the setting.
+#include <string>
+
 #include "backends/isa.h"
+#include "dvm/error.h"
 #include "dvm/runtime.h"
 #include "runtime/environment.h"
 #include "runtime/settings.h"
@@ -42,6 +45,12 @@ void set_num_threads(int n) {
 int num_threads() {
   apply_environment();
   return vm::num_threads();
+}
+void set_parallel_for(ParallelForFn fn, void* host, int workers) {
+  apply_environment();
+  if (fn && workers < 1)
+    throw Error("set_parallel_for: workers must be at least 1, got " + std::to_string(workers));
+  vm::set_host_parallel_for(fn, host, workers);
 }
 
 void set_tier_mode(TierMode mode) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -23,9 +24,35 @@ std::shared_ptr<tbb::task_arena> g_arena;
 
 int configured() { return g_threads.load(std::memory_order_acquire); }
 
+// The host's job system, when one is set: its loop, its context and how many
+// workers it has. Read by every launch that splits, set rarely.
+struct HostPool {
+  HostParallelFor fn = nullptr;
+  void* host = nullptr;
+  int workers = 1;
+};
+std::atomic<const HostPool*> g_host{nullptr};
+
 }  // namespace
 
+void set_host_parallel_for(HostParallelFor fn, void* host, int workers) {
+  // Every pool set stays allocated (a few bytes each, reachable from this
+  // list): a launch on another thread may still hold the previous one
+  // (set_parallel_for's contract asks for quiet; this keeps a race from
+  // becoming a use after free).
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<HostPool>> pools;
+  const HostPool* p = nullptr;
+  if (fn) {
+    std::lock_guard<std::mutex> lock(mu);
+    pools.push_back(std::make_unique<HostPool>(HostPool{fn, host, std::max(1, workers)}));
+    p = pools.back().get();
+  }
+  g_host.store(p, std::memory_order_release);
+}
+
 int num_threads() {
+  if (const HostPool* h = g_host.load(std::memory_order_acquire)) return h->workers;
   int t = configured();
   return t > 0 ? t : tbb::this_task_arena::max_concurrency();
 }
@@ -50,6 +77,22 @@ void parallel_items(int64_t items, int64_t elems_per_item, ItemsFn fn, void* ctx
   // Pieces of at least kMinTaskElements, and a few per thread for balance.
   int64_t grain = std::max<int64_t>(1, (kMinTaskElements + per_item - 1) / per_item);
   grain = std::max<int64_t>(grain, items / (4 * static_cast<int64_t>(threads)));
+  if (const HostPool* h = g_host.load(std::memory_order_acquire)) {
+    // Task t runs items [t * items / tasks, (t + 1) * items / tasks).
+    const int64_t tasks = (items + grain - 1) / grain;
+    struct Split {
+      ItemsFn fn;
+      void* ctx;
+      int64_t items, tasks;
+    } split{fn, ctx, items, tasks};
+    h->fn(h->host, tasks,
+          [](void* c, int64_t t) {
+            const Split& s = *static_cast<const Split*>(c);
+            s.fn(s.ctx, t * s.items / s.tasks, (t + 1) * s.items / s.tasks);
+          },
+          &split);
+    return;
+  }
   auto run = [&] {
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, items, static_cast<size_t>(grain)),
                       [&](const tbb::blocked_range<int64_t>& r) { fn(ctx, r.begin(), r.end()); },

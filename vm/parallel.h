@@ -20,6 +20,12 @@ int num_threads();
 // n >= 1 pins dvm to its own arena of n threads; 0 returns to the caller's arena.
 void set_num_threads(int n);
 
+// A host's parallel loop (dvm::set_parallel_for): tasks run fn(ctx, t) for
+// t in [0, tasks); null returns to TBB. workers bounds the split.
+using HostTaskFn = void (*)(void* ctx, int64_t task);
+using HostParallelFor = void (*)(void* host, int64_t tasks, HostTaskFn run, void* ctx);
+void set_host_parallel_for(HostParallelFor fn, void* host, int workers);
+
 // Runs body(begin, end) over the items [0, items). elems_per_item is the
 // cost model's size of one item (floats touched). Items are independent and
 // each computes the same values wherever it runs, so results do not depend

@@ -118,6 +118,12 @@ dvm_status dvm_contiguous(dvm_tensor x, dvm_tensor* out);
 
 /* ---- settings and statistics ---------------------------------------------------- */
 dvm_status dvm_set_num_threads(int n);
+/* Runs launches on the host's job system (dvm::set_parallel_for): fn(host,
+ * tasks, run, ctx) must call run(ctx, t) for every t in [0, tasks) and
+ * return when all have returned; fn = NULL returns to dvm's own threads. */
+typedef void (*dvm_task_fn)(void* ctx, int64_t task);
+typedef void (*dvm_parallel_for_fn)(void* host, int64_t tasks, dvm_task_fn run, void* ctx);
+dvm_status dvm_set_parallel_for(dvm_parallel_for_fn fn, void* host, int workers);
 dvm_status dvm_set_isa(const char* name);
 /* Writes the ISA's name ("portable", "avx2" or "avx512") with its NUL. */
 dvm_status dvm_get_isa(char* out, size_t bytes);

@@ -34,6 +34,18 @@ void set_isa(const std::string& name);
 void set_num_threads(int n);
 int num_threads();
 
+// Runs launches on the host's job system instead of TBB. dvm calls
+// fn(host, tasks, run, ctx) with tasks >= 2; the host must call run(ctx, t)
+// once for every t in [0, tasks), on any of its threads and in any order,
+// and return when all have returned (run never throws). `workers` is how
+// many of them can run at once (dvm's cost model; at least 1). Launches too
+// small to split run on the calling thread without calling fn, as before.
+// Results are bit-identical whichever threads run the tasks. fn = nullptr
+// returns to TBB. Not to be changed while another thread is inside a launch.
+using TaskFn = void (*)(void* ctx, int64_t task);
+using ParallelForFn = void (*)(void* host, int64_t tasks, TaskFn run, void* ctx);
+void set_parallel_for(ParallelForFn fn, void* host, int workers);
+
 // Tiers: every kernel starts on the interpreter; in Auto mode a kernel called
 // `jit_threshold` times is compiled to machine code in the background and
 // switches over when ready (callers never wait). Eager compiles before the

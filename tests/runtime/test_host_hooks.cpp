@@ -1,0 +1,107 @@
+// dvm::set_parallel_for: launches run as the host's tasks (each task index
+// exactly once), give the bits dvm's own threads give, and small launches
+// never reach the host.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dvm/dvm.h"
+
+namespace dvm {
+namespace {
+
+// A host loop that runs tasks on two threads of its own and records every
+// task index it was asked to run and ran.
+struct RecordingHost {
+  std::mutex mu;
+  std::vector<int64_t> calls;  // tasks per call
+  std::vector<int> runs;       // per task of the last call: times run
+  static void parallel_for(void* self, int64_t tasks, TaskFn run, void* ctx) {
+    auto* h = static_cast<RecordingHost*>(self);
+    {
+      std::lock_guard<std::mutex> lock(h->mu);
+      h->calls.push_back(tasks);
+      h->runs.assign(static_cast<size_t>(tasks), 0);
+    }
+    auto body = [&](int64_t first, int64_t step) {
+      for (int64_t t = first; t < tasks; t += step) {
+        run(ctx, t);
+        std::lock_guard<std::mutex> lock(h->mu);
+        ++h->runs[static_cast<size_t>(t)];
+      }
+    };
+    std::thread other(body, 1, 2);
+    body(0, 2);
+    other.join();
+  }
+};
+
+struct HookGuard {
+  ~HookGuard() {
+    set_parallel_for(nullptr, nullptr, 1);
+    set_num_threads(0);
+  }
+};
+
+std::vector<float> programs() {
+  const int64_t rows = 300, cols = 4099;
+  Tensor x = Tensor::uniform({rows, cols}, 7, -3.0f, 3.0f);
+  Tensor w = Tensor::uniform({cols, 96}, 8, -1.0f, 1.0f);
+  std::vector<float> out;
+  for (const Tensor& t : {softmax(x, -1), (x * x).sum(0), tanh(x) * 0.5f + 1.0f, matmul(x, w), x.sum(1),
+                          Tensor::uniform({2, 1 << 20}, 9).sum(1)}) {
+    const std::vector<float> v = t.to_vector();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+TEST(HostHooks, HostTasksGiveTheBitsOfDvmsOwnThreads) {
+  HookGuard guard;
+  set_num_threads(3);
+  const std::vector<float> own = programs();
+  RecordingHost host;
+  set_parallel_for(&RecordingHost::parallel_for, &host, 3);
+  EXPECT_EQ(num_threads(), 3);
+  const std::vector<float> hosted = programs();
+  ASSERT_EQ(own.size(), hosted.size());
+  EXPECT_EQ(std::memcmp(own.data(), hosted.data(), own.size() * sizeof(float)), 0);
+  ASSERT_FALSE(host.calls.empty()) << "no launch reached the host";
+  for (int64_t tasks : host.calls) EXPECT_GE(tasks, 2);
+  for (int n : host.runs) EXPECT_EQ(n, 1);  // the last call: each task once
+  // Back to dvm's threads: the host sees nothing more.
+  set_parallel_for(nullptr, nullptr, 1);
+  const size_t calls = host.calls.size();
+  EXPECT_EQ(programs(), own);
+  EXPECT_EQ(host.calls.size(), calls);
+}
+
+TEST(HostHooks, SmallLaunchesStayOnTheCallingThread) {
+  HookGuard guard;
+  RecordingHost host;
+  set_parallel_for(&RecordingHost::parallel_for, &host, 4);
+  std::vector<float> v(4096, 1.5f);
+  EXPECT_EQ((Tensor::from_blob(v.data(), {4096}) * 2.0f).to_vector(), std::vector<float>(4096, 3.0f));
+  EXPECT_TRUE(host.calls.empty());
+}
+
+TEST(HostHooks, OneWorkerOrNoneIsAClearError) {
+  HookGuard guard;
+  RecordingHost host;
+  try {
+    set_parallel_for(&RecordingHost::parallel_for, &host, 0);
+    ADD_FAILURE() << "workers = 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("set_parallel_for"), std::string::npos);
+  }
+  set_parallel_for(&RecordingHost::parallel_for, &host, 1);  // one worker: never splits
+  EXPECT_EQ(num_threads(), 1);
+  (void)Tensor::uniform({1 << 20}, 3).sum().item();
+  EXPECT_TRUE(host.calls.empty());
+}
+
+}  // namespace
+}  // namespace dvm
