@@ -432,4 +432,18 @@ dvm_status dvm_reset_stats(void) {
   return guarded([] { dvm::reset_stats(); });
 }
 
+dvm_status dvm_get_memory_stats(dvm_memory_stats* out) {
+  DVM_NEED(out, "dvm_get_memory_stats");
+  return guarded([&] {
+    const dvm::MemoryStats m = dvm::memory_stats();
+    *out = dvm_memory_stats{m.live_bytes, m.cached_bytes, m.peak_bytes, m.limit_bytes};
+  });
+}
+dvm_status dvm_set_memory_limit(int64_t bytes) {
+  return guarded([&] { dvm::set_memory_limit(bytes); });
+}
+dvm_status dvm_trim(void) {
+  return guarded([] { dvm::trim(); });
+}
+
 }  // extern "C"

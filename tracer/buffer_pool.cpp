@@ -3,10 +3,14 @@
 #include "tracer/buffer_pool.h"
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
+
+#include "dvm/error.h"
 
 namespace dvm::detail {
 namespace {
@@ -18,6 +22,8 @@ struct Pool {
   std::mutex mu;
   std::array<std::vector<void*>, kClasses> free;
   size_t cached = 0;
+  size_t live = 0;  // bytes handed out and not yet returned (their class sizes)
+  size_t peak = 0;  // the most live + cached held at once
   int64_t system_allocs = 0, reuses = 0;
   ~Pool() { trim(); }
   void trim() {
@@ -49,8 +55,12 @@ int size_class(size_t bytes, size_t* class_bytes) {
 }
 
 thread_local int64_t t_fail_after = -1;
+std::atomic<int64_t> g_limit{0};  // 0: none
 
 }  // namespace
+
+void pool_set_limit(int64_t bytes) { g_limit.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed); }
+int64_t pool_limit() { return g_limit.load(std::memory_order_relaxed); }
 
 void pool_fail_after(int64_t after) { t_fail_after = after; }
 
@@ -59,20 +69,33 @@ void* pool_allocate(size_t bytes) {
   size_t cb;
   int c = size_class(bytes, &cb);
   Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
   if (c < kClasses) {
-    std::lock_guard<std::mutex> lock(p.mu);
     auto& list = p.free[static_cast<size_t>(c)];
     if (!list.empty()) {
       void* b = list.back();
       list.pop_back();
       p.cached -= cb;
+      p.live += cb;
       ++p.reuses;
       return b;
     }
-    ++p.system_allocs;
+  }
+  // A new block: within the limit, after giving the cached ones back if
+  // that is what it takes.
+  const size_t limit = static_cast<size_t>(g_limit.load(std::memory_order_relaxed));
+  if (limit > 0 && p.live + p.cached + cb > limit) {
+    p.trim();
+    if (p.live + cb > limit)
+      throw Error("out of memory: the memory limit (set_memory_limit) is " + std::to_string(limit) +
+                  " bytes; dvm holds " + std::to_string(p.live) + " bytes of tensors and this buffer needs " +
+                  std::to_string(cb));
   }
   void* b = std::aligned_alloc(64, cb);
   if (!b) throw std::bad_alloc();
+  if (c < kClasses) ++p.system_allocs;
+  p.live += cb;
+  if (p.live + p.cached > p.peak) p.peak = p.live + p.cached;
   return b;
 }
 
@@ -81,13 +104,13 @@ void pool_free(void* b, size_t bytes) {
   size_t cb;
   int c = size_class(bytes, &cb);
   Pool& p = pool();
-  if (c < kClasses) {
-    std::lock_guard<std::mutex> lock(p.mu);
-    if (p.cached + cb <= kMaxCachedBytes) {
-      p.free[static_cast<size_t>(c)].push_back(b);
-      p.cached += cb;
-      return;
-    }
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.live -= cb;
+  const size_t limit = static_cast<size_t>(g_limit.load(std::memory_order_relaxed));
+  if (c < kClasses && p.cached + cb <= kMaxCachedBytes && (limit == 0 || p.live + p.cached + cb <= limit)) {
+    p.free[static_cast<size_t>(c)].push_back(b);
+    p.cached += cb;
+    return;
   }
   std::free(b);
 }
@@ -95,7 +118,8 @@ void pool_free(void* b, size_t bytes) {
 PoolStats pool_stats() {
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
-  return {p.system_allocs, p.reuses, static_cast<int64_t>(p.cached)};
+  return {p.system_allocs, p.reuses, static_cast<int64_t>(p.cached), static_cast<int64_t>(p.live),
+          static_cast<int64_t>(p.peak)};
 }
 
 void pool_trim() {

@@ -8,7 +8,8 @@
 
 namespace dvm::detail {
 
-// 64-byte aligned, at least `bytes` long. Throws std::bad_alloc.
+// 64-byte aligned, at least `bytes` long. Throws std::bad_alloc, or
+// dvm::Error past the memory limit.
 void* pool_allocate(size_t bytes);
 // Returns a block from pool_allocate; bytes must be the same request size.
 void pool_free(void* p, size_t bytes);
@@ -17,10 +18,16 @@ struct PoolStats {
   int64_t system_allocs = 0;  // blocks obtained from the system
   int64_t reuses = 0;         // requests served from the free lists
   int64_t cached_bytes = 0;   // bytes held in free lists now
+  int64_t live_bytes = 0;     // bytes handed out now
+  int64_t peak_bytes = 0;     // the most live + cached bytes held at once
 };
 PoolStats pool_stats();
 // Returns every cached block to the system.
 void pool_trim();
+// A cap on live + cached bytes (0: none): a request that would pass it,
+// after the cached blocks are given back, throws dvm::Error.
+void pool_set_limit(int64_t bytes);
+int64_t pool_limit();
 
 // Test hook: the calling thread's `after`-th next pool_allocate (0: the very
 // next) throws std::bad_alloc, as the system would when out of memory; -1

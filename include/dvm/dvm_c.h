@@ -139,6 +139,14 @@ typedef struct dvm_stats {
 dvm_status dvm_get_stats(dvm_stats* out);
 dvm_status dvm_reset_stats(void);
 
+/* Memory (dvm::memory_stats, set_memory_limit, trim). */
+typedef struct dvm_memory_stats {
+  int64_t live_bytes, cached_bytes, peak_bytes, limit_bytes;
+} dvm_memory_stats;
+dvm_status dvm_get_memory_stats(dvm_memory_stats* out);
+dvm_status dvm_set_memory_limit(int64_t bytes);
+dvm_status dvm_trim(void);
+
 #ifdef __cplusplus
 }
 #endif

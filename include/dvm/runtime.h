@@ -59,6 +59,24 @@ int64_t jit_threshold();
 // Blocks until background compiles started so far have finished.
 void wait_for_jit();
 
+// Memory: the tensor buffers dvm allocates (results, copies, from_vector;
+// not wrapped user memory). Freed buffers are cached for reuse (up to 512
+// MiB) until trim() gives them back to the system.
+struct MemoryStats {
+  int64_t live_bytes = 0;    // held by tensors now
+  int64_t cached_bytes = 0;  // freed, kept for reuse
+  int64_t peak_bytes = 0;    // the most live + cached held at once
+  int64_t limit_bytes = 0;   // set_memory_limit's cap, 0 for none
+};
+MemoryStats memory_stats();
+// Caps live + cached bytes (0, the default: no cap). An allocation that
+// would pass it, after the cache is given back, throws dvm::Error (from the
+// flush or the creation that needed it; a failed flush's tensors raise that
+// error when read, the ones whose kernels ran keep their values).
+void set_memory_limit(int64_t bytes);
+int64_t memory_limit();
+void trim();
+
 // Per-kernel statistics, one entry per kernel in the cache.
 struct KernelStats {
   uint64_t hash = 0;        // bytecode hash

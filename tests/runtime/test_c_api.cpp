@@ -233,6 +233,12 @@ TEST(CApi, SettingsAndStats) {
   EXPECT_EQ(std::string(dvm_version()), dvm::version());
   ASSERT_EQ(dvm_flush(), DVM_OK);
   ASSERT_EQ(dvm_wait_for_jit(), DVM_OK);
+  dvm_memory_stats m;
+  ASSERT_EQ(dvm_get_memory_stats(&m), DVM_OK);
+  EXPECT_EQ(m.live_bytes, dvm::memory_stats().live_bytes);
+  EXPECT_EQ(dvm_set_memory_limit(-5), DVM_ERROR);
+  ASSERT_EQ(dvm_set_memory_limit(0), DVM_OK);
+  ASSERT_EQ(dvm_trim(), DVM_OK);
 }
 
 }  // namespace

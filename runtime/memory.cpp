@@ -1,0 +1,24 @@
+// The memory calls of include/dvm/runtime.h over the tensor buffer pool.
+#include <string>
+
+#include "dvm/error.h"
+#include "dvm/runtime.h"
+#include "tracer/buffer_pool.h"
+
+namespace dvm {
+
+MemoryStats memory_stats() {
+  const detail::PoolStats p = detail::pool_stats();
+  return {p.live_bytes, p.cached_bytes, p.peak_bytes, detail::pool_limit()};
+}
+
+void set_memory_limit(int64_t bytes) {
+  if (bytes < 0) throw Error("set_memory_limit: expected a byte count >= 0 (0: no limit), got " + std::to_string(bytes));
+  detail::pool_set_limit(bytes);
+}
+
+int64_t memory_limit() { return detail::pool_limit(); }
+
+void trim() { detail::pool_trim(); }
+
+}  // namespace dvm
