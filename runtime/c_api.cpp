@@ -415,6 +415,9 @@ dvm_status dvm_set_jit_threshold(int64_t calls) {
 dvm_status dvm_set_trace_limit(int64_t nodes) {
   return guarded([&] { dvm::set_trace_limit(nodes); });
 }
+dvm_status dvm_set_kernel_cache_capacity(int64_t kernels) {
+  return guarded([&] { dvm::set_kernel_cache_capacity(kernels); });
+}
 dvm_status dvm_wait_for_jit(void) {
   return guarded([] { dvm::wait_for_jit(); });
 }

@@ -9,6 +9,7 @@
 #include "runtime/environment.h"
 #include "runtime/settings.h"
 #include "tracer/trace.h"
+#include "vm/kernel_cache.h"
 #include "vm/parallel.h"
 #include "vm/tiering.h"
 
@@ -45,6 +46,14 @@ void set_num_threads(int n) {
 int num_threads() {
   apply_environment();
   return vm::num_threads();
+}
+void set_kernel_cache_capacity(int64_t kernels) {
+  apply_environment();
+  vm::KernelCache::global().set_capacity(runtime::check_api_value(Setting::KernelCache, kernels));
+}
+int64_t kernel_cache_capacity() {
+  apply_environment();
+  return vm::KernelCache::global().capacity();
 }
 void set_parallel_for(ParallelForFn fn, void* host, int workers) {
   apply_environment();

@@ -52,10 +52,16 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
 
   // Running statistics (relaxed atomics: launches may run concurrently).
   mutable std::atomic<int64_t> calls{0};
+  mutable std::atomic<uint64_t> last_use_{0};
   mutable std::atomic<int64_t> total_ns{0};
   // Records the launch extents; returns true the first time this kernel
   // runs with them (a "new shape" for the compiles-per-new-shape figure).
+  // Marks the kernel used (touch()).
   bool note_shape(const int64_t (&extent)[kMaxParts]) const;
+  // The kernel cache's use clock when this kernel last ran or was fetched:
+  // the cache evicts the least recently used (relaxed atomics, no lock).
+  void touch() const;
+  uint64_t last_use() const { return last_use_.load(std::memory_order_relaxed); }
 
   void calls_add(int64_t ns) const {
     calls.fetch_add(1, std::memory_order_relaxed);

@@ -24,12 +24,25 @@ Kernel::Kernel(Bytecode bc, VerifiedProgram vp)
   }
 }
 
+namespace {
+// The cache's use clock. A kernel touched when it is not already the most
+// recent one advances it, so "used after" always means a larger stamp; a
+// kernel launched again and again costs one relaxed load per launch.
+std::atomic<uint64_t> g_use_clock{1};
+}  // namespace
+
+void Kernel::touch() const {
+  if (last_use_.load(std::memory_order_relaxed) < g_use_clock.load(std::memory_order_relaxed))
+    last_use_.store(g_use_clock.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
 std::atomic<int64_t>& new_shape_count() {
   static std::atomic<int64_t> n{0};
   return n;
 }
 
 bool Kernel::note_shape(const int64_t (&extent)[kMaxParts]) const {
+  touch();
   std::array<int64_t, kMaxParts> s;
   std::copy(std::begin(extent), std::end(extent), s.begin());
   std::lock_guard<std::mutex> lock(shapes_mu_);
@@ -48,6 +61,19 @@ KernelCache& KernelCache::global() {
   return cache;
 }
 
+void KernelCache::evict_to_capacity() {
+  // The least recently used first (launches touch their kernel; fetches
+  // advance the clock). Evictions are rare: a scan, not an ordered index.
+  while (static_cast<int64_t>(map_.size()) > capacity_) {
+    auto victim = order_.begin();
+    for (auto it = order_.begin(); it != order_.end(); ++it)
+      if (map_.at(*it)->last_use() < map_.at(*victim)->last_use()) victim = it;
+    map_.erase(*victim);
+    order_.erase(victim);
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 std::shared_ptr<Kernel> KernelCache::get(const Bytecode& bc) {
   std::string key(bc.view());
   {
@@ -55,6 +81,7 @@ std::shared_ptr<Kernel> KernelCache::get(const Bytecode& bc) {
     auto it = map_.find(key);
     if (it != map_.end()) {
       hits_.fetch_add(1, std::memory_order_relaxed);
+      it->second->touch();
       return it->second;
     }
   }
@@ -64,6 +91,7 @@ std::shared_ptr<Kernel> KernelCache::get(const Bytecode& bc) {
   auto k = std::make_shared<Kernel>(bc, std::move(vp));
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = map_.emplace(key, k);
+  it->second->touch();
   if (!inserted) {
     hits_.fetch_add(1, std::memory_order_relaxed);
     return it->second;
@@ -71,11 +99,7 @@ std::shared_ptr<Kernel> KernelCache::get(const Bytecode& bc) {
   misses_.fetch_add(1, std::memory_order_relaxed);
   order_.push_back(std::move(key));
   std::shared_ptr<Kernel> result = it->second;
-  while (static_cast<int64_t>(map_.size()) > capacity_) {
-    map_.erase(order_.front());
-    order_.pop_front();
-    evictions_.fetch_add(1, std::memory_order_relaxed);
-  }
+  evict_to_capacity();
   return result;
 }
 
@@ -100,11 +124,7 @@ std::vector<std::shared_ptr<Kernel>> KernelCache::snapshot() const {
 void KernelCache::set_capacity(int64_t kernels) {
   std::lock_guard<std::mutex> lock(mu_);
   capacity_ = kernels < 1 ? 1 : kernels;
-  while (static_cast<int64_t>(map_.size()) > capacity_) {
-    map_.erase(order_.front());
-    order_.pop_front();
-    evictions_.fetch_add(1, std::memory_order_relaxed);
-  }
+  evict_to_capacity();
 }
 
 int64_t KernelCache::capacity() const {

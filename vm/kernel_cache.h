@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <deque>
+#include <list>
 #include <vector>
 
 #include "vm/kernel.h"
@@ -25,9 +25,9 @@ class KernelCache {
   int64_t size() const;
   // Every cached kernel (for statistics).
   std::vector<std::shared_ptr<Kernel>> snapshot() const;
-  // At most this many kernels stay cached (default 4096);
-  // beyond it the oldest are evicted, and their machine code is freed once
-  // no launch uses them.
+  // At most this many kernels stay cached (default 4096); beyond it the
+  // least recently used (launched or fetched) are evicted, and their
+  // machine code is freed once no launch uses them.
   void set_capacity(int64_t kernels);
   int64_t capacity() const;
   int64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
@@ -38,8 +38,9 @@ class KernelCache {
  private:
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Kernel>> map_;
-  std::deque<std::string> order_;  // insertion order, oldest first
+  std::list<std::string> order_;  // insertion order, oldest first (for snapshot)
   int64_t capacity_;
+  void evict_to_capacity();  // with mu_ held
   std::atomic<int64_t> hits_{0}, misses_{0}, evictions_{0};
 
  public:

@@ -130,6 +130,7 @@ dvm_status dvm_get_isa(char* out, size_t bytes);
 dvm_status dvm_set_tier_mode(dvm_tier_mode mode);
 dvm_status dvm_set_jit_threshold(int64_t calls);
 dvm_status dvm_set_trace_limit(int64_t nodes);
+dvm_status dvm_set_kernel_cache_capacity(int64_t kernels);
 dvm_status dvm_wait_for_jit(void);
 
 typedef struct dvm_stats {

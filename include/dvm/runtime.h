@@ -77,6 +77,12 @@ void set_memory_limit(int64_t bytes);
 int64_t memory_limit();
 void trim();
 
+// Kernels the cache keeps (default 4096; environment DVM_KERNEL_CACHE):
+// beyond it the least recently used are evicted (and recompiled if they
+// come back). At least 1.
+void set_kernel_cache_capacity(int64_t kernels);
+int64_t kernel_cache_capacity();
+
 // Per-kernel statistics, one entry per kernel in the cache.
 struct KernelStats {
   uint64_t hash = 0;        // bytecode hash

@@ -105,3 +105,44 @@ TEST(HostHooks, OneWorkerOrNoneIsAClearError) {
 
 }  // namespace
 }  // namespace dvm
+
+namespace dvm {
+namespace {
+
+// The kernel cache evicts the least recently used kernel, not the oldest:
+// a kernel relaunched through the plan cache stays.
+TEST(KernelCacheLru, TheLeastRecentlyUsedKernelIsEvicted) {
+  const int64_t saved = kernel_cache_capacity();
+  struct Restore {
+    int64_t c;
+    ~Restore() { set_kernel_cache_capacity(c); }
+  } restore{saved};
+  std::vector<float> v(64, 0.5f);
+  const Tensor x = Tensor::from_blob(v.data(), {64});
+  auto run_a = [&] { (void)(exp(x) * 3.0f).to_vector(); };
+  auto run_b = [&] { (void)(tanh(x) - 1.0f).to_vector(); };
+  auto run_c = [&] { (void)(sigmoid(x) / 7.0f).to_vector(); };
+  set_kernel_cache_capacity(2);
+  EXPECT_EQ(kernel_cache_capacity(), 2);
+  run_a();
+  run_b();
+  run_a();  // A is the most recent now (a plan-cache hit launches it)
+  const std::vector<KernelStats> before = kernel_stats();
+  ASSERT_EQ(before.size(), 2u);
+  uint64_t a_hash = 0, b_hash = 0;
+  for (const KernelStats& k : before) (k.calls == 2 ? a_hash : b_hash) = k.hash;
+  ASSERT_NE(a_hash, 0u);
+  ASSERT_NE(b_hash, 0u);
+  run_c();  // evicts B, the least recently used
+  bool has_a = false, has_b = false;
+  for (const KernelStats& k : kernel_stats()) {
+    has_a |= k.hash == a_hash;
+    has_b |= k.hash == b_hash;
+  }
+  EXPECT_TRUE(has_a) << "the most recently used kernel was evicted";
+  EXPECT_FALSE(has_b);
+  EXPECT_THROW(set_kernel_cache_capacity(0), Error);
+}
+
+}  // namespace
+}  // namespace dvm

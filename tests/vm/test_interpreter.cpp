@@ -112,6 +112,30 @@ TEST(Interpreter, ElementwiseAllPatterns) {
   }
 }
 
+// An output that is also an input is refused when the launch touches them;
+// an empty launch's pointers (an empty view's may point past its buffer, at
+// anything) are not compared.
+TEST(Interpreter, AliasedArgumentsAreRefusedOnlyWhenTouched) {
+  Encoder e(Form::Elementwise);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, ay, e.unary(Op::NEG, e.load(Op::LD, ax)));
+  auto k = KernelCache::global().get(e.finish());
+  std::vector<float> buf(8, 1.0f);
+  Launch l;
+  l.extent[kC] = 8;
+  l.args.resize(2);
+  l.args[0] = {buf.data(), nullptr, 0, 8, 1};
+  l.args[1] = {nullptr, buf.data(), 0, 8, 1};
+  try {
+    check_launch(*k, l);
+    ADD_FAILURE() << "an output aliasing an input was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("also input argument 0"), std::string::npos) << err.what();
+  }
+  l.extent[kC] = 0;
+  EXPECT_NO_THROW(check_launch(*k, l));
+}
+
 // A gather over a 3-D transposed input: ldg with per-part dims.
 TEST(Interpreter, GeneralGather) {
   Encoder e(Form::Elementwise);
