@@ -82,5 +82,11 @@ void wait_for_jit() {
   apply_environment();
   vm::wait_for_compiles();
 }
+bool wait_for_jit(double timeout_ms) {
+  apply_environment();
+  if (!(timeout_ms >= 0)) throw Error("wait_for_jit: expected a timeout >= 0 ms, got " + std::to_string(timeout_ms));
+  const double ns = timeout_ms * 1e6;
+  return vm::wait_for_compiles(ns < 9.2e18 ? static_cast<int64_t>(ns) : INT64_MAX);
+}
 
 }  // namespace dvm

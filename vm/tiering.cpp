@@ -31,6 +31,10 @@ class Compiler {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return pending_ == 0; });
   }
+  bool wait_for(std::chrono::nanoseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return done_cv_.wait_for(lock, timeout, [&] { return pending_ == 0; });
+  }
   // At exit: compiles still queued are dropped (nobody will run their
   // kernels); only the one in flight is waited for.
   ~Compiler() {
@@ -134,5 +138,8 @@ Tier select_tier(const Kernel& k, int64_t calls, backends::Isa isa) {
 }
 
 void wait_for_compiles() { compiler().wait(); }
+bool wait_for_compiles(int64_t timeout_ns) {
+  return compiler().wait_for(std::chrono::nanoseconds(timeout_ns > 0 ? timeout_ns : 0));
+}
 
 }  // namespace dvm::vm

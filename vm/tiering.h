@@ -37,6 +37,8 @@ Tier select_tier(const Kernel& k, int64_t calls, backends::Isa isa);
 
 // Waits for every background compile started so far.
 void wait_for_compiles();
+// The same, for at most timeout_ns: true when none is pending.
+bool wait_for_compiles(int64_t timeout_ns);
 
 struct TierStats {
   std::atomic<int64_t> compiles{0}, failures{0};

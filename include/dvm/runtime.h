@@ -58,6 +58,10 @@ void set_jit_threshold(int64_t calls);
 int64_t jit_threshold();
 // Blocks until background compiles started so far have finished.
 void wait_for_jit();
+// The same for at most `timeout_ms` milliseconds (a frame's budget): true
+// when every compile finished, false when some are still running (their
+// kernels keep running on the interpreter meanwhile).
+bool wait_for_jit(double timeout_ms);
 
 // Memory: the tensor buffers dvm allocates (results, copies, from_vector;
 // not wrapped user memory). Freed buffers are cached for reuse (up to 512

@@ -146,3 +146,25 @@ TEST(KernelCacheLru, TheLeastRecentlyUsedKernelIsEvicted) {
 
 }  // namespace
 }  // namespace dvm
+
+namespace dvm {
+namespace {
+
+// wait_for_jit(timeout): a frame can bound its wait for background compiles.
+TEST(HostHooks, WaitForJitWithATimeout) {
+  const TierMode saved_mode = tier_mode();
+  const int64_t saved_threshold = jit_threshold();
+  set_tier_mode(TierMode::Auto);
+  set_jit_threshold(1);
+  std::vector<float> v(256, 0.25f);
+  const Tensor x = Tensor::from_blob(v.data(), {256});
+  for (int i = 0; i < 3; ++i) (void)(sigmoid(x) * 5.0f - 1.0f).to_vector();  // queues a compile
+  EXPECT_TRUE(wait_for_jit(60000.0));  // a minute: done long before
+  EXPECT_TRUE(wait_for_jit(0.0));      // nothing pending now
+  EXPECT_THROW(wait_for_jit(-1.0), Error);
+  set_jit_threshold(saved_threshold);
+  set_tier_mode(saved_mode);
+}
+
+}  // namespace
+}  // namespace dvm
