@@ -74,7 +74,8 @@ void KernelCache::evict_to_capacity() {
   }
 }
 
-std::shared_ptr<Kernel> KernelCache::get(const Bytecode& bc) {
+std::shared_ptr<Kernel> KernelCache::get(const Bytecode& bc, bool* fresh) {
+  if (fresh) *fresh = false;
   std::string key(bc.view());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -97,6 +98,7 @@ std::shared_ptr<Kernel> KernelCache::get(const Bytecode& bc) {
     return it->second;
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
+  if (fresh) *fresh = true;
   order_.push_back(std::move(key));
   std::shared_ptr<Kernel> result = it->second;
   evict_to_capacity();

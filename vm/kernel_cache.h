@@ -19,8 +19,9 @@ class KernelCache {
   static KernelCache& global();
 
   // The kernel for bc, verifying and inserting it on first sight. Throws
-  // dvm::Error with the verifier's message for malformed bytecode.
-  std::shared_ptr<Kernel> get(const Bytecode& bc);
+  // dvm::Error with the verifier's message for malformed bytecode. *fresh,
+  // when given, tells whether this call inserted it (a cache miss).
+  std::shared_ptr<Kernel> get(const Bytecode& bc, bool* fresh = nullptr);
 
   int64_t size() const;
   // Every cached kernel (for statistics).

@@ -9,6 +9,8 @@
 #include <functional>
 #include <thread>
 
+#include "vm/profile.h"
+
 namespace dvm::vm {
 namespace {
 
@@ -50,6 +52,7 @@ class Compiler {
 
  private:
   void loop() {
+    profile::set_thread_name("dvm jit compiler");
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -87,6 +90,14 @@ void compile_now(const Kernel& k, const Backend& b, BackendSlot& slot) {
   slot.compile_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - t0)
                         .count();
+  if (profile::on()) [[unlikely]] {
+    const int64_t begin = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+    profile::Event e("jit compile", "jit", begin, begin + slot.compile_ns);
+    e.hash("hash", k.hash()).s("form", form_name(k.form())).s("backend", b.name).b("ok", code != nullptr);
+    e.f("compile_us", static_cast<double>(slot.compile_ns) / 1e3);
+    if (!code) e.text_arg("reason", reason);
+    profile::emit(e);
+  }
   if (code) {
     slot.code = std::move(code);
     tier_stats().compiles.fetch_add(1, std::memory_order_relaxed);
