@@ -6,9 +6,11 @@
 #include <bit>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <new>
 #include <string>
+#include <unordered_map>
 
 #include "dvm/error.h"
 #include "fuser/lower.h"
@@ -18,6 +20,7 @@
 #include "vm/kernel_cache.h"
 #include "vm/launcher.h"
 #include "vm/parallel.h"
+#include "vm/profile.h"
 
 namespace dvm::fuser {
 using detail::Node;
@@ -26,6 +29,8 @@ using detail::NodeKind;
 namespace {
 thread_local bool t_log_on = false;
 thread_local std::vector<KernelRun> t_log;
+thread_local bool t_record_on = false;
+thread_local FusionRecord t_record;
 std::atomic<bool> g_check_plans{false};
 
 struct FaultPlan {
@@ -83,6 +88,10 @@ std::vector<KernelRun> take_kernel_log() {
   return out;
 }
 
+void set_fusion_record(bool on) { t_record_on = on; }
+bool fusion_record() { return t_record_on; }
+const FusionRecord& last_fusion() { return t_record; }
+
 void set_plan_check(bool on) { g_check_plans.store(on, std::memory_order_relaxed); }
 bool plan_check() { return g_check_plans.load(std::memory_order_relaxed); }
 
@@ -100,10 +109,17 @@ namespace {
 // can time each), launch alone.
 class Runner {
  public:
+  // Whether each kernel launches alone and is timed: while the kernel log
+  // or a profile is on. Set at the start of each execute().
+  void set_timed(bool log, bool profile) {
+    log_ = log;
+    profile_ = profile;
+  }
+
   // gi: the group's number in this flush (for the test hook).
   void add(const Group& g, const Lowered& low, std::shared_ptr<vm::Kernel> k, int gi) {
     const int64_t work = low.space.extent(0) * low.space.extent(1) * low.space.extent(2);
-    const bool alone = t_log_on || work >= vm::kMinParallelElements;
+    const bool alone = log_ || profile_ || work >= vm::kMinParallelElements;
     if (alone) flush();  // stacked work first: what is staged is then this group's alone
     allocate_outputs(low);
     if (fault_fires(Fault::BadAlloc, gi)) throw std::bad_alloc();
@@ -236,7 +252,7 @@ class Runner {
       }
       throw;
     }
-    if (!t_log_on) return;
+    if (!log_ && !profile_) return;
     auto t1 = std::chrono::steady_clock::now();
     KernelRun run;
     run.hash = k.hash();
@@ -250,9 +266,27 @@ class Runner {
       if (!a.output && n->storage) elems = std::min<int64_t>(elems, n->storage->elems);
       run.bytes += elems * static_cast<int64_t>(dtype_size(n->dtype));
     }
-    t_log.push_back(std::move(run));
+    if (profile_) emit_launch(k, run, t0, jit);
+    if (log_) t_log.push_back(std::move(run));
   }
 
+  // The profile's launch event: named by form and hash, so that each
+  // kernel's launches sum up under one name in a trace viewer.
+  static void emit_launch(const vm::Kernel& k, const KernelRun& run, std::chrono::steady_clock::time_point t0,
+                          bool jit) {
+    const int64_t begin = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+    vm::profile::Event e("launch", "launch", begin, begin + run.ns);
+    char label[48];
+    std::snprintf(label, sizeof label, "%s %08llx", run.form.c_str(),
+                  static_cast<unsigned long long>(run.hash >> 32));
+    e.set_label(label);
+    e.s("form", vm::form_name(k.form())).s("tier", jit ? "jit" : "interp").i("ops", run.ops).i("bytes", run.bytes);
+    e.f("GB/s", run.ns > 0 ? static_cast<double>(run.bytes) / static_cast<double>(run.ns) : 0.0);
+    e.hash("hash", run.hash);
+    vm::profile::emit(e);
+  }
+
+  bool log_ = false, profile_ = false;
   std::deque<vm::Launch> launches_;  // stable addresses for the entries
   size_t used_launches_ = 0;         // launches_ in use by this flush
   std::vector<std::shared_ptr<vm::Kernel>> kernels_;
@@ -297,10 +331,10 @@ namespace {
 
 // The verified kernel for a lowered group. A group the fuser built must
 // verify: a failure is internal, named by the group's ops and shapes.
-std::shared_ptr<vm::Kernel> fetch_kernel(const Group& g, const Lowered& low, int gi) {
+std::shared_ptr<vm::Kernel> fetch_kernel(const Group& g, const Lowered& low, int gi, bool* fresh) {
   try {
     if (fault_fires(Fault::Verify, gi)) throw Error("injected verifier failure (test hook)");
-    return vm::KernelCache::global().get(low.bytecode);
+    return vm::KernelCache::global().get(low.bytecode, fresh);
   } catch (const Error& e) {
     throw Error("internal: kernel for ops " + describe_ops(g.members) + " failed verification: " + reason_of(e) +
                 "\n" + vm::disassemble(low.bytecode));
@@ -331,7 +365,72 @@ bool try_lower_group(const Group& g, const std::vector<Placement>& placement, Lo
   }
 }
 
-int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
+// ---- The fusion record (set_fusion_record) ----------------------------------
+
+// Builds t_record for one flush: ops by group, leaves by node.
+class Recorder {
+ public:
+  void begin() {
+    t_record = FusionRecord{};
+    t_record.filled = true;
+    ids_.clear();
+  }
+  void group(const Group& g, const vm::Kernel& k) {
+    const int kernel = static_cast<int>(t_record.kernels.size());
+    t_record.kernels.push_back({vm::form_name(k.form()), k.hash()});
+    const size_t first = t_record.ops.size();
+    for (Node* m : g.members) {  // every member first: members read members
+      ids_[m] = static_cast<int>(t_record.ops.size());
+      FusionRecord::Op op;
+      const std::string d = describe_ops({m});  // "[name(axis=1) float32[3, 4]->[3]]"
+      const size_t space = d.find(' ');
+      op.name = d.substr(1, space - 1);
+      op.type = d.substr(space + 1, d.size() - space - 2);
+      op.kernel = kernel;
+      t_record.ops.push_back(std::move(op));
+    }
+    for (size_t i = 0; i < g.members.size(); ++i) {
+      const Node* m = g.members[i];
+      for (int j = 0; j < m->nin; ++j)
+        if (m->in[j]) t_record.ops[first + i].inputs.push_back(id(m->in[j]));
+    }
+  }
+
+ private:
+  // The id of an input (Op::inputs' encoding), making it a leaf on first sight.
+  int id(const Node* n) {
+    auto it = ids_.find(n);
+    if (it != ids_.end()) return it->second;
+    FusionRecord::Leaf leaf;
+    switch (n->kind) {
+      case NodeKind::Leaf: leaf.name = "input"; break;
+      case NodeKind::Const: {
+        char v[32];
+        std::snprintf(v, sizeof v, "const %g", static_cast<double>(n->value));
+        leaf.name = v;
+        break;
+      }
+      case NodeKind::View: leaf.name = n->op == detail::OpKind::None ? "view" : detail::op_name(n->op); break;
+      default: leaf.name = std::string(n->kind == NodeKind::Copy ? "copy" : detail::op_name(n->op)) + " (computed)";
+    }
+    leaf.type = std::string(dtype_name(n->dtype)) + n->shape.to_string();
+    const int me = -1 - static_cast<int>(t_record.leaves.size());
+    ids_[n] = me;
+    t_record.leaves.push_back(std::move(leaf));
+    // A view still pending in this flush reads its input: draw that edge.
+    if (n->kind == NodeKind::View && n->pending && n->in[0]) {
+      const int src = id(n->in[0]);
+      FusionRecord::Leaf& l = t_record.leaves[static_cast<size_t>(-1 - me)];
+      l.has_input = true;
+      l.input = src;
+    }
+    return me;
+  }
+  std::unordered_map<const Node*, int> ids_;
+};
+thread_local Recorder t_recorder;
+
+int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner, bool prof, bool recording) {
   thread_local Signature sig;  // reused: its buffer keeps its capacity
   make_signature(nodes, &sig);
   PlanCache& cache = PlanCache::current();
@@ -360,14 +459,22 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
                       " would bind different scalar values");
       }
       runner.add(g, low, cg.kernel, gi++);
+      if (recording) [[unlikely]] t_recorder.group(g, *cg.kernel);
       computed += static_cast<int64_t>(g.members.size());
     }
   } else {
     ++cache.misses;
+    const int64_t t_part = prof ? vm::profile::now_ns() : 0;
     Plan plan = partition(nodes);
+    if (prof) {
+      vm::profile::Event e("partition", "fuser", t_part, vm::profile::now_ns());
+      e.i("nodes", static_cast<int64_t>(nodes.size())).i("groups", static_cast<int64_t>(plan.order.size()));
+      vm::profile::emit(e);
+    }
     CachedPlan record;
     for (size_t oi = 0; oi < plan.order.size(); ++oi) {
       Lowered low;
+      const int64_t t_enc = prof ? vm::profile::now_ns() : 0;
       const int pgi = plan.order[oi];
       if (!try_lower_group(plan.groups[static_cast<size_t>(pgi)], plan.placement, &low)) {
         // Over the encoder's limits: run it as smaller groups, in its place.
@@ -379,7 +486,17 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
         continue;
       }
       const Group& g = plan.groups[static_cast<size_t>(pgi)];
-      std::shared_ptr<vm::Kernel> k = fetch_kernel(g, low, gi);
+      bool fresh = false;
+      std::shared_ptr<vm::Kernel> k = fetch_kernel(g, low, gi, &fresh);
+      if (prof) {
+        // Lowering and encoding the group, and verifying its bytecode when
+        // the kernel cache had not seen it.
+        vm::profile::Event e("encode", "fuser", t_enc, vm::profile::now_ns());
+        e.s("form", vm::form_name(k->form())).i("ops", static_cast<int64_t>(g.members.size()));
+        e.i("bytecode_bytes", static_cast<int64_t>(low.bytecode.view().size())).hash("hash", k->hash());
+        e.b("new_kernel", fresh);
+        vm::profile::emit(e);
+      }
       CachedGroup cg;
       cg.form = g.form;
       cg.red_begin = g.red_begin;
@@ -402,6 +519,7 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
       cg.scalars = low.scalar_origins;
       record.groups.push_back(std::move(cg));
       runner.add(g, low, k, gi++);
+      if (recording) [[unlikely]] t_recorder.group(g, *k);
       computed += static_cast<int64_t>(g.members.size());
     }
     record.placement = std::move(plan.placement);
@@ -416,9 +534,13 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner) {
 int64_t execute(const std::vector<Node*>& nodes) {
   thread_local Runner runner;  // reused: its buffers keep their capacity
   runner.reset();
+  const bool prof = vm::profile::on();
+  runner.set_timed(t_log_on, prof);
+  const bool recording = t_record_on;
+  if (recording) [[unlikely]] t_recorder.begin();
   int64_t computed = 0;
   try {
-    computed = run_groups(nodes, runner);
+    computed = run_groups(nodes, runner, prof, recording);
   } catch (...) {
     t_fault = {};
     runner.reset();

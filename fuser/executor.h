@@ -49,6 +49,40 @@ ExecStats& exec_stats();
 void set_kernel_log(bool on);
 std::vector<KernelRun> take_kernel_log();
 
+// The calling thread's record of its last flush's fused groups, kept while
+// set_fusion_record(true) (dvm::set_fusion_record; dvm::dump_fusion draws
+// it). Off, a flush records nothing.
+struct FusionRecord {
+  struct Op {
+    std::string name;   // the op ("mul", "sum(axis=1)", "copy")
+    std::string type;   // "float32[3, 4]"
+    int kernel = -1;    // index into kernels
+    // Each input: an op (>= 0, index into ops) or a leaf (-1 - its index
+    // into leaves).
+    std::vector<int> inputs;
+  };
+  // A value the flush read without computing it: a user's tensor, a
+  // constant, a result of an earlier flush, or a view of one of these or
+  // of an op (then `input` says of which, in the encoding of Op::inputs).
+  struct Leaf {
+    std::string name;   // "input", "const 0.5", "relu (computed)", "view"
+    std::string type;
+    bool has_input = false;
+    int input = 0;
+  };
+  struct Kernel {
+    std::string form;   // vm::form_name
+    uint64_t hash = 0;  // its bytecode's
+  };
+  std::vector<Op> ops;
+  std::vector<Leaf> leaves;
+  std::vector<Kernel> kernels;  // in launch order
+  bool filled = false;          // a flush ran while recording
+};
+void set_fusion_record(bool on);
+bool fusion_record();
+const FusionRecord& last_fusion();
+
 // While on, every plan-cache replay is lowered again and compared with the
 // cached kernel (off by default; DVM_PLAN_CHECK).
 void set_plan_check(bool on);
