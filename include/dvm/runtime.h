@@ -128,6 +128,30 @@ struct KernelRun {
 void set_kernel_log(bool on);
 std::vector<KernelRun> take_kernel_log();
 
+// Profiling (docs/EMBEDDING.md, "Profiling"). profile_begin() starts
+// recording events from every thread: each flush, the partition of a new
+// trace structure, each encode, each JIT compile (on the thread that runs
+// it) and each kernel launch; while it is on, every kernel launches alone
+// (no stacking), as with the kernel log, so that each has its own time.
+// profile_end(path) stops and writes a Chrome trace-event JSON file
+// (chrome://tracing, https://ui.perfetto.dev). profile_begin() while a
+// profile is on, and profile_end() with none on or with a path that cannot
+// be written, throw dvm::Error; after the last, the profile stays on, so a
+// second profile_end() with another path still writes it.
+void profile_begin();
+void profile_end(const std::string& path);
+bool profiling();
+
+// While on, each flush on this thread keeps a record of its fused groups
+// (op names, types, shapes, kernels, edges); dump_fusion(path) writes the
+// last one as Graphviz DOT: one `subgraph cluster_kN` per kernel (labelled
+// with its form and bytecode hash), an ellipse per op, a box per value the
+// flush read. Throws dvm::Error when no flush has been recorded on this
+// thread or the file cannot be written.
+void set_fusion_record(bool on);
+bool fusion_record();
+void dump_fusion(const std::string& path);
+
 // Counters for this process; reset_stats() zeroes them.
 Stats stats();
 void reset_stats();
