@@ -7,6 +7,9 @@
 // nodes.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -423,6 +426,34 @@ TEST_F(Profiler, ThreadsGetTheirOwnTids) {
     EXPECT_EQ(n, 3) << "tid " << tid;
     EXPECT_EQ(t.threads.count(tid), 1u) << "tid " << tid << " has no thread_name";
   }
+  std::remove(path.c_str());
+}
+
+// Profiles start and end while other threads flush: each file parses and
+// holds only whole events (scripts/ci_tsan.sh-style runs check the races).
+TEST_F(Profiler, BeginAndEndWhileOtherThreadsFlush) {
+  set_tier_mode(TierMode::Off);
+  std::atomic<bool> stop{false};
+  auto work = [&] {
+    Tensor x = Tensor::uniform({64}, 4);
+    while (!stop.load()) exp(x * 2.0f).to_vector();
+  };
+  std::thread a(work), b(work);
+  const std::string path = temp_path("busy.json");
+  size_t flushes = 0;
+  for (int round = 0; round < 20; ++round) {
+    profile_begin();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    profile_end(path);
+    TraceFile t;
+    load_trace(path, &t);
+    for (const Json* f : t.named("flush")) EXPECT_EQ(arg(f, "nodes").num, 2);
+    flushes += t.named("flush").size();
+  }
+  EXPECT_GT(flushes, 0u);
+  stop = true;
+  a.join();
+  b.join();
   std::remove(path.c_str());
 }
 
