@@ -118,4 +118,38 @@ inline void store_elem(Dtype t, void* p, int64_t i, float v) {
   }
 }
 
+// int32 lanes (arguments with vm::kIntLanes): element i of a buffer of type
+// t as an int32 lane, its bits in a float: int32 as is, uint8 zero-extended,
+// bool 0 or 1 (any nonzero byte is true). Floating types and int64 have no
+// int32 lanes to load (the verifier refuses them); they give 0.
+inline float load_int_elem(Dtype t, const void* p, int64_t i) {
+  uint32_t u = 0;
+  switch (t) {
+    case Dtype::I32: std::memcpy(&u, static_cast<const char*>(p) + 4 * i, 4); break;
+    case Dtype::U8: u = static_cast<const uint8_t*>(p)[i]; break;
+    case Dtype::Bool: u = static_cast<const uint8_t*>(p)[i] != 0 ? 1u : 0u; break;
+    default: break;
+  }
+  return f32_from_bits(u);
+}
+
+// Writes the int32 lane v (its bits in a float) as element i of a buffer of
+// type t: int32 as is, uint8 the low 8 bits (wraps), bool nonzero, a
+// floating type as the lane converted to f32 to nearest even, then stored as
+// store_elem stores an f32; int64 sign-extended (the verifier refuses int64).
+inline void store_int_elem(Dtype t, void* p, int64_t i, float v) {
+  const uint32_t u = f32_bits(v);
+  switch (t) {
+    case Dtype::I32: std::memcpy(static_cast<char*>(p) + 4 * i, &u, 4); return;
+    case Dtype::U8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(u & 0xffu); return;
+    case Dtype::Bool: static_cast<uint8_t*>(p)[i] = u != 0 ? 1 : 0; return;
+    case Dtype::I64: {
+      const int64_t w = static_cast<int32_t>(u);
+      std::memcpy(static_cast<char*>(p) + 8 * i, &w, 8);
+      return;
+    }
+    default: store_elem(t, p, i, static_cast<float>(static_cast<int32_t>(u))); return;
+  }
+}
+
 }  // namespace dvm::backends

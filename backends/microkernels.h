@@ -53,6 +53,10 @@ struct MicroKernels {
   void (*gather_strided)(float* d, const float* base, int64_t stride, int64_t n);
   LoadCvtFn load_cvt[kNumDtypes];    // indexed by Dtype (F32 included: a copy)
   StoreCvtFn store_cvt[kNumDtypes];
+  // The same for int32 lanes (vm::kIntLanes; convert.h's load_int_elem and
+  // store_int_elem): the float* holds int32 bits.
+  LoadCvtFn load_int[kNumDtypes];
+  StoreCvtFn store_int[kNumDtypes];
 };
 
 // The table for one ISA; nullptr when that ISA was not compiled in or the CPU

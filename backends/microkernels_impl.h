@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backends/convert.h"
@@ -35,6 +36,18 @@ using vm::Op;
 
 // ---- per-op vector bodies ------------------------------------------------------
 
+// int32 lanes (the I* opcodes): a register's bits are an int32; two's
+// complement arithmetic that wraps (no signed overflow: the primitives
+// compute in unsigned), comparisons as 1.0f / 0.0f like the float ones.
+template <class V>
+DVM_SIMD_INLINE V int_lanes(typename V::Int x) { return V::as_float(x); }
+template <class V>
+DVM_SIMD_INLINE typename V::Int ineg(typename V::Int x) { return V::isub(V::isplat(0), x); }
+template <class V>
+DVM_SIMD_INLINE V iselect_gt(V a, V b, V if_gt, V else_) {  // a > b (signed) ? if_gt : else_
+  return V::select(V::igt(V::as_int(a), V::as_int(b)), if_gt, else_);
+}
+
 template <class V, Op kOp>
 DVM_SIMD_INLINE V unary_op(V x) {
   if constexpr (kOp == Op::NEG) return V::neg(x);
@@ -55,6 +68,12 @@ DVM_SIMD_INLINE V unary_op(V x) {
   else if constexpr (kOp == Op::FLOOR) return V::floor(x);
   else if constexpr (kOp == Op::CEIL) return V::ceil(x);
   else if constexpr (kOp == Op::ROUND) return V::round_even(x);
+  else if constexpr (kOp == Op::ITOF) return V::cvt_float(V::as_int(x));
+  else if constexpr (kOp == Op::FTOI) return int_lanes<V>(V::cvt_trunc(x));
+  else if constexpr (kOp == Op::INEG) return int_lanes<V>(ineg<V>(V::as_int(x)));
+  else if constexpr (kOp == Op::IABS)  // 0 > x ? -x : x (-INT32_MIN wraps to itself)
+    return iselect_gt<V>(V::as_float(V::isplat(0)), x, int_lanes<V>(ineg<V>(V::as_int(x))), x);
+  else if constexpr (kOp == Op::INOT) return V::bit_xor(x, V::as_float(V::isplat(-1)));
   else static_assert(kOp == Op::NEG, "not a unary op");
 }
 
@@ -79,6 +98,20 @@ DVM_SIMD_INLINE V binary_op(V a, V b) {
   else if constexpr (kOp == Op::LE) return bool_to_float<V>(V::le(a, b));
   else if constexpr (kOp == Op::GT) return bool_to_float<V>(V::gt(a, b));
   else if constexpr (kOp == Op::GE) return bool_to_float<V>(V::ge(a, b));
+  else if constexpr (kOp == Op::IADD) return int_lanes<V>(V::iadd(V::as_int(a), V::as_int(b)));
+  else if constexpr (kOp == Op::ISUB) return int_lanes<V>(V::isub(V::as_int(a), V::as_int(b)));
+  else if constexpr (kOp == Op::IMUL) return int_lanes<V>(V::imul(V::as_int(a), V::as_int(b)));
+  else if constexpr (kOp == Op::IMAX) return iselect_gt<V>(a, b, a, b);
+  else if constexpr (kOp == Op::IMIN) return iselect_gt<V>(a, b, b, a);
+  else if constexpr (kOp == Op::IEQ) return bool_to_float<V>(V::ieq(V::as_int(a), V::as_int(b)));
+  else if constexpr (kOp == Op::INE) return bool_to_float<V>(V::mask_not(V::ieq(V::as_int(a), V::as_int(b))));
+  else if constexpr (kOp == Op::ILT) return bool_to_float<V>(V::igt(V::as_int(b), V::as_int(a)));
+  else if constexpr (kOp == Op::ILE) return bool_to_float<V>(V::mask_not(V::igt(V::as_int(a), V::as_int(b))));
+  else if constexpr (kOp == Op::IGT) return bool_to_float<V>(V::igt(V::as_int(a), V::as_int(b)));
+  else if constexpr (kOp == Op::IGE) return bool_to_float<V>(V::mask_not(V::igt(V::as_int(b), V::as_int(a))));
+  else if constexpr (kOp == Op::IAND) return V::bit_and(a, b);
+  else if constexpr (kOp == Op::IOR) return V::bit_or(a, b);
+  else if constexpr (kOp == Op::IXOR) return V::bit_xor(a, b);
   else static_assert(kOp == Op::ADD, "not a binary op");
 }
 
@@ -313,9 +346,28 @@ void store_cvt_kernel(void* d, const float* src, int64_t n) {
 }
 
 template <Dtype kT>
+void load_int_kernel(float* d, const void* src, int64_t n) {
+  if constexpr (kT == Dtype::I32) {
+    if (n > 0) std::memcpy(d, src, static_cast<size_t>(n) * 4);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = load_int_elem(kT, src, i);
+  }
+}
+template <Dtype kT>
+void store_int_kernel(void* d, const float* src, int64_t n) {
+  if constexpr (kT == Dtype::I32) {
+    if (n > 0) std::memcpy(d, src, static_cast<size_t>(n) * 4);
+  } else {
+    for (int64_t i = 0; i < n; ++i) store_int_elem(kT, d, i, src[i]);
+  }
+}
+
+template <Dtype kT>
 constexpr void set_convert(MicroKernels& t) {
   t.load_cvt[static_cast<int>(kT)] = &load_cvt_kernel<kT>;
   t.store_cvt[static_cast<int>(kT)] = &store_cvt_kernel<kT>;
+  t.load_int[static_cast<int>(kT)] = &load_int_kernel<kT>;
+  t.store_int[static_cast<int>(kT)] = &store_int_kernel<kT>;
 }
 
 // ---- the table -----------------------------------------------------------------

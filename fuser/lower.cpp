@@ -36,6 +36,73 @@ void resolve_view(Node* v) {
 
 namespace {
 
+// int32 lanes (docs/DTYPES.md): int32 and uint8 values computed by
+// elementwise ops live in registers as int32 bit patterns and compute with
+// the I* opcodes, wrapping as torch's integers do (uint8 after every op);
+// every other value is f32. A value read in the other representation is
+// converted: int32 to f32 to nearest even (what a load of an int32 gives, so
+// `i32 + f32` is torch's), f32 to int32 toward zero (bool masks, uint8
+// reductions: exact).
+bool int_dtype(Dtype t) { return t == Dtype::I32 || t == Dtype::U8; }
+
+// Whether member n's value lives in int32 lanes.
+bool int_value(const Node* n) {
+  if (n->kind == NodeKind::Elementwise) return int_dtype(n->dtype);
+  if (n->kind == NodeKind::Copy) return int_dtype(n->dtype) && int_dtype(n->in[0]->dtype);
+  return false;
+}
+
+bool is_comparison(detail::OpKind op) {
+  using detail::OpKind;
+  return op == OpKind::Eq || op == OpKind::Ne || op == OpKind::Lt || op == OpKind::Le || op == OpKind::Gt ||
+         op == OpKind::Ge;
+}
+
+// A comparison of integers (torch compares int32 and uint8 operands, and
+// bool with them, as integers): no float operand.
+bool int_comparison(const Node* n) {
+  if (n->kind != NodeKind::Elementwise || !is_comparison(n->op) || n->scalar_pos >= 0) return false;
+  bool any_int = false;
+  for (int i = 0; i < n->nin; ++i) {
+    const Dtype t = n->in[i]->dtype;
+    if (t != Dtype::Bool && !int_dtype(t)) return false;
+    any_int |= int_dtype(t);
+  }
+  return any_int;
+}
+
+// Whether member n reads its input `slot` as int32 lanes.
+bool reads_int(const Node* n, int slot) {
+  if (n->kind == NodeKind::Copy) return int_value(n);
+  if (n->kind != NodeKind::Elementwise) return false;
+  if (n->op == detail::OpKind::Where && slot == 0) return false;  // the mask: 0.0f / 1.0f
+  return int_dtype(n->dtype) || int_comparison(n);
+}
+
+// The int32-lane opcode of an elementwise op on int32 lanes.
+vm::Op int_opcode(detail::OpKind op) {
+  using detail::OpKind;
+  switch (op) {
+    case OpKind::Neg: return vm::Op::INEG;
+    case OpKind::Abs: return vm::Op::IABS;
+    case OpKind::Relu: return vm::Op::IMAX;  // with 0
+    case OpKind::Add: return vm::Op::IADD;
+    case OpKind::Sub: return vm::Op::ISUB;
+    case OpKind::Mul: return vm::Op::IMUL;
+    case OpKind::Maximum: return vm::Op::IMAX;
+    case OpKind::Minimum: return vm::Op::IMIN;
+    case OpKind::Eq: return vm::Op::IEQ;
+    case OpKind::Ne: return vm::Op::INE;
+    case OpKind::Lt: return vm::Op::ILT;
+    case OpKind::Le: return vm::Op::ILE;
+    case OpKind::Gt: return vm::Op::IGT;
+    case OpKind::Ge: return vm::Op::IGE;
+    case OpKind::Where: return vm::Op::SELECT;  // moves bits
+    default:
+      throw Error(std::string("internal: op '") + detail::op_name(op) + "' has no int32-lane opcode");
+  }
+}
+
 struct Builder {
   const Group& g;
   const std::vector<Placement>& placement;  // per node of the flush
@@ -46,6 +113,8 @@ struct Builder {
     // Strides of every argument over the axes of g.full, before collapsing.
     std::vector<std::array<int64_t, kMaxRank>> full_strides, strides;
     std::vector<uint8_t> arg_domain;  // Domain of the readers (loads) or member (stores)
+    std::vector<uint8_t> arg_ints, val_int;  // int32 lanes per argument, per encoder value
+    std::vector<int32_t> converted;          // per encoder value: its other representation
     std::vector<int> leaf_arg;        // per (member, input): arg index or -1
     std::vector<int> arg_index, out_arg;
     std::vector<vm::Encoder::Value> loaded, scalar_of;
@@ -367,9 +436,50 @@ struct Builder {
     std::vector<vm::Encoder::Value>& loaded = scratch.loaded;
     arg_index.assign(out.args.size(), -1);
     loaded.assign(out.args.size(), -1);
+    // Arguments that move int32 lanes: outputs of int32-lane values, inputs
+    // some member reads as int32 lanes.
+    std::vector<uint8_t>& arg_ints = scratch.arg_ints;
+    arg_ints.assign(out.args.size(), 0);
+    {
+      size_t s = 0;
+      for (const Node* n : g.members)
+        for (int i = 0; i < n->nin; ++i, ++s)
+          if (leaf_arg[s] >= 0 && reads_int(n, i)) arg_ints[static_cast<size_t>(leaf_arg[s])] = 1;
+      for (size_t a = 0; a < out.args.size(); ++a)
+        if (out.args[a].output && int_value(out.args[a].node)) arg_ints[a] = 1;
+    }
     for (size_t a = 0; a < out.args.size(); ++a)
       arg_index[a] = enc.add_arg(out.args[a].output ? vm::ArgRole::Output : vm::ArgRole::Input,
-                               out.args[a].node->dtype);
+                               out.args[a].node->dtype, arg_ints[a] != 0);
+    // Per encoder value: 1 when it is int32 lanes; its conversion to the
+    // other representation once made (or -1).
+    std::vector<uint8_t>& val_int = scratch.val_int;
+    std::vector<vm::Encoder::Value>& converted = scratch.converted;
+    val_int.clear();
+    converted.clear();
+    auto mark = [&](vm::Encoder::Value v, bool ints) {
+      if (v < 0) return v;
+      if (val_int.size() <= static_cast<size_t>(v)) {
+        val_int.resize(static_cast<size_t>(v) + 1, 0);
+        converted.resize(static_cast<size_t>(v) + 1, -1);
+      }
+      val_int[static_cast<size_t>(v)] = ints ? 1 : 0;
+      return v;
+    };
+    auto is_int = [&](vm::Encoder::Value v) {
+      return v >= 0 && static_cast<size_t>(v) < val_int.size() && val_int[static_cast<size_t>(v)] != 0;
+    };
+    // v as int32 lanes (ints) or as f32.
+    auto as = [&](vm::Encoder::Value v, bool ints) -> vm::Encoder::Value {
+      if (v < 0 || is_int(v) == ints) return v;
+      if (converted[static_cast<size_t>(v)] < 0) {
+        const vm::Encoder::Value r = enc.unary(ints ? vm::Op::FTOI : vm::Op::ITOF, v);
+        mark(r, ints);  // (may grow `converted`: no reference into it is held)
+        converted[static_cast<size_t>(v)] = r;
+        converted[static_cast<size_t>(r)] = v;
+      }
+      return converted[static_cast<size_t>(v)];
+    };
 
     std::vector<std::pair<uint32_t, vm::Encoder::Value>>& consts = scratch.consts;
     consts.clear();
@@ -423,13 +533,17 @@ struct Builder {
     // stays from group to group; only this group's members are read).
     thread_local std::vector<vm::Encoder::Value> values;
     if (values.size() < placement.size()) values.resize(placement.size());
+    // Operand i of member m, in the representation m reads it in.
     auto operand = [&](size_t m, int i) -> vm::Encoder::Value {
       const Node* x = g.members[m]->in[i];
+      const bool ints = reads_int(g.members[m], i);
       int arg = leaf_arg[first_slot[m] + static_cast<size_t>(i)];
       if (arg >= 0) {
         if (loaded[static_cast<size_t>(arg)] < 0)
-          loaded[static_cast<size_t>(arg)] = enc.load(out.args[static_cast<size_t>(arg)].access, arg_index[static_cast<size_t>(arg)]);
-        return loaded[static_cast<size_t>(arg)];
+          loaded[static_cast<size_t>(arg)] =
+              mark(enc.load(out.args[static_cast<size_t>(arg)].access, arg_index[static_cast<size_t>(arg)]),
+                   arg_ints[static_cast<size_t>(arg)] != 0);
+        return as(loaded[static_cast<size_t>(arg)], ints);
       }
       if (x->kind == NodeKind::Const) {
         if (x->immediate) return constant(x->value);
@@ -439,7 +553,7 @@ struct Builder {
         if (p < 0) p = user_scalar(g.members[m], i, x->value);
         return p;
       }
-      return values[static_cast<size_t>(x->index)];
+      return as(values[static_cast<size_t>(x->index)], ints);
     };
     // ColReduce keeps its reductions in one block: the loads and constants
     // they read come before the first, their stores after the last.
@@ -477,7 +591,27 @@ struct Builder {
         v[n->scalar_pos] = n->immediate ? constant(n->value) : user_scalar(n, -1, n->value);
       }
       vm::Encoder::Value r;
-      if (n->kind == NodeKind::Copy) {
+      const bool ints = int_value(n);
+      if (ints) {
+        // int32 lanes; uint8 wraps to its 8 bits after every op that can
+        // leave them (torch computes uint8 in uint8).
+        bool wrap = n->dtype == Dtype::U8;
+        if (n->kind == NodeKind::Copy) {
+          r = v[0];
+          wrap &= n->in[0]->dtype != Dtype::U8;
+        } else {
+          const vm::Op op = int_opcode(n->op);
+          wrap &= op == vm::Op::IADD || op == vm::Op::ISUB || op == vm::Op::IMUL || op == vm::Op::INEG;
+          if (n->op == detail::OpKind::Relu) r = enc.binary(op, v[0], constant(0.0f));  // int 0's bits
+          else if (vm::op_class(op) == vm::OpClass::Unary) r = enc.unary(op, v[0]);
+          else if (vm::op_class(op) == vm::OpClass::Binary) r = enc.binary(op, v[0], v[1]);
+          else r = enc.ternary(op, v[0], v[1], v[2]);
+        }
+        if (wrap) r = enc.binary(vm::Op::IAND, r, constant(std::bit_cast<float>(0xffu)));
+        mark(r, true);
+      } else if (int_comparison(n)) {
+        r = mark(enc.binary(int_opcode(n->op), v[0], v[1]), false);  // 0.0f / 1.0f
+      } else if (n->kind == NodeKind::Copy) {
         r = v[0];
       } else {
         const vm::Op op = bytecode_op(n->op);

@@ -76,6 +76,11 @@ void record_programs() {
   keep.push_back((x * 40.0f).to(dvm::Dtype::U8).to(dvm::Dtype::F32) * (1.0f / 255.0f) + b);
   keep.push_back((x * 1e5f).to(dvm::Dtype::I32).to(dvm::Dtype::F32) - x);
   keep.push_back(x.to(dvm::Dtype::I64));
+  // int32 lanes: int32 and uint8 arithmetic, comparisons, where, conversions.
+  const Tensor xi = (x * 1e5f).to(dvm::Dtype::I32), ui = (x * 40.0f).to(dvm::Dtype::U8);
+  keep.push_back(dvm::maximum(xi * xi - xi, -dvm::abs(xi)) + dvm::lt(xi, ui).to(dvm::Dtype::I32));
+  keep.push_back(dvm::where(dvm::lt(xi, ui), ui * ui + ui, xi.to(dvm::Dtype::U8)));
+  keep.push_back(dvm::relu(xi - ui) * 0.5f + x);
   keep.push_back(x.to(dvm::Dtype::Bool));
   for (Tensor& t : keep) t.sync();
 }

@@ -152,6 +152,18 @@ std::string describe_all(Node* const* nodes, int k) {
   return s;
 }
 
+// Ops the vector unit computes in int32 lanes for int32 and uint8 results,
+// with torch's wrap-around (fuser/lower.cpp).
+bool int_lanes_op(OpKind op) {
+  switch (op) {
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Neg: case OpKind::Abs:
+    case OpKind::Relu: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Where:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Ops whose integer results f32 computes exactly for uint8 and bool (no
 // arithmetic: the result is one of the operands).
 bool selects(OpKind op) {
@@ -168,12 +180,13 @@ Dtype result_dtype(OpKind op, Dtype t, Node* const* nodes, int k) {
     case detail::DtypeRule::Float:
       return is_floating(t) ? t : Dtype::F32;
     case detail::DtypeRule::Bool:
-      if (exact_in_f32(t)) return Dtype::Bool;
+      if (t != Dtype::I64) return Dtype::Bool;  // int32 and uint8 compare in int32 lanes
       throw Error(std::string(name) + ": comparing " + describe_all(nodes, k) + " as " + dtype_name(t) +
                   " is not supported yet (the vector unit computes in float32, which holds " + dtype_name(t) +
                   " exactly only up to 2^24); convert with .to(dvm::Dtype::F32) first");
     default:
       if (is_floating(t) || (selects(op) && exact_in_f32(t))) return t;
+      if ((t == Dtype::I32 || t == Dtype::U8) && int_lanes_op(op)) return t;
       // Bool masks in arithmetic count as 0 and 1 and give float32 (torch:
       // bool for add and mul, int64 for sum).
       if (t == Dtype::Bool) return Dtype::F32;
@@ -763,9 +776,10 @@ Tensor Tensor::to(Dtype dtype) const {
   Node* x = need(*this, "to");
   check_dtype("to", dtype);
   if (x->dtype == dtype) return *this;
-  if (!exact_in_f32(x->dtype) && !is_floating(dtype))
+  // int32 converts to uint8 and bool in int32 lanes; int64 has none.
+  if ((x->dtype == Dtype::I64 && !is_floating(dtype)) || (x->dtype == Dtype::I32 && dtype == Dtype::I64))
     throw Error(std::string("to: converting ") + describe(x) + " to " + dtype_name(dtype) +
-                " is not supported yet (the vector unit carries values as float32, which holds " +
+                " is not supported yet (the vector unit has no int64 lanes, and float32 holds " +
                 dtype_name(x->dtype) + " exactly only up to 2^24)");
   // A Copy node of another type: its value is its input's, rounded to its
   // type when stored (the fuser stores every conversion, fuser/partition.cpp).

@@ -50,7 +50,8 @@ Bytecode encode(const Program& p) {
   for (uint8_t h : header) b.push_back(h);
   for (size_t a = 0; a < p.roles.size(); ++a) {
     b.push_back(static_cast<uint8_t>(p.roles[a]));
-    b.push_back(static_cast<uint8_t>(p.types.at(a)));  // one type per role
+    b.push_back(static_cast<uint8_t>(static_cast<uint8_t>(p.types.at(a)) |
+                                     (int_lanes(p, a) ? kIntLanes : 0)));  // one type per role
   }
   b.push_back(static_cast<uint8_t>(p.code.size() & 0xFF));
   b.push_back(static_cast<uint8_t>(p.code.size() >> 8));

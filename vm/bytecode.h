@@ -10,7 +10,7 @@
 //               reads them by index; their values come with the launch,
 //               Launch::scalars)
 //   then        per argument: its role byte (ArgRole), then its element
-//               type byte (Dtype)
+//               type byte (Dtype, with kIntLanes set for int32 lanes)
 //   then        instruction count, u16 little-endian
 //   then        instructions: opcode byte, then operands per the signature
 //               (registers and argument indices one byte, scalar indices
@@ -33,6 +33,13 @@ inline constexpr int kMaxArgs = 64;
 inline constexpr int kMaxScalars = 65535;
 inline constexpr int kHeaderFixed = 9;  // magic, version, form, nregs, nargs, nscalars (2)
 inline constexpr int kArgBytes = 2;     // per argument: role, element type
+// Set in an argument's type byte: its loads and stores move int32 lanes, not
+// f32 ones (the I* opcodes compute on them). Loads give an i32 element's
+// bits, a u8 zero-extended, a bool as 0 or 1; stores write an int32 lane as
+// its bits (i32), its low byte (u8), nonzero (bool), or converted to f32 to
+// nearest even, then stored as an f32 is (f32, f16, bf16). Only outputs may
+// be floating; int64 has no int32 lanes.
+inline constexpr uint8_t kIntLanes = 0x80;
 
 // The kernel forms, in encoding order; vm/forms.h holds each one's row (its
 // verify rules, schedule and cost). The iteration space is [P, R, C], C
@@ -104,9 +111,14 @@ struct Program {
   int nregs = 0;
   std::vector<ArgRole> roles;
   std::vector<Dtype> types;  // one per argument, beside its role
+  // Per argument: 1 where it moves int32 lanes (kIntLanes); shorter than
+  // roles (empty) means 0 for the rest.
+  std::vector<uint8_t> int_lanes;
   int nscalars = 0;          // scalar parameters the launch binds (PARAM)
   std::vector<Instr> code;
 };
+// Whether argument a of p moves int32 lanes (kIntLanes).
+inline bool int_lanes(const Program& p, size_t a) { return a < p.int_lanes.size() && p.int_lanes[a] != 0; }
 // The bytes of a program (verify()'s inverse); verify() them before use.
 Bytecode encode(const Program& p);
 

@@ -14,9 +14,13 @@ Encoder::Encoder(Form form) : form_(form) {
   ops_.reserve(32);
 }
 
-int Encoder::add_arg(ArgRole role, Dtype type) {
+int Encoder::add_arg(ArgRole role, Dtype type, bool int_lanes) {
   roles_.push_back(role);
   types_.push_back(type);
+  if (int_lanes) {
+    int_lanes_.resize(roles_.size(), 0);
+    int_lanes_.back() = 1;
+  }
   return static_cast<int>(roles_.size()) - 1;
 }
 
@@ -93,6 +97,7 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
   prog.form = form_;
   prog.roles = roles_;
   prog.types = types_;
+  prog.int_lanes = int_lanes_;
   prog.nscalars = nscalars_;
   prog.code.reserve(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) {

@@ -17,7 +17,8 @@ class Encoder {
 
   explicit Encoder(Form form);
 
-  int add_arg(ArgRole role, Dtype type = Dtype::F32);
+  // int_lanes: the argument moves int32 lanes (kIntLanes).
+  int add_arg(ArgRole role, Dtype type = Dtype::F32, bool int_lanes = false);
   Value load(Op load_op, int arg);          // LD, LDB, LDS, LDG
   // An immediate: a constant of an op's definition, part of the kernel.
   Value constant(float v);
@@ -57,6 +58,7 @@ class Encoder {
   Form form_;
   std::vector<ArgRole> roles_;
   std::vector<Dtype> types_;
+  std::vector<uint8_t> int_lanes_;
   std::vector<PendingOp> ops_;
   Value next_ = 0;
   int nscalars_ = 0;

@@ -33,6 +33,8 @@ struct Frame {
   // Contraction: the current tile's row of the MMA's product (its register's data).
   const float* mma = nullptr;
   const Dtype* types = nullptr;  // the program's argument types
+  const Program* program = nullptr;
+  bool ints(int arg) const { return int_lanes(*program, static_cast<size_t>(arg)); }
 
   ~Frame() { std::free(scratch); }
 
@@ -55,12 +57,13 @@ struct Frame {
     result.assign(p.code.size(), 0.0f);
     direct.assign(p.code.size(), -1);
     types = p.types.data();
+    program = &p;
     for (size_t i = 0; i + 1 < p.code.size(); ++i) {
       const Instr& a = p.code[i];
       const Instr& b = p.code[i + 1];
       const OpClass c = op_class(a.op);
       if ((c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Ternary) &&
-          b.op == Op::ST && b.r[1] == a.r[0] && p.types[b.r[0]] == Dtype::F32)
+          b.op == Op::ST && b.r[1] == a.r[0] && p.types[b.r[0]] == Dtype::F32 && !int_lanes(p, b.r[0]))
         direct[i] = b.r[0];
     }
   }
@@ -151,11 +154,14 @@ Op combine_op(Op reduce) {
   return reduce == Op::RSUM ? Op::ADD : reduce == Op::RMAX ? Op::MAX : Op::MIN;
 }
 
-// Element i of a typed argument as f32, for gather_c.
+// Element i of a typed argument as f32 (or as an int32 lane), for gather_c.
 struct ConvertingRead {
   const void* base;
   Dtype type;
-  float operator[](int64_t i) const { return backends::load_elem(type, base, i); }
+  bool ints;
+  float operator[](int64_t i) const {
+    return ints ? backends::load_int_elem(type, base, i) : backends::load_elem(type, base, i);
+  }
 };
 
 // A load from an argument that is not f32: converted into the register's
@@ -165,21 +171,25 @@ void load_converted(const Instr& ins, const ArgBinding& a, Dtype type, Frame& f,
   const int d = ins.r[0];
   const int64_t n = t.n;
   float* dst = f.reg(d);
+  const bool ints = f.ints(ins.r[1]);
   switch (ins.op) {
     case Op::LD:
-      mk.load_cvt[static_cast<int>(type)](dst, typed_in(a, base_offset(a, t.p, t.r) + t.c0, type), n);
+      (ints ? mk.load_int : mk.load_cvt)[static_cast<int>(type)](
+          dst, typed_in(a, base_offset(a, t.p, t.r) + t.c0, type), n);
       break;
     case Op::LDB:
-      f.sval[static_cast<size_t>(d)] = backends::load_elem(type, typed_in(a, base_offset(a, t.p, t.r), type), 0);
+      f.sval[static_cast<size_t>(d)] =
+          ConvertingRead{typed_in(a, base_offset(a, t.p, t.r), type), type, ints}[0];
       return;
     case Op::LDS: {
-      const void* base = typed_in(a, base_offset(a, t.p, t.r) + t.c0 * a.stride[kC], type);
-      for (int64_t i = 0; i < n; ++i) dst[i] = backends::load_elem(type, base, i * a.stride[kC]);
+      const ConvertingRead base{typed_in(a, base_offset(a, t.p, t.r) + t.c0 * a.stride[kC], type), type, ints};
+      for (int64_t i = 0; i < n; ++i) dst[i] = base[i * a.stride[kC]];
       break;
     }
     default:  // LDG
-      gather_c(dst, ConvertingRead{typed_in(a, part_offset(a, 0, t.p) + part_offset(a, 1, t.r), type), type}, a,
-               t.c0, n);
+      gather_c(dst,
+               ConvertingRead{typed_in(a, part_offset(a, 0, t.p) + part_offset(a, 1, t.r), type), type, ints},
+               a, t.c0, n);
       break;
   }
   f.ptr[static_cast<size_t>(d)] = dst;
@@ -189,8 +199,11 @@ void load_converted(const Instr& ins, const ArgBinding& a, Dtype type, Frame& f,
 void store_converted(const Instr& ins, const InstrInfo& info, const ArgBinding& a, Dtype type, Frame& f,
                      const Tile& t, const backends::MicroKernels& mk) {
   const int s = ins.r[1];
+  const bool ints = f.ints(ins.r[0]);
   if (ins.op == Op::STB) {
-    backends::store_elem(type, typed_out(a, base_offset(a, t.p, t.r), type), 0, f.sval[static_cast<size_t>(s)]);
+    void* out = typed_out(a, base_offset(a, t.p, t.r), type);
+    if (ints) backends::store_int_elem(type, out, 0, f.sval[static_cast<size_t>(s)]);
+    else backends::store_elem(type, out, 0, f.sval[static_cast<size_t>(s)]);
     return;
   }
   const float* src = f.ptr[static_cast<size_t>(s)];
@@ -199,7 +212,8 @@ void store_converted(const Instr& ins, const InstrInfo& info, const ArgBinding& 
     mk.fill(tmp, f.sval[static_cast<size_t>(s)], t.n);
     src = tmp;
   }
-  mk.store_cvt[static_cast<int>(type)](typed_out(a, base_offset(a, t.p, t.r) + t.c0, type), src, t.n);
+  (ints ? mk.store_int : mk.store_cvt)[static_cast<int>(type)](
+      typed_out(a, base_offset(a, t.p, t.r) + t.c0, type), src, t.n);
 }
 
 // ---------------------------------------------------------------------------
@@ -222,7 +236,7 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       const ArgBinding& a = l.args[ins.r[1]];
       const int d = ins.r[0];
       const Dtype type = f.types[ins.r[1]];
-      if (type != Dtype::F32) [[unlikely]] {
+      if (type != Dtype::F32 || f.ints(ins.r[1])) [[unlikely]] {
         load_converted(ins, a, type, f, t, mk);
         return;
       }
@@ -250,7 +264,7 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       const ArgBinding& a = l.args[ins.r[0]];
       const int s = ins.r[1];
       const Dtype type = f.types[ins.r[0]];
-      if (type != Dtype::F32) [[unlikely]] {
+      if (type != Dtype::F32 || f.ints(ins.r[0])) [[unlikely]] {
         store_converted(ins, info, a, type, f, t, mk);
         return;
       }
@@ -624,7 +638,7 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   // cube straight into its output, without the block buffer and the
   // per-row epilogue (the same sums, so the same bits).
   const bool direct = p.code.size() == 2 && p.code[1].op == Op::ST && p.code[1].r[1] == mma->r[0] &&
-                      p.types[p.code[1].r[0]] == Dtype::F32 &&
+                      p.types[p.code[1].r[0]] == Dtype::F32 && !int_lanes(p, p.code[1].r[0]) &&
                       (l.C() <= 1 || l.args[p.code[1].r[0]].stride[kC] == 1);
   const Dtype ta = p.types[mma->r[1]], tb = p.types[mma->r[2]];
   const bool widens = ta != Dtype::F32 || tb != Dtype::F32;

@@ -69,7 +69,30 @@ namespace dvm::vm {
   X(RMAX,      "rmax",      Reduce,   "DR")                                    \
   X(RMIN,      "rmin",      Reduce,   "DR")                                    \
   /* the cube unit: D = sum over K of A[p, r, k] * B[p, k, c] (Contraction) */ \
-  X(MMA,       "mma",       Contract, "DAA")
+  X(MMA,       "mma",       Contract, "DAA")                                   \
+  /* int32 lanes: a register holds an int32's bit pattern (docs/DTYPES.md).  \
+     Wrapping two's-complement arithmetic; comparisons give the 0.0f / 1.0f \
+     the float comparisons give. */                                            \
+  X(ITOF,      "itof",      Unary,    "DR")  /* int32 -> f32, nearest even  */ \
+  X(FTOI,      "ftoi",      Unary,    "DR")  /* f32 -> int32, truncated;    \
+                                   NaN and out of range: INT32_MIN           */ \
+  X(INEG,      "ineg",      Unary,    "DR")                                    \
+  X(IABS,      "iabs",      Unary,    "DR")  /* INT32_MIN stays INT32_MIN   */ \
+  X(INOT,      "inot",      Unary,    "DR")  /* bitwise                     */ \
+  X(IADD,      "iadd",      Binary,   "DRR")                                   \
+  X(ISUB,      "isub",      Binary,   "DRR")                                   \
+  X(IMUL,      "imul",      Binary,   "DRR") /* the low 32 bits             */ \
+  X(IMAX,      "imax",      Binary,   "DRR")                                   \
+  X(IMIN,      "imin",      Binary,   "DRR")                                   \
+  X(IEQ,       "ieq",       Binary,   "DRR")                                   \
+  X(INE,       "ine",       Binary,   "DRR")                                   \
+  X(ILT,       "ilt",       Binary,   "DRR")                                   \
+  X(ILE,       "ile",       Binary,   "DRR")                                   \
+  X(IGT,       "igt",       Binary,   "DRR")                                   \
+  X(IGE,       "ige",       Binary,   "DRR")                                   \
+  X(IAND,      "iand",      Binary,   "DRR")                                   \
+  X(IOR,       "ior",       Binary,   "DRR")                                   \
+  X(IXOR,      "ixor",      Binary,   "DRR")
 
 enum class Op : uint8_t {
 #define DVM_X(name, mn, cls, sig) name,

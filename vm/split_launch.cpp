@@ -32,6 +32,7 @@ std::shared_ptr<Kernel> make_fold_kernel(const Kernel& k) {
   f.nregs = p.nregs;
   for (ArgRole r : p.roles) f.roles.push_back(r == ArgRole::Output ? ArgRole::Input : r);
   f.types = p.types;
+  f.int_lanes = p.int_lanes;
   f.nscalars = p.nscalars;
   std::vector<uint8_t> dst_seen(static_cast<size_t>(p.nregs), 0);
   for (size_t i = 0; i <= r1; ++i) {
@@ -108,6 +109,7 @@ Kernel::SplitPass make_split_pass(const Kernel& k, int pass) {
   for (size_t a = 0; a < nargs; ++a)
     f.roles.push_back(p.roles[a] == ArgRole::Output && stored[a] ? ArgRole::Output : ArgRole::Input);
   f.types = p.types;
+  f.int_lanes = p.int_lanes;
   f.nscalars = p.nscalars;
   std::vector<uint32_t> fold_regs;
   for (size_t i = 0; i < ni; ++i) {

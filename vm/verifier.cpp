@@ -54,6 +54,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   if (!c.need(static_cast<size_t>(kArgBytes * nargs), "argument roles and types")) return false;
   p.roles.clear();
   p.types.clear();
+  p.int_lanes.clear();
   p.roles.reserve(static_cast<size_t>(nargs));
   p.types.reserve(static_cast<size_t>(nargs));
   for (int i = 0; i < nargs; ++i) {
@@ -61,9 +62,19 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
     if (r > 1) return c.fail("argument " + std::to_string(i) + " has unknown role " + std::to_string(r));
     p.roles.push_back(static_cast<ArgRole>(r));
     uint8_t t = b[c.pos++];
+    const bool ints = (t & kIntLanes) != 0;
+    t = static_cast<uint8_t>(t & ~kIntLanes);
     if (t >= kNumElemTypes)
       return c.fail("argument " + std::to_string(i) + " has unknown element type " + std::to_string(t));
     p.types.push_back(static_cast<Dtype>(t));
+    if (ints) {
+      const Dtype dt = static_cast<Dtype>(t);
+      if (dt == Dtype::I64 || (is_floating(dt) && r == static_cast<uint8_t>(ArgRole::Input)))
+        return c.fail("argument " + std::to_string(i) + " (" + (r ? "output" : "input") + " of element type " +
+                      elem_name(dt) + ") cannot move int32 lanes");
+      p.int_lanes.resize(static_cast<size_t>(nargs), 0);
+      p.int_lanes[static_cast<size_t>(i)] = 1;
+    }
   }
   if (!c.need(2, "instruction count")) return false;
   int count = b[c.pos] | (b[c.pos + 1] << 8);
@@ -205,6 +216,9 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         for (int k = 1; k <= 2; ++k)
           if (p.roles[ins.r[k]] != ArgRole::Input)
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + ", which is an output");
+          else if (int_lanes(p, ins.r[k]))
+            return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) +
+                          ", which moves int32 lanes; the cube unit's operands are floats");
           else if (!is_floating(p.types[ins.r[k]]))  // the cube widens 16-bit floats as it reads them
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + " of element type " +
                           elem_name(p.types[ins.r[k]]) + "; the cube unit's operands are f32, f16 or bf16");

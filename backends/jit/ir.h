@@ -185,6 +185,8 @@ struct JitVec {
   DVM_SIMD_INLINE static Int iadd(Int a, Int b) { return mki(IrOp::IAdd, a.id, b.id); }
   DVM_SIMD_INLINE static Int isub(Int a, Int b) { return mki(IrOp::ISub, a.id, b.id); }
   DVM_SIMD_INLINE static Int iand(Int a, Int b) { return mki(IrOp::IAnd, a.id, b.id); }
+  DVM_SIMD_INLINE static Int imul(Int a, Int b) { return mki(IrOp::IMul, a.id, b.id); }
+  DVM_SIMD_INLINE static Int cvt_trunc(JitVec a) { return mki(IrOp::CvtTrunc, a.id); }
   template <int k>
   DVM_SIMD_INLINE static Int shl(Int a) {
     return mki(IrOp::Shl, a.id, -1, k);

@@ -83,6 +83,10 @@ enum class IrNeed : uint8_t { None, FusedOrAnd, ScaleExp };
   X(IAdd, V, V, _, V, 0, None)                                                                     \
   X(ISub, V, V, _, V, 0, None)                                                                     \
   X(IAnd, V, V, _, V, 0, None)                                                                     \
+  /* the low 32 bits of the product */                                                             \
+  X(IMul, V, V, _, V, 0, None)                                                                     \
+  /* float to int32, toward zero; NaN and out of range give INT32_MIN */                           \
+  X(CvtTrunc, V, _, _, V, 0, None)                                                                 \
   /* imm = count: shift left, logical right, arithmetic right */                                   \
   X(Shl, V, _, _, V, 0, None)                                                                      \
   X(Shr, V, _, _, V, 0, None)                                                                      \

@@ -21,6 +21,7 @@
 //   isplat                     vpbroadcastd
 //   cvt_round cvt_float        vcvtps2dq (MXCSR default: nearest-even) vcvtdq2ps
 //   iadd isub iand             vpaddd vpsubd vpand / vpandd
+//   imul cvt_trunc             vpmulld vcvttps2dq
 //   shl shr sra                vpslld vpsrld vpsrad
 //   ieq igt                    vpcmpeqd vpcmpgtd
 //   hmax hmin step             vmaxps / vminps, vcmpps UNORD_Q, vblendvps
@@ -157,6 +158,8 @@ struct VecAvx2 {
   DVM_SIMD_INLINE static Int iadd(Int a, Int b) { return {_mm256_add_epi32(a.i, b.i)}; }
   DVM_SIMD_INLINE static Int isub(Int a, Int b) { return {_mm256_sub_epi32(a.i, b.i)}; }
   DVM_SIMD_INLINE static Int iand(Int a, Int b) { return {_mm256_and_si256(a.i, b.i)}; }
+  DVM_SIMD_INLINE static Int imul(Int a, Int b) { return {_mm256_mullo_epi32(a.i, b.i)}; }
+  DVM_SIMD_INLINE static Int cvt_trunc(VecAvx2 a) { return {_mm256_cvttps_epi32(a.v)}; }
   template <int k>
   DVM_SIMD_INLINE static Int shl(Int a) {
     return {_mm256_slli_epi32(a.i, k)};

@@ -133,6 +133,8 @@ struct VecAvx512 {
   DVM_SIMD_INLINE static Int iadd(Int a, Int b) { return {_mm512_add_epi32(a.i, b.i)}; }
   DVM_SIMD_INLINE static Int isub(Int a, Int b) { return {_mm512_sub_epi32(a.i, b.i)}; }
   DVM_SIMD_INLINE static Int iand(Int a, Int b) { return {_mm512_and_si512(a.i, b.i)}; }
+  DVM_SIMD_INLINE static Int imul(Int a, Int b) { return {_mm512_mullo_epi32(a.i, b.i)}; }
+  DVM_SIMD_INLINE static Int cvt_trunc(VecAvx512 a) { return {_mm512_cvttps_epi32(a.v)}; }
   template <int k>
   DVM_SIMD_INLINE static Int shl(Int a) {
     return {_mm512_slli_epi32(a.i, k)};

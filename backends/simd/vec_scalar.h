@@ -63,6 +63,9 @@
 //                                        INT32_MIN
 //   cvt_float(Int) -> V                  nearest-even
 //   iadd isub iand                       wrapping add and subtract, bitwise and
+//   imul                                 wrapping multiply (the low 32 bits)
+//   cvt_trunc(V) -> Int                  toward zero; NaN / out of range ->
+//                                        INT32_MIN (convert.h's f32_to_i32)
 //   shl<k> shr<k> sra<k>                 shift left, logical right, arithmetic
 //                                        right
 //   ieq igt -> Mask                      equal, greater (signed)
@@ -204,6 +207,14 @@ struct VecScalar {
     return {static_cast<int32_t>(static_cast<uint32_t>(a.i) - static_cast<uint32_t>(b.i))};
   }
   DVM_SIMD_INLINE static Int iand(Int a, Int b) { return {a.i & b.i}; }
+  DVM_SIMD_INLINE static Int imul(Int a, Int b) {
+    return {static_cast<int32_t>(static_cast<uint32_t>(a.i) * static_cast<uint32_t>(b.i))};
+  }
+  // Toward zero; NaN and out-of-range give INT32_MIN.
+  DVM_SIMD_INLINE static Int cvt_trunc(VecScalar a) {
+    if (!(a.v >= -2147483648.0f && a.v < 2147483648.0f)) return {INT32_MIN};
+    return {static_cast<int32_t>(a.v)};
+  }
   template <int k>
   DVM_SIMD_INLINE static Int shl(Int a) {
     return {static_cast<int32_t>(static_cast<uint32_t>(a.i) << k)};

@@ -168,6 +168,39 @@ double binary_ref(Op op, float af, float bf) {
   }
 }
 
+// The int32-lane opcodes (appended after MMA): the result's bits, computed
+// with exact integer arithmetic on the operands' bits (wrapping as uint32).
+bool int_op(Op op) { return op > Op::MMA; }
+uint32_t int_ref(Op op, float xf, float yf) {
+  const int32_t a = std::bit_cast<int32_t>(xf), b = std::bit_cast<int32_t>(yf);
+  const uint32_t ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+  auto flag = [](bool c) { return std::bit_cast<uint32_t>(c ? 1.0f : 0.0f); };
+  switch (op) {
+    case Op::ITOF: return std::bit_cast<uint32_t>(static_cast<float>(a));
+    case Op::FTOI:
+      return xf >= -2147483648.0f && xf < 2147483648.0f ? static_cast<uint32_t>(static_cast<int32_t>(xf))
+                                                         : 0x80000000u;
+    case Op::INEG: return 0u - ua;
+    case Op::IABS: return a < 0 ? 0u - ua : ua;
+    case Op::INOT: return ~ua;
+    case Op::IADD: return ua + ub;
+    case Op::ISUB: return ua - ub;
+    case Op::IMUL: return static_cast<uint32_t>(static_cast<int64_t>(a) * b);  // the low 32 bits
+    case Op::IMAX: return a > b ? ua : ub;
+    case Op::IMIN: return a < b ? ua : ub;
+    case Op::IEQ: return flag(a == b);
+    case Op::INE: return flag(a != b);
+    case Op::ILT: return flag(a < b);
+    case Op::ILE: return flag(a <= b);
+    case Op::IGT: return flag(a > b);
+    case Op::IGE: return flag(a >= b);
+    case Op::IAND: return ua & ub;
+    case Op::IOR: return ua | ub;
+    case Op::IXOR: return ua ^ ub;
+    default: ADD_FAILURE() << "no int reference for " << vm::op_name(op); return 0;
+  }
+}
+
 double ternary_ref(Op op, float a, float b, float c) {
   if (op == Op::SELECT) return a != 0 ? b : c;  // NaN != 0 is true
   return std::fma(a, b, c);                     // correctly rounded float fma
@@ -276,6 +309,12 @@ TEST(MicroKernels, Unary) {
         fn(d.data(), a.data(), n);
         ASSERT_TRUE(d.guards_intact()) << isa_name(mk->isa) << " " << vm::op_name(op) << " n=" << n;
         for (int64_t i = 0; i < n; ++i) {
+          if (int_op(op)) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(d.data()[i]), int_ref(op, x[i], 0.0f))
+                << isa_name(mk->isa) << " " << vm::op_name(op) << "(bits " << std::bit_cast<uint32_t>(x[i])
+                << "), n=" << n;
+            continue;
+          }
           double want = unary_ref(op, x[i]);
           ASSERT_TRUE(within(d.data()[i], want, unary_tol(op, x[i])) && zero_sign_ok(op, d.data()[i], want))
               << isa_name(mk->isa) << " " << vm::op_name(op) << "(" << x[i] << ") = " << d.data()[i]
@@ -303,6 +342,12 @@ TEST(MicroKernels, BinaryAndBroadcastForms) {
         mk->binary[k](d.data(), a.data(), b.data(), n);
         ASSERT_TRUE(d.guards_intact()) << isa_name(mk->isa) << " " << vm::op_name(op) << " n=" << n;
         for (int64_t i = 0; i < n; ++i) {
+          if (int_op(op)) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(d.data()[i]), int_ref(op, x[i], y[i]))
+                << isa_name(mk->isa) << " " << vm::op_name(op) << "(bits " << std::bit_cast<uint32_t>(x[i]) << ", "
+                << std::bit_cast<uint32_t>(y[i]) << "), n=" << n;
+            continue;
+          }
           double want = binary_ref(op, x[i], y[i]);
           ASSERT_TRUE(within(d.data()[i], want, binary_tol(op, x[i], y[i])) && zero_sign_ok(op, d.data()[i], want))
               << isa_name(mk->isa) << " " << vm::op_name(op) << "(" << x[i] << ", " << y[i] << ") = " << d.data()[i]

@@ -64,6 +64,7 @@ constexpr InstId kInst[] = {
     ax::Inst::kIdVpextrw,     ax::Inst::kIdVmovd,        ax::Inst::kIdVmovq,
     ax::Inst::kIdVcvtqq2ps,   ax::Inst::kIdVcvttps2qq,   ax::Inst::kIdVinsertf32x8,
     ax::Inst::kIdKshiftrw,    ax::Inst::kIdVpxor,
+    ax::Inst::kIdVpmulld,     ax::Inst::kIdVptestmd,
 };
 static_assert(sizeof(kInst) / sizeof(kInst[0]) == static_cast<size_t>(VI::kCount), "an asmjit id per VI");
 

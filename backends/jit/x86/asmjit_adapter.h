@@ -95,6 +95,7 @@ enum class VI : uint8_t {
   vpbroadcastb, vpbroadcastw, vpbroadcastd, vpbroadcastq,
   vpextrb, vpextrw, vmovd, vmovq, vcvtqq2ps, vcvttps2qq, vinsertf32x8,
   kshiftrw, vpxor,
+  vpmulld, vptestmd,
   kCount
 };
 

@@ -1018,11 +1018,16 @@ struct Gen {
       case IrOp::IAdd: binary(VI::vpaddd, i, n); return;
       case IrOp::ISub: binary(VI::vpsubd, i, n); return;
       case IrOp::IAnd: binary(avx512 ? VI::vpandd : VI::vpand, i, n); return;
+      case IrOp::IMul: binary(VI::vpmulld, i, n); return;
       case IrOp::Sqrt:
       case IrOp::CvtRound:
+      case IrOp::CvtTrunc:
       case IrOp::CvtFloat: {
         Opnd a = src_any(n.a);
-        as.v(n.op == IrOp::Sqrt ? VI::vsqrtps : n.op == IrOp::CvtRound ? VI::vcvtps2dq : VI::vcvtdq2ps,
+        as.v(n.op == IrOp::Sqrt       ? VI::vsqrtps
+             : n.op == IrOp::CvtRound ? VI::vcvtps2dq
+             : n.op == IrOp::CvtTrunc ? VI::vcvttps2dq
+                                      : VI::vcvtdq2ps,
              dst(i), a);
         commit(i);
         return;

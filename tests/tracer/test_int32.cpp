@@ -1,0 +1,265 @@
+// int32 lanes through the public API: int32 and uint8 arithmetic,
+// comparisons, where, relu and conversions against references computed here
+// with exact integer arithmetic (int64_t, then wrapped to the result type as
+// torch wraps), on every target (ISA x tier): lengths 0..33 and 4099, values
+// near INT32_MIN / INT32_MAX, uint8 wrap-around, fused chains that wrap after
+// every op. And the errors for what stays refused.
+#include "tests/tracer/tracer_testing.h"
+
+#include <climits>
+
+namespace dvm::testing {
+namespace {
+
+class Int32Lanes : public IsaTest {};
+
+// A tensor of type t (int32, uint8 or bool) holding v (each value already in
+// t's range).
+Tensor make(Dtype t, const std::vector<int64_t>& v) {
+  const Shape s{static_cast<int64_t>(v.size())};
+  if (t == Dtype::I32) {
+    std::vector<int32_t> x(v.begin(), v.end());
+    return Tensor::from_vector(x, s);
+  }
+  if (t == Dtype::U8) {
+    std::vector<uint8_t> x(v.begin(), v.end());
+    return Tensor::from_vector(x, s);
+  }
+  std::vector<bool> x;
+  for (int64_t e : v) x.push_back(e != 0);
+  return Tensor::from_vector(x, s);
+}
+
+std::vector<int64_t> read(const Tensor& y) {
+  std::vector<int64_t> out;
+  switch (y.dtype()) {
+    case Dtype::I32:
+      for (int32_t e : y.to_vector<int32_t>()) out.push_back(e);
+      break;
+    case Dtype::U8:
+      for (uint8_t e : y.to_vector<uint8_t>()) out.push_back(e);
+      break;
+    case Dtype::Bool:
+      for (bool e : y.to_vector<bool>()) out.push_back(e ? 1 : 0);
+      break;
+    default: ADD_FAILURE() << "unexpected result type " << dtype_name(y.dtype());
+  }
+  return out;
+}
+
+// v wrapped to t as torch's integers wrap.
+int64_t wrap(Dtype t, int64_t v) {
+  if (t == Dtype::U8) return static_cast<int64_t>(static_cast<uint64_t>(v) & 0xffu);
+  if (t == Dtype::Bool) return v != 0;
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+}
+
+// n values of type t: the extremes, small negatives, random ones.
+std::vector<int64_t> values(Dtype t, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int64_t> v;
+  const std::vector<int64_t> special =
+      t == Dtype::I32 ? std::vector<int64_t>{INT32_MIN, INT32_MAX, INT32_MIN + 1, INT32_MAX - 1, 0, -1, 1, -2,
+                                             16777217, -16777217, 65536, 46341, -46341}
+      : t == Dtype::U8 ? std::vector<int64_t>{0, 255, 1, 254, 128, 127, 16}
+                       : std::vector<int64_t>{0, 1};
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t r = rng();
+    int64_t e;
+    if (r % 3 == 0) e = special[rng() % special.size()];
+    else if (t == Dtype::I32) e = r % 2 ? static_cast<int32_t>(rng()) : static_cast<int64_t>(rng() % 201) - 100;
+    else if (t == Dtype::U8) e = rng() % 256;
+    else e = rng() % 2;
+    v.push_back(e);
+  }
+  return v;
+}
+
+std::vector<int64_t> lengths() {
+  std::vector<int64_t> l;
+  for (int64_t n = 0; n <= 33; ++n) l.push_back(n);
+  l.push_back(4099);
+  return l;
+}
+
+Dtype promoted(Dtype a, Dtype b) {
+  if (a == Dtype::I32 || b == Dtype::I32) return Dtype::I32;
+  if (a == Dtype::U8 || b == Dtype::U8) return Dtype::U8;
+  return Dtype::Bool;
+}
+
+const std::vector<std::pair<Dtype, Dtype>> kPairs = {
+    {Dtype::I32, Dtype::I32}, {Dtype::I32, Dtype::U8}, {Dtype::U8, Dtype::I32}, {Dtype::U8, Dtype::U8},
+    {Dtype::I32, Dtype::Bool}, {Dtype::Bool, Dtype::I32}, {Dtype::U8, Dtype::Bool}, {Dtype::Bool, Dtype::U8}};
+
+struct BinaryCase {
+  const char* name;
+  Tensor (*op)(const Tensor&, const Tensor&);
+  int64_t (*ref)(int64_t, int64_t);
+  bool compare;
+};
+
+const BinaryCase kBinary[] = {
+    {"add", [](const Tensor& a, const Tensor& b) { return a + b; }, [](int64_t a, int64_t b) { return a + b; }, false},
+    {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }, [](int64_t a, int64_t b) { return a - b; }, false},
+    {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }, [](int64_t a, int64_t b) { return a * b; }, false},
+    {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+     [](int64_t a, int64_t b) { return std::max(a, b); }, false},
+    {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+     [](int64_t a, int64_t b) { return std::min(a, b); }, false},
+    {"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+     [](int64_t a, int64_t b) { return static_cast<int64_t>(a == b); }, true},
+    {"ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); },
+     [](int64_t a, int64_t b) { return static_cast<int64_t>(a != b); }, true},
+    {"lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); },
+     [](int64_t a, int64_t b) { return static_cast<int64_t>(a < b); }, true},
+    {"le", [](const Tensor& a, const Tensor& b) { return le(a, b); },
+     [](int64_t a, int64_t b) { return static_cast<int64_t>(a <= b); }, true},
+    {"gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); },
+     [](int64_t a, int64_t b) { return static_cast<int64_t>(a > b); }, true},
+    {"ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
+     [](int64_t a, int64_t b) { return static_cast<int64_t>(a >= b); }, true},
+};
+
+TEST_P(Int32Lanes, BinaryOpsWrapAsTorchsIntegers) {
+  for (const BinaryCase& c : kBinary) {
+    for (auto [ta, tb] : kPairs) {
+      for (int64_t n : lengths()) {
+        const std::vector<int64_t> a = values(ta, n, static_cast<uint32_t>(n) * 7 + 1);
+        std::vector<int64_t> b = values(tb, n, static_cast<uint32_t>(n) * 7 + 2);
+        for (int64_t i = 0; i < n; i += 4) b[static_cast<size_t>(i)] = wrap(tb, a[static_cast<size_t>(i)]);
+        const Tensor y = c.op(make(ta, a), make(tb, b));
+        const Dtype rt = c.compare ? Dtype::Bool : promoted(ta, tb);
+        ASSERT_EQ(y.dtype(), rt) << c.name << " " << dtype_name(ta) << " " << dtype_name(tb);
+        const std::vector<int64_t> got = read(y);
+        ASSERT_EQ(got.size(), static_cast<size_t>(n));
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], wrap(rt, c.ref(a[i], b[i])))
+              << c.name << "(" << dtype_name(ta) << " " << a[i] << ", " << dtype_name(tb) << " " << b[i]
+              << ") n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST_P(Int32Lanes, UnaryOpsAndWhere) {
+  for (Dtype t : {Dtype::I32, Dtype::U8}) {
+    for (int64_t n : lengths()) {
+      const std::vector<int64_t> a = values(t, n, static_cast<uint32_t>(n) + 11);
+      const std::vector<int64_t> b = values(t, n, static_cast<uint32_t>(n) + 12);
+      const std::vector<int64_t> m = values(Dtype::Bool, n, static_cast<uint32_t>(n) + 13);
+      const Tensor x = make(t, a);
+      const std::vector<int64_t> yn = read(neg(x)), ya = read(abs(x)), yr = read(relu(x));
+      const std::vector<int64_t> yw = read(where(make(Dtype::Bool, m), x, make(t, b)));
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(yn[i], wrap(t, -a[i])) << "neg " << dtype_name(t) << " " << a[i];
+        // torch: abs of INT32_MIN is INT32_MIN; abs of a uint8 is itself.
+        ASSERT_EQ(ya[i], wrap(t, a[i] < 0 ? -a[i] : a[i])) << "abs " << dtype_name(t) << " " << a[i];
+        ASSERT_EQ(yr[i], a[i] > 0 ? a[i] : 0) << "relu " << dtype_name(t) << " " << a[i];
+        ASSERT_EQ(yw[i], m[i] ? a[i] : b[i]) << "where " << dtype_name(t);
+      }
+    }
+  }
+}
+
+// A fused chain wraps after every op, as torch's op-by-op uint8 does; the
+// comparisons and min/max see the wrapped values.
+TEST_P(Int32Lanes, FusedChainsWrapAfterEveryOp) {
+  for (Dtype t : {Dtype::U8, Dtype::I32}) {
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{4099}}) {
+      const std::vector<int64_t> a = values(t, n, 21), b = values(t, n, 22), c = values(t, n, 23);
+      const Tensor x = make(t, a), y = make(t, b), z = make(t, c);
+      const Tensor s = x * y + z;      // wraps twice
+      const Tensor d = maximum(s - x, -z);
+      const Tensor k = gt(s, y);
+      const Tensor w = where(k, d, abs(s)) * y;
+      const std::vector<int64_t> gs = read(s), gd = read(d), gk = read(k), gw = read(w);
+      for (size_t i = 0; i < a.size(); ++i) {
+        const int64_t rs = wrap(t, wrap(t, a[i] * b[i]) + c[i]);
+        const int64_t rd = std::max(wrap(t, rs - a[i]), wrap(t, -c[i]));
+        const int64_t rk = rs > b[i];
+        const int64_t rw = wrap(t, (rk ? rd : wrap(t, rs < 0 ? -rs : rs)) * b[i]);
+        ASSERT_EQ(gs[i], rs) << dtype_name(t) << " i=" << i;
+        ASSERT_EQ(gd[i], rd) << dtype_name(t) << " i=" << i;
+        ASSERT_EQ(gk[i], rk) << dtype_name(t) << " i=" << i;
+        ASSERT_EQ(gw[i], rw) << dtype_name(t) << " i=" << i;
+      }
+    }
+  }
+}
+
+// Integers read by float ops convert to f32 to nearest even first (torch
+// promotes, then computes in float32); conversions with to().
+TEST_P(Int32Lanes, MixedWithFloatsAndConversions) {
+  for (int64_t n : lengths()) {
+    const std::vector<int64_t> a = values(Dtype::I32, n, static_cast<uint32_t>(n) + 31);
+    std::vector<float> f(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) f[static_cast<size_t>(i)] = 0.25f * static_cast<float>(i) - 3.0f;
+    const Tensor x = make(Dtype::I32, a);
+    const Tensor fx = Tensor::from_vector(f, {n});
+    const Tensor sum = x + fx, twice = (x + x) * 0.5f;
+    const std::vector<float> gs = sum.to_vector<float>(), gt2 = twice.to_vector<float>();
+    const std::vector<int64_t> gu = read(x.to(Dtype::U8)), gb = read(x.to(Dtype::Bool));
+    const std::vector<int64_t> gi = read(x.to(Dtype::U8).to(Dtype::I32));
+    const std::vector<float> gf = x.to(Dtype::F32).to_vector<float>();
+    const std::vector<int64_t> gbi = read(gt(x, 0.0f).to(Dtype::I32) + x);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float af = static_cast<float>(a[i]);
+      ASSERT_TRUE(same_float(gs[i], af + f[i])) << a[i];
+      ASSERT_TRUE(same_float(gt2[i], static_cast<float>(wrap(Dtype::I32, 2 * a[i])) * 0.5f)) << a[i];
+      ASSERT_EQ(gu[i], wrap(Dtype::U8, a[i])) << a[i];
+      ASSERT_EQ(gb[i], a[i] != 0) << a[i];
+      ASSERT_EQ(gi[i], wrap(Dtype::U8, a[i])) << a[i];
+      ASSERT_TRUE(same_float(gf[i], af)) << a[i];
+      ASSERT_EQ(gbi[i], wrap(Dtype::I32, a[i] + (af > 0.0f))) << a[i];
+    }
+  }
+}
+
+// Any nonzero byte of a bool buffer is true (1) in integer arithmetic too.
+TEST_P(Int32Lanes, BoolBytesCountAsOne) {
+  const std::vector<uint8_t> bytes = {0, 1, 2, 255, 7, 0, 128};
+  const std::vector<int32_t> v = {5, 5, 5, 5, INT32_MAX, INT32_MIN, -1};
+  const Tensor m = Tensor::from_blob(static_cast<const void*>(bytes.data()), {7}, Dtype::Bool);
+  const std::vector<int32_t> got = (Tensor::from_vector(v, {7}) + m).to_vector<int32_t>();
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_EQ(got[i], static_cast<int32_t>(static_cast<uint32_t>(v[i]) + (bytes[i] != 0 ? 1u : 0u))) << i;
+}
+
+// Interpreter and machine code give the same bits on integer kernels (the
+// JIT declines int32-lane arguments for now; the interpreter runs them).
+TEST(Int32LanesTiers, InterpreterAndMachineCodeAgree) {
+  DVM_SKIP_WITHOUT_JIT();
+  SettingsGuard guard;
+  const std::vector<int64_t> a = values(Dtype::I32, 4099, 91), b = values(Dtype::I32, 4099, 92);
+  auto program = [&] {
+    const Tensor x = make(Dtype::I32, a), y = make(Dtype::I32, b);
+    const Tensor s = maximum(x * y - x, -y);
+    return std::make_pair(read(s), read(lt(s, y)));
+  };
+  dvm::set_tier_mode(TierMode::Off);
+  const auto interp = program();
+  dvm::set_tier_mode(TierMode::Eager);
+  const auto jit = program();
+  EXPECT_EQ(interp, jit);
+}
+
+TEST(Int32LanesErrors, WhatStaysRefusedIsAClearError) {
+  Tensor i32 = Tensor::full({4}, 1, Dtype::I32), i64 = Tensor::full({4}, 1, Dtype::I64);
+  Tensor u8 = Tensor::full({4}, 1, Dtype::U8);
+  expect_error("i64 + i64", [&] { (void)(i64 + i64); }, {"add", "int64", "not supported"});
+  expect_error("i32 + i64", [&] { (void)(i32 + i64); }, {"add", "int64", "not supported"});
+  expect_error("i64 < i64", [&] { (void)lt(i64, i64); }, {"lt", "int64", "2^24"});
+  expect_error("i32 sum", [&] { (void)i32.sum(); }, {"sum", "int32[4]", "not supported"});
+  expect_error("u8 sum", [&] { (void)u8.sum(); }, {"sum", "uint8[4]", "not supported"});
+  expect_error("i32 mean", [&] { (void)i32.mean(); }, {"int32"});
+  expect_error("i32 max", [&] { (void)i32.max(); }, {"max", "int32[4]", "not supported"});
+  expect_error("i32 floor", [&] { (void)floor(i32); }, {"floor", "int32", "not supported"});
+  expect_error("i32 to i64", [&] { (void)i32.to(Dtype::I64); }, {"to", "int32[4]", "int64"});
+  expect_error("i64 to i32", [&] { (void)i64.to(Dtype::I32); }, {"to", "int64[4]", "int32"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Target, Int32Lanes, ::testing::ValuesIn(kTargets), target_name);
+
+}  // namespace
+}  // namespace dvm::testing
