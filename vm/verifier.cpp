@@ -10,6 +10,30 @@
 namespace dvm::vm {
 namespace {
 
+// What a register holds: f32 lanes, int32 lanes, or a constant's bits (either).
+enum Lane : uint8_t { kF32 = 0, kInt = 1, kAny = 2 };
+
+// The lanes an op reads (every register operand but SELECT's a and b) and
+// gives. Float ops read and give f32 lanes; the I* ops read int32 lanes,
+// comparisons give f32 0.0f / 1.0f, itof and ftoi convert. Keeping them apart
+// keeps float results' bits (a NaN's payload is not the same in every tier)
+// out of integer arithmetic, and integer bits out of float arithmetic.
+struct LaneRule {
+  Lane in, out;
+};
+LaneRule lane_rule(Op op) {
+  switch (op) {
+    case Op::ITOF: return {kInt, kF32};
+    case Op::FTOI: return {kF32, kInt};
+    case Op::IEQ: case Op::INE: case Op::ILT: case Op::ILE: case Op::IGT: case Op::IGE: return {kInt, kF32};
+    case Op::INEG: case Op::IABS: case Op::INOT: case Op::IADD: case Op::ISUB: case Op::IMUL: case Op::IMAX:
+    case Op::IMIN: case Op::IAND: case Op::IOR: case Op::IXOR:
+      return {kInt, kInt};
+    default: return {kF32, kF32};
+  }
+}
+const char* lane_name(Lane l) { return l == kInt ? "int32 lanes" : "f32 lanes"; }
+
 struct Checker {
   const std::vector<uint8_t>& b;
   std::string* error;
@@ -87,6 +111,8 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   kind.fill(Kind::Vec);
   std::array<uint8_t, kMaxRegs> level{};
   std::array<int8_t, kMaxArgs> stored{};
+  std::array<Lane, kMaxRegs> lane;
+  lane.fill(kF32);
   // Outer reductions: 0 constant, 1 written in the prologue, 2 reduction or epilogue.
   std::array<int8_t, kMaxRegs> phase{};
   p.code.clear();
@@ -155,6 +181,43 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         info.src_kind[nsrc++] = kind[static_cast<size_t>(v)];
         any_vec |= kind[static_cast<size_t>(v)] == Kind::Vec;
         lvl = std::max(lvl, level[static_cast<size_t>(v)]);
+      }
+    }
+
+    // Lanes: each register operand must hold what the op reads.
+    Lane dst_lane = kF32;
+    {
+      const LaneRule rule = lane_rule(ins.op);
+      Lane want[4] = {rule.in, rule.in, rule.in, rule.in};
+      const OpClass lc = oi.cls;
+      if (ins.op == Op::SELECT) {  // the mask f32; a and b alike, either lanes
+        const Lane a = lane[ins.r[2]], b2 = lane[ins.r[3]];
+        const Lane ab = a != kAny ? a : b2;
+        want[1] = want[2] = ab;
+        dst_lane = ab;
+        want[0] = kF32;
+      } else if (lc == OpClass::Load) {
+        dst_lane = ins.r[1] < nargs && int_lanes(p, ins.r[1]) ? kInt : kF32;
+      } else if (lc == OpClass::Const) {
+        dst_lane = kAny;
+      } else if (lc == OpClass::Store) {
+        want[0] = ins.r[0] < nargs && int_lanes(p, ins.r[0]) ? kInt : kF32;
+      } else {
+        dst_lane = rule.out;
+      }
+      int k = 0;
+      for (const char* s = oi.signature; *s; ++s) {
+        if (*s == 'F' || *s == 'S') continue;
+        const int slot = static_cast<int>(s - oi.signature);
+        const int v = ins.r[slot];
+        if (*s == 'R') {  // (in range and written: checked above)
+          const Lane have = lane[static_cast<size_t>(v)];
+          const Lane need_lane = ins.op == Op::SELECT ? want[slot - 1] : lc == OpClass::Store ? want[0] : want[k];
+          if (have != kAny && need_lane != kAny && have != need_lane)
+            return c.fail("instruction " + std::to_string(i) + " (" + op_name(ins.op) + "): r" + std::to_string(v) +
+                          " holds " + lane_name(have) + ", the op reads " + lane_name(need_lane));
+        }
+        if (*s == 'R') ++k;
       }
     }
 
@@ -238,6 +301,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
     info.level = lvl;
     out->max_level = std::max<int>(out->max_level, lvl);
     if (dst >= 0) {
+      lane[static_cast<size_t>(dst)] = dst_lane;
       written[static_cast<size_t>(dst)] = 1;
       phase[static_cast<size_t>(dst)] =
           cls == OpClass::Const ? 0 : (after_reduce_block || cls == OpClass::Reduce ? 2 : 1);

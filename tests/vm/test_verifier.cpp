@@ -400,3 +400,51 @@ TEST(KernelCache, KeyIsTheBytecode) {
 
 }  // namespace
 }  // namespace dvm::vm
+
+namespace dvm::vm {
+namespace {
+
+// int32 lanes: the I* ops read int32 lanes (int32-lane loads, ftoi, other I*
+// ops, constants), float ops f32 lanes; stores match their argument.
+TEST(Verifier, Int32LanesKeepIntegerAndFloatValuesApart) {
+  auto build = [](bool int_in, bool int_out, auto body) {
+    Encoder e(Form::Elementwise);
+    const int x = e.add_arg(ArgRole::Input, Dtype::I32, int_in);
+    const int o = e.add_arg(ArgRole::Output, Dtype::I32, int_out);
+    e.store(Op::ST, o, body(e, e.load(Op::LD, x)));
+    return e.finish();
+  };
+  VerifiedProgram vp;
+  std::string err;
+  // Accepted: integer arithmetic on int32 lanes with a constant, compared
+  // (f32 0/1), converted back; a float op on an itof.
+  EXPECT_TRUE(verify(build(true, true, [](Encoder& e, Encoder::Value v) {
+                       const auto s = e.binary(Op::IMUL, e.binary(Op::IADD, v, e.constant(0.0f)), v);
+                       return e.ternary(Op::SELECT, e.binary(Op::ILT, s, v), s, e.unary(Op::INEG, v));
+                     }),
+                     &vp, &err))
+      << err;
+  EXPECT_TRUE(verify(build(true, false, [](Encoder& e, Encoder::Value v) { return e.unary(Op::EXP, e.unary(Op::ITOF, v)); }),
+                     &vp, &err))
+      << err;
+  EXPECT_TRUE(verify(build(false, true, [](Encoder& e, Encoder::Value v) { return e.unary(Op::FTOI, v); }), &vp, &err))
+      << err;
+  // Rejected: an I* op on f32 lanes, a float op on int32 lanes, a store of
+  // the wrong lanes, the flag on an int64 argument or a floating input.
+  EXPECT_FALSE(verify(build(false, true, [](Encoder& e, Encoder::Value v) { return e.binary(Op::IADD, v, v); }), &vp, &err));
+  EXPECT_NE(err.find("f32 lanes"), std::string::npos) << err;
+  EXPECT_FALSE(verify(build(true, true, [](Encoder& e, Encoder::Value v) { return e.binary(Op::ADD, v, v); }), &vp, &err));
+  EXPECT_NE(err.find("int32 lanes"), std::string::npos) << err;
+  EXPECT_FALSE(verify(build(true, false, [](Encoder&, Encoder::Value v) { return v; }), &vp, &err));
+  EXPECT_FALSE(verify(build(false, true, [](Encoder&, Encoder::Value v) { return v; }), &vp, &err));
+  for (Dtype t : {Dtype::I64, Dtype::F32}) {
+    Encoder e(Form::Elementwise);
+    const int x = e.add_arg(ArgRole::Input, t, true), o = e.add_arg(ArgRole::Output, Dtype::I32, true);
+    e.store(Op::ST, o, e.load(Op::LD, x));
+    EXPECT_FALSE(verify(e.finish(), &vp, &err)) << dtype_name(t);
+    EXPECT_NE(err.find("cannot move int32 lanes"), std::string::npos) << err;
+  }
+}
+
+}  // namespace
+}  // namespace dvm::vm
