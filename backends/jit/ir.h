@@ -68,6 +68,9 @@ struct IrBuilder {
   // Element type of each kernel argument (compile() sets it; the emitter
   // converts at loads and stores). Scratch rows are always f32.
   std::vector<Dtype> arg_types;
+  // Per argument: 1 where it moves int32 lanes (vm::int_lanes): loads
+  // widen without converting to f32, stores narrow int32 values.
+  std::vector<uint8_t> arg_int;
 
   void clear() {
     nodes.clear();

@@ -134,13 +134,6 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
                 " has element type int64; the JIT converts int64 on AVX-512 only (vcvtqq2ps / vcvttps2qq)";
       return nullptr;
     }
-  for (size_t a = 0; a < vp.program.types.size(); ++a)
-    if (vm::int_lanes(vp.program, a)) {
-      *reason = "argument " + std::to_string(a) +
-                " moves int32 lanes; the JIT has no int32-lane loads and stores yet (the interpreter runs "
-                "integer kernels)";
-      return nullptr;
-    }
   auto code = std::make_unique<JitCodeImpl>();
   if (!arg_patterns(vp.program, &code->patterns, reason)) return nullptr;
   thread_local IrBuilder ir;

@@ -602,6 +602,8 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, in
   }
   ir->clear();
   ir->arg_types = vp.program.types;
+  ir->arg_int.assign(vp.program.types.size(), 0);
+  for (size_t a = 0; a < vp.program.types.size(); ++a) ir->arg_int[a] = vm::int_lanes(vp.program, a) ? 1 : 0;
   IrBuilder* saved = t_ir;
   t_ir = ir;
   Lowering lw(vp, *ir);

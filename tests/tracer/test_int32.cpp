@@ -228,20 +228,40 @@ TEST_P(Int32Lanes, BoolBytesCountAsOne) {
 
 // Interpreter and machine code give the same bits on integer kernels (the
 // JIT declines int32-lane arguments for now; the interpreter runs them).
+// The same bits on both tiers, every ISA the CPU has, every tail length;
+// the machine-code runs really are machine code (int32, uint8 and bool lanes
+// load and store on the JIT).
 TEST(Int32LanesTiers, InterpreterAndMachineCodeAgree) {
   DVM_SKIP_WITHOUT_JIT();
   SettingsGuard guard;
-  const std::vector<int64_t> a = values(Dtype::I32, 4099, 91), b = values(Dtype::I32, 4099, 92);
-  auto program = [&] {
-    const Tensor x = make(Dtype::I32, a), y = make(Dtype::I32, b);
-    const Tensor s = maximum(x * y - x, -y);
-    return std::make_pair(read(s), read(lt(s, y)));
-  };
-  dvm::set_tier_mode(TierMode::Off);
-  const auto interp = program();
-  dvm::set_tier_mode(TierMode::Eager);
-  const auto jit = program();
-  EXPECT_EQ(interp, jit);
+  for (const char* isa : {"avx2", "avx512"}) {
+    backends::Isa want;
+    ASSERT_TRUE(backends::parse_isa(isa, &want));
+    if (!backends::isa_supported(want)) continue;
+    dvm::set_isa(isa);
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{17}, int64_t{33}, int64_t{4099}}) {
+      const std::vector<int64_t> a = values(Dtype::I32, n, 91), b = values(Dtype::I32, n, 92);
+      const std::vector<int64_t> c = values(Dtype::U8, n, 93);
+      auto program = [&] {
+        const Tensor x = make(Dtype::I32, a), y = make(Dtype::I32, b), u = make(Dtype::U8, c);
+        const Tensor s = maximum(x * y - x, -y);
+        const Tensor w = u * u + u;  // uint8 wraps
+        const Tensor m = lt(s, y);
+        return std::vector<std::vector<int64_t>>{read(s), read(m), read(w), read(m.to(Dtype::U8)),
+                                                  read(where(m, s, x).to(Dtype::U8))};
+      };
+      dvm::set_tier_mode(TierMode::Off);
+      const auto interp = program();
+      dvm::set_tier_mode(TierMode::Eager);
+      dvm::set_kernel_log(true);
+      const auto jit = program();
+      dvm::set_kernel_log(false);
+      const std::vector<KernelRun> log = dvm::take_kernel_log();
+      EXPECT_FALSE(log.empty());
+      for (const KernelRun& run : log) EXPECT_EQ(run.tier, "jit") << isa << " n=" << n;
+      EXPECT_EQ(interp, jit) << isa << " n=" << n;
+    }
+  }
 }
 
 TEST(Int32LanesErrors, WhatStaysRefusedIsAClearError) {

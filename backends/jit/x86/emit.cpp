@@ -618,6 +618,13 @@ struct Gen {
     return static_cast<size_t>(a) < ir.arg_types.size() ? ir.arg_types[static_cast<size_t>(a)] : Dtype::F32;
   }
   Dtype type_of(const Node& n) const { return n.phase == kPhaseScratch ? Dtype::F32 : arg_type(n.arg); }
+  // Whether n's argument moves int32 lanes (IrBuilder::arg_int).
+  bool ints_of(const Node& n) const {
+    return n.phase != kPhaseScratch && static_cast<size_t>(n.arg) < ir.arg_int.size() &&
+           ir.arg_int[static_cast<size_t>(n.arg)] != 0;
+  }
+  // Loads and stores that go through the typed paths below.
+  bool typed(const Node& n) const { return type_of(n) != Dtype::F32 || ints_of(n); }
   static int elem_shift(Dtype t) {
     const size_t b = dtype_size(t);
     return b == 1 ? 0 : b == 2 ? 1 : b == 4 ? 2 : 3;
@@ -658,8 +665,19 @@ struct Gen {
   }
 
   // d (full width) = f32 of the raw elements of type t in src (a register of
-  // the raw width or memory). Not int64.
-  void cvt_in(Dtype t, Opnd d, const Opnd& src) {
+  // the raw width or memory), or with `ints` their int32 values (the
+  // argument moves int32 lanes). Not int64.
+  void cvt_in(Dtype t, Opnd d, const Opnd& src, bool ints = false) {
+    if (ints) {
+      switch (t) {
+        case Dtype::U8: as.v(VI::vpmovzxbd, d, src); return;
+        case Dtype::Bool:  // any nonzero byte is 1
+          as.v(VI::vpmovzxbd, d, src);
+          as.v(VI::vpminud, d, d, kconst(1));
+          return;
+        default: as.v(VI::vmovups, d, src); return;  // int32 bits as they are
+      }
+    }
     switch (t) {
       case Dtype::F16: as.v(VI::vcvtph2ps, d, src); return;
       case Dtype::BF16:
@@ -690,8 +708,10 @@ struct Gen {
   }
 
   // Raw elements of type t of the f32 register s, into scratch 1 (its raw
-  // view, returned). Not int64.
-  Opnd cvt_out(Dtype t, Opnd s) {
+  // view, returned); with `ints`, s holds int32 values (the argument moves
+  // int32 lanes: int32 as its bits, uint8 its low byte, bool != 0, a float
+  // type the value converted to nearest). Not int64.
+  Opnd cvt_out(Dtype t, Opnd s, bool ints = false) {
     const Opnd v1 = vr(1), v2 = vr(2);
     const Opnd x1 = asmx::vreg(1, W::X), x2 = asmx::vreg(2, W::X);
     // AVX2: 8 dwords of v1, each < 65536, to 8 words in x1.
@@ -699,6 +719,30 @@ struct Gen {
       as.v(VI::vextractf128, x2, v1, asmx::imm(1));
       as.v(VI::vpackusdw, x1, x1, x2);
     };
+    if (ints) {
+      switch (t) {
+        case Dtype::I32: as.v(VI::vmovups, v1, s); return raw_reg(1, t);
+        case Dtype::U8:
+        case Dtype::Bool:
+          if (t == Dtype::Bool) as.v(VI::vpminud, v1, s, kconst(1));  // unsigned: nonzero gives 1
+          else if (!avx512) as.v(VI::vpand, v1, s, kconst(0xff));
+          else as.v(VI::vmovups, v1, s);
+          if (avx512) {
+            as.v(VI::vpmovdb, x1, v1);  // truncates: the low byte
+          } else {
+            avx2_words();
+            as.v(VI::vpackuswb, x1, x1, x1);
+          }
+          return raw_reg(1, t);
+        default:  // a float type: the int32 values converted, then stored as floats
+          as.v(VI::vcvtdq2ps, v2, s);
+          if (t == Dtype::F32) {
+            as.v(VI::vmovups, v1, v2);
+            return raw_reg(1, t);
+          }
+          return cvt_out(t, v2);
+      }
+    }
     switch (t) {
       case Dtype::F16:  // round to nearest even (imm 8: that, exceptions suppressed)
         as.v(VI::vcvtps2ph, raw_reg(1, t), s, asmx::imm(8));
@@ -800,16 +844,16 @@ struct Gen {
       }
       cvt_in_i64(d, lo, hi);
     } else if (!m) {
-      cvt_in(t, d, telem(p, t, n.imm));
+      cvt_in(t, d, telem(p, t, n.imm), ints_of(n));
     } else if (avx512) {  // masked lanes read 0
       as.masked(1, true);
       as.v(movdqu_for(t), raw_reg(1, t), telem(p, t, n.imm));
-      cvt_in(t, d, raw_reg(1, t));
+      cvt_in(t, d, raw_reg(1, t), ints_of(n));
     } else {  // rem elements through the zeroed buffer
       as.lea(asmx::r11, telem(p, t, n.imm));
       zero_typed_buf(32);
       copy_bytes(t, n.imm, true);
-      cvt_in(t, d, asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)));
+      cvt_in(t, d, asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)), ints_of(n));
     }
     commit(i);
   }
@@ -826,7 +870,7 @@ struct Gen {
     } else {
       const VI bc = b == 1 ? VI::vpbroadcastb : b == 2 ? VI::vpbroadcastw : VI::vpbroadcastd;
       as.v(bc, raw_reg(1, t), asmx::mem(p, 0, static_cast<int>(b)));
-      cvt_in(t, d, raw_reg(1, t));
+      cvt_in(t, d, raw_reg(1, t), ints_of(n));
     }
     commit(i);
   }
@@ -870,7 +914,7 @@ struct Gen {
     }
     const Opnd d = dst(i);
     if (t == Dtype::I64) cvt_in_i64(d, asmx::mem(asmx::rsp, kTypedBuf, 64), asmx::mem(asmx::rsp, kTypedBuf + 64, 64));
-    else cvt_in(t, d, asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)));
+    else cvt_in(t, d, asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)), ints_of(n));
     commit(i);
   }
 
@@ -897,7 +941,7 @@ struct Gen {
       }
       return;
     }
-    const Opnd r = cvt_out(t, s);
+    const Opnd r = cvt_out(t, s, ints_of(n));
     Gp p = arg_ptr(n, asmx::rax);
     if (!m) {
       store_raw(telem(p, t, n.imm), r, raw_bytes(t));
@@ -922,7 +966,7 @@ struct Gen {
       as.v(VI::vmovq, asmx::mem(p, 0, 8), x1);
       return;
     }
-    cvt_out(t, s);
+    cvt_out(t, s, ints_of(n));
     Gp p = arg_ptr(n, asmx::rax);
     switch (dtype_size(t)) {
       case 1: as.v(VI::vpextrb, asmx::mem(p, 0, 1), x1, asmx::imm(0)); break;
@@ -943,7 +987,7 @@ struct Gen {
         commit(i);
         return;
       case IrOp::Load: {
-        if (type_of(n) != Dtype::F32) {
+        if (typed(n)) {
           typed_load(i, n, masked);
           return;
         }
@@ -961,7 +1005,7 @@ struct Gen {
         commit(i);
         return;
       case IrOp::LoadB: {
-        if (type_of(n) != Dtype::F32) {
+        if (typed(n)) {
           typed_load_b(i, n);
           return;
         }
@@ -971,11 +1015,11 @@ struct Gen {
         return;
       }
       case IrOp::LoadS:
-        if (type_of(n) != Dtype::F32) typed_gather(i, n, masked_copy(masked, n.imm));
+        if (typed(n)) typed_gather(i, n, masked_copy(masked, n.imm));
         else gather(i, n, masked_copy(masked, n.imm));
         return;
       case IrOp::Store: {
-        if (type_of(n) != Dtype::F32) {
+        if (typed(n)) {
           typed_store(n, masked);
           return;
         }
@@ -995,7 +1039,7 @@ struct Gen {
         return;
       }
       case IrOp::StoreB: {
-        if (type_of(n) != Dtype::F32) {
+        if (typed(n)) {
           typed_store_b(n);
           return;
         }
