@@ -7,6 +7,7 @@
 // nodes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -15,7 +16,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -584,43 +584,73 @@ struct Dot {
   std::vector<std::pair<std::string, std::string>> edges;
 };
 
+// Parsing helpers for the DOT (plain string checks: <regex> trips GCC 12's
+// -Wmaybe-uninitialized in the sanitizer build, which builds with -Werror).
+bool is_id(const std::string& s) {  // op<digits> or leaf<digits>
+  const size_t p = s.rfind("op", 0) == 0 ? 2 : s.rfind("leaf", 0) == 0 ? 4 : 0;
+  if (p == 0 || p == s.size()) return false;
+  for (size_t i = p; i < s.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  return true;
+}
+bool starts(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool ends(const std::string& s, const std::string& e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+
 // Reads the DOT dump_fusion writes: one statement per line, braces balanced.
 void parse_dot(const std::string& text, Dot* d) {
   std::istringstream in(text);
-  std::string line;
+  std::string raw;
   std::string cluster;
   int depth = 0;
-  const std::regex sub(R"re(^\s*subgraph (cluster_k\d+) \{$)re");
-  const std::regex label(R"re(^\s*label="([^"]*)";$)re");
-  const std::regex node(R"re(^\s*((?:op|leaf)\d+) \[shape=(\w+),.*label="[^"]+"\];$)re");
-  const std::regex edge(R"re(^\s*((?:op|leaf)\d+) -> ((?:op|leaf)\d+);$)re");
-  std::smatch m;
   bool first = true;
-  while (std::getline(in, line)) {
+  while (std::getline(in, raw)) {
     if (first) {
-      ASSERT_EQ(line, "digraph fusion {");
+      ASSERT_EQ(raw, "digraph fusion {");
       first = false;
       ++depth;
       continue;
     }
-    if (std::regex_match(line, m, sub)) {
+    const std::string line = raw.substr(std::min(raw.find_first_not_of(' '), raw.size()));
+    if (starts(line, "subgraph cluster_k") && ends(line, " {")) {
       ASSERT_EQ(depth, 1);
-      cluster = m[1];
+      cluster = line.substr(9, line.size() - 9 - 2);
       d->clusters.push_back(cluster);
       ++depth;
-    } else if (std::regex_match(line, m, label) && depth == 2) {
-      d->cluster_labels.push_back(m[1]);
-    } else if (std::regex_match(line, m, node)) {
-      ASSERT_EQ(d->node_cluster.count(m[1]), 0u) << "node declared twice: " << line;
-      d->node_cluster[m[1]] = depth == 2 ? cluster : "";
-      d->node_shape[m[1]] = m[2];
-    } else if (std::regex_match(line, m, edge)) {
-      d->edges.emplace_back(m[1], m[2]);
-    } else if (line == "  }" || line == "}") {
+    } else if (starts(line, "label=\"") && ends(line, "\";") && depth == 2) {
+      d->cluster_labels.push_back(line.substr(7, line.size() - 7 - 2));
+    } else if (line.find(" [shape=") != std::string::npos && ends(line, "\"];")) {
+      const std::string id = line.substr(0, line.find(' '));
+      ASSERT_TRUE(is_id(id)) << line;
+      const size_t sh = line.find(" [shape=") + 8;
+      const std::string shape = line.substr(sh, line.find(',', sh) - sh);
+      ASSERT_NE(line.find("label=\""), std::string::npos) << line;
+      ASSERT_EQ(d->node_cluster.count(id), 0u) << "node declared twice: " << line;
+      d->node_cluster[id] = depth == 2 ? cluster : "";
+      d->node_shape[id] = shape;
+    } else if (line.find(" -> ") != std::string::npos && ends(line, ";")) {
+      const size_t arrow = line.find(" -> ");
+      const std::string from = line.substr(0, arrow), to = line.substr(arrow + 4, line.size() - arrow - 5);
+      ASSERT_TRUE(is_id(from) && is_id(to)) << line;
+      d->edges.emplace_back(from, to);
+    } else if (raw == "  }" || raw == "}") {
       --depth;
     }
   }
   EXPECT_EQ(depth, 0) << "unbalanced braces";
+}
+
+// "k<digit>: <form> <16 hex digits>": the form, or "" when it is not one.
+std::string cluster_form(const std::string& l) {
+  if (l.size() < 4 || l[0] != 'k' || !std::isdigit(static_cast<unsigned char>(l[1])) || l.compare(2, 2, ": ") != 0)
+    return "";
+  const size_t sp = l.find(' ', 4);
+  if (sp == std::string::npos || l.size() - sp - 1 != 16) return "";
+  for (size_t i = sp + 1; i < l.size(); ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(l[i])) || std::isupper(static_cast<unsigned char>(l[i]))) return "";
+  const std::string form = l.substr(4, sp - 4);
+  return form == "row_reduce" || form == "contraction" || form == "elementwise" ? form : "";
 }
 
 TEST_F(Profiler, FusionDumpHasOneClusterPerKernel) {
@@ -641,12 +671,11 @@ TEST_F(Profiler, FusionDumpHasOneClusterPerKernel) {
   ASSERT_EQ(static_cast<int64_t>(d.clusters.size()), kernels);
   EXPECT_EQ(d.clusters, (std::vector<std::string>{"cluster_k0", "cluster_k1", "cluster_k2"}));
   ASSERT_EQ(d.cluster_labels.size(), 3u);
-  const std::regex klabel(R"re(k\d: (row_reduce|contraction|elementwise) [0-9a-f]{16})re");
   std::set<std::string> forms;
   for (const std::string& l : d.cluster_labels) {
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(l, m, klabel)) << l;
-    forms.insert(m[1]);
+    const std::string form = cluster_form(l);
+    ASSERT_NE(form, "") << l;
+    forms.insert(form);
   }
   EXPECT_EQ(forms, (std::set<std::string>{"row_reduce", "contraction", "elementwise"}));
   // Ops (ellipses) sit in clusters, leaves (boxes: x, a, b) outside.
