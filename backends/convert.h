@@ -91,7 +91,8 @@ inline int64_t f32_to_i64(float f) {
 inline uint8_t f32_to_u8(float f) { return static_cast<uint8_t>(static_cast<uint32_t>(f32_to_i32(f)) & 0xffu); }
 inline uint8_t f32_to_bool(float f) { return f != 0.0f || f != f ? 1 : 0; }
 
-// Element i of a buffer of type t, as f32.
+// Element i of a buffer of type t (aligned to the element size, as every
+// tensor's data is), as f32.
 inline float load_elem(Dtype t, const void* p, int64_t i) {
   switch (t) {
     case Dtype::F32: return static_cast<const float*>(p)[i];

@@ -48,7 +48,7 @@ dvm_status invalid(const char* fn, const char* what) {
   return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": " + what);
 }
 
-bool valid_dtype(dvm_dtype d) { return static_cast<int>(d) >= 0 && static_cast<int>(d) < dvm::kNumDtypes; }
+bool valid_dtype(int d) { return d >= 0 && d < dvm::kNumDtypes; }
 
 // The shape of shape[0..rank), or false (rank outside [0, DVM_MAX_RANK], or
 // a null pointer with rank > 0).
@@ -73,7 +73,7 @@ extern "C" {
 const char* dvm_last_error(void) { return t_error.c_str(); }
 const char* dvm_version(void) { return dvm::version(); }
 
-dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, dvm_dtype dtype, dvm_tensor* out) {
+dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, int dtype, dvm_tensor* out) {
   DVM_NEED(out, "dvm_from_blob");
   dvm::Shape s;
   if (!make_shape(shape, rank, &s)) return invalid("dvm_from_blob", "rank must be 0..8 with a shape array");
@@ -81,7 +81,7 @@ dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, dvm_d
   return guarded([&] { give(dvm::Tensor::from_blob(data, s, static_cast<dvm::Dtype>(dtype)), out); });
 }
 
-dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, dvm_dtype dtype, dvm_tensor* out) {
+dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, int dtype, dvm_tensor* out) {
   DVM_NEED(out, "dvm_from_copy");
   dvm::Shape s;
   if (!make_shape(shape, rank, &s)) return invalid("dvm_from_copy", "rank must be 0..8 with a shape array");
@@ -89,7 +89,7 @@ dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, dvm_d
   return guarded([&] { give(dvm::Tensor::from_copy(data, s, static_cast<dvm::Dtype>(dtype)), out); });
 }
 
-dvm_status dvm_full(const int64_t* shape, int rank, double value, dvm_dtype dtype, dvm_tensor* out) {
+dvm_status dvm_full(const int64_t* shape, int rank, double value, int dtype, dvm_tensor* out) {
   DVM_NEED(out, "dvm_full");
   dvm::Shape s;
   if (!make_shape(shape, rank, &s)) return invalid("dvm_full", "rank must be 0..8 with a shape array");
@@ -102,7 +102,7 @@ dvm_status dvm_scalar(float value, dvm_tensor* out) {
   return guarded([&] { give(dvm::Tensor::scalar(value), out); });
 }
 
-dvm_status dvm_arange(double start, double end, double step, dvm_dtype dtype, dvm_tensor* out) {
+dvm_status dvm_arange(double start, double end, double step, int dtype, dvm_tensor* out) {
   DVM_NEED(out, "dvm_arange");
   if (!valid_dtype(dtype)) return invalid("dvm_arange", "unknown dtype");
   return guarded([&] { give(dvm::Tensor::arange(start, end, step, static_cast<dvm::Dtype>(dtype)), out); });
@@ -139,7 +139,7 @@ dvm_status dvm_numel(dvm_tensor t, int64_t* numel) {
   return guarded([&] { *numel = t->t.numel(); });
 }
 
-dvm_status dvm_read(dvm_tensor t, dvm_dtype dtype, void* out, size_t bytes) {
+dvm_status dvm_read(dvm_tensor t, int dtype, void* out, size_t bytes) {
   DVM_NEED(t, "dvm_read");
   if (!valid_dtype(dtype)) return invalid("dvm_read", "unknown dtype");
   return guarded([&] {
@@ -188,7 +188,7 @@ dvm_status dvm_flush(void) {
   return guarded([] { dvm::flush(); });
 }
 
-dvm_status dvm_unary(dvm_unary_op op, dvm_tensor x, dvm_tensor* out) {
+dvm_status dvm_unary(int op, dvm_tensor x, dvm_tensor* out) {
   DVM_NEED(x, "dvm_unary");
   DVM_NEED(out, "dvm_unary");
   using F = dvm::Tensor (*)(const dvm::Tensor&);
@@ -196,7 +196,7 @@ dvm_status dvm_unary(dvm_unary_op op, dvm_tensor x, dvm_tensor* out) {
                                dvm::reciprocal, dvm::tanh, dvm::sigmoid, dvm::relu, nullptr, nullptr,
                                dvm::erf,  dvm::sin,     dvm::cos,  dvm::floor, dvm::ceil, dvm::round};
   static_assert(sizeof(kOps) / sizeof(kOps[0]) == DVM_ROUND + 1, "an entry per dvm_unary_op");
-  const int i = static_cast<int>(op);
+  const int i = op;
   if (i < 0 || i > DVM_ROUND) return invalid("dvm_unary", "unknown op");
   return guarded([&] {
     if (op == DVM_GELU) give(dvm::gelu(x->t, dvm::GeluApprox::None), out);
@@ -210,10 +210,10 @@ using BinaryFn = dvm::Tensor (*)(const dvm::Tensor&, const dvm::Tensor&);
 constexpr BinaryFn kBinary[] = {dvm::add, dvm::sub, dvm::mul, dvm::div, dvm::maximum, dvm::minimum, dvm::pow,
                                 dvm::eq,  dvm::ne,  dvm::lt,  dvm::le,  dvm::gt,      dvm::ge};
 static_assert(sizeof(kBinary) / sizeof(kBinary[0]) == DVM_GE + 1, "an entry per dvm_binary_op");
-bool valid_binary(dvm_binary_op op) { return static_cast<int>(op) >= 0 && static_cast<int>(op) <= DVM_GE; }
+bool valid_binary(int op) { return op >= 0 && op <= DVM_GE; }
 }  // namespace
 
-dvm_status dvm_binary(dvm_binary_op op, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
+dvm_status dvm_binary(int op, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
   DVM_NEED(a, "dvm_binary");
   DVM_NEED(b, "dvm_binary");
   DVM_NEED(out, "dvm_binary");
@@ -221,7 +221,7 @@ dvm_status dvm_binary(dvm_binary_op op, dvm_tensor a, dvm_tensor b, dvm_tensor* 
   return guarded([&] { give(kBinary[op](a->t, b->t), out); });
 }
 
-dvm_status dvm_binary_scalar(dvm_binary_op op, dvm_tensor a, float s, int scalar_first, dvm_tensor* out) {
+dvm_status dvm_binary_scalar(int op, dvm_tensor a, float s, int scalar_first, dvm_tensor* out) {
   DVM_NEED(a, "dvm_binary_scalar");
   DVM_NEED(out, "dvm_binary_scalar");
   if (!valid_binary(op)) return invalid("dvm_binary_scalar", "unknown op");
@@ -239,10 +239,10 @@ dvm_status dvm_where(dvm_tensor mask, dvm_tensor a, dvm_tensor b, dvm_tensor* ou
   return guarded([&] { give(dvm::where(mask->t, a->t, b->t), out); });
 }
 
-dvm_status dvm_reduce(dvm_reduce_op op, dvm_tensor x, const int* axes, int naxes, int keepdim, dvm_tensor* out) {
+dvm_status dvm_reduce(int op, dvm_tensor x, const int* axes, int naxes, int keepdim, dvm_tensor* out) {
   DVM_NEED(x, "dvm_reduce");
   DVM_NEED(out, "dvm_reduce");
-  if (static_cast<int>(op) < 0 || static_cast<int>(op) > DVM_MIN) return invalid("dvm_reduce", "unknown op");
+  if (op < 0 || op > DVM_MIN) return invalid("dvm_reduce", "unknown op");
   if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes))
     return invalid("dvm_reduce", "naxes must be 0..8 with an axes array");
   return guarded([&] {
@@ -331,7 +331,7 @@ dvm_status dvm_addmm(dvm_tensor input, dvm_tensor a, dvm_tensor b, float beta, f
   return guarded([&] { give(dvm::addmm(input->t, a->t, b->t, beta, alpha), out); });
 }
 
-dvm_status dvm_to(dvm_tensor x, dvm_dtype dtype, dvm_tensor* out) {
+dvm_status dvm_to(dvm_tensor x, int dtype, dvm_tensor* out) {
   DVM_NEED(x, "dvm_to");
   DVM_NEED(out, "dvm_to");
   if (!valid_dtype(dtype)) return invalid("dvm_to", "unknown dtype");
@@ -400,8 +400,8 @@ dvm_status dvm_get_isa(char* out, size_t bytes) {
     std::memcpy(out, s.c_str(), s.size() + 1);
   });
 }
-dvm_status dvm_set_tier_mode(dvm_tier_mode mode) {
-  if (static_cast<int>(mode) < 0 || static_cast<int>(mode) > DVM_TIER_EAGER)
+dvm_status dvm_set_tier_mode(int mode) {
+  if (mode < 0 || mode > DVM_TIER_EAGER)
     return invalid("dvm_set_tier_mode", "unknown mode");
   return guarded([&] {
     dvm::set_tier_mode(mode == DVM_TIER_OFF ? dvm::TierMode::Off

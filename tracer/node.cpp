@@ -27,6 +27,9 @@ Storage* Storage::allocate(int64_t elems, Dtype type) {
     delete s;
     throw Error("out of memory: cannot allocate a buffer of " + std::to_string(elems) + " " + dtype_name(type) +
                 " elements (" + std::to_string(bytes) + " bytes)");
+  } catch (...) {  // the memory limit's dvm::Error
+    delete s;
+    throw;
   }
   s->owned = true;
   return s;

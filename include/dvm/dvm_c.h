@@ -54,6 +54,10 @@ typedef enum dvm_tier_mode { DVM_TIER_OFF = 0, DVM_TIER_AUTO = 1, DVM_TIER_EAGER
 
 enum { DVM_MAX_RANK = 8 };
 
+/* Ops, dtypes and modes are passed as int (a dvm_unary_op, dvm_dtype, ...):
+ * a value outside its enum is DVM_INVALID_ARGUMENT, never undefined
+ * behaviour. */
+
 /* This thread's message for its last failed call ("" if none failed yet). */
 const char* dvm_last_error(void);
 /* "MAJOR.MINOR.PATCH" of the linked library. */
@@ -62,12 +66,12 @@ const char* dvm_version(void);
 /* ---- creation ----------------------------------------------------------- */
 /* Wraps user memory of shape[0..rank) elements of dtype without copying; it
  * must stay alive and unchanged while a tensor reads it. */
-dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, dvm_dtype dtype, dvm_tensor* out);
+dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, int dtype, dvm_tensor* out);
 /* Copies the values. */
-dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, dvm_dtype dtype, dvm_tensor* out);
-dvm_status dvm_full(const int64_t* shape, int rank, double value, dvm_dtype dtype, dvm_tensor* out);
+dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, int dtype, dvm_tensor* out);
+dvm_status dvm_full(const int64_t* shape, int rank, double value, int dtype, dvm_tensor* out);
 dvm_status dvm_scalar(float value, dvm_tensor* out);
-dvm_status dvm_arange(double start, double end, double step, dvm_dtype dtype, dvm_tensor* out);
+dvm_status dvm_arange(double start, double end, double step, int dtype, dvm_tensor* out);
 /* A second handle to the same tensor (release both). */
 dvm_status dvm_retain(dvm_tensor t, dvm_tensor* out);
 void dvm_release(dvm_tensor t);
@@ -81,7 +85,7 @@ dvm_status dvm_numel(dvm_tensor t, int64_t* numel);
 /* ---- observers (compute what is pending) ---------------------------------- */
 /* Copies the values, row-major, in the tensor's own dtype, which must be
  * `dtype`; `bytes` is the room at out (numel * element size needed). */
-dvm_status dvm_read(dvm_tensor t, dvm_dtype dtype, void* out, size_t bytes);
+dvm_status dvm_read(dvm_tensor t, int dtype, void* out, size_t bytes);
 /* Copies the values converted to float32, whatever the dtype. */
 dvm_status dvm_read_f32(dvm_tensor t, float* out, size_t count);
 dvm_status dvm_sync(dvm_tensor t);
@@ -89,13 +93,13 @@ dvm_status dvm_sync(dvm_tensor t);
 dvm_status dvm_flush(void);
 
 /* ---- ops (numpy broadcasting, torch semantics) ----------------------------- */
-dvm_status dvm_unary(dvm_unary_op op, dvm_tensor x, dvm_tensor* out);
-dvm_status dvm_binary(dvm_binary_op op, dvm_tensor a, dvm_tensor b, dvm_tensor* out);
+dvm_status dvm_unary(int op, dvm_tensor x, dvm_tensor* out);
+dvm_status dvm_binary(int op, dvm_tensor a, dvm_tensor b, dvm_tensor* out);
 /* a op s (scalar_first = 0) or s op a (scalar_first = 1). */
-dvm_status dvm_binary_scalar(dvm_binary_op op, dvm_tensor a, float s, int scalar_first, dvm_tensor* out);
+dvm_status dvm_binary_scalar(int op, dvm_tensor a, float s, int scalar_first, dvm_tensor* out);
 dvm_status dvm_where(dvm_tensor mask, dvm_tensor a, dvm_tensor b, dvm_tensor* out);
 /* Over axes[0..naxes) (negative counts from the end); naxes = 0: all axes. */
-dvm_status dvm_reduce(dvm_reduce_op op, dvm_tensor x, const int* axes, int naxes, int keepdim, dvm_tensor* out);
+dvm_status dvm_reduce(int op, dvm_tensor x, const int* axes, int naxes, int keepdim, dvm_tensor* out);
 dvm_status dvm_softmax(dvm_tensor x, int axis, dvm_tensor* out);
 dvm_status dvm_log_softmax(dvm_tensor x, int axis, dvm_tensor* out);
 /* weight and bias may be NULL. */
@@ -106,7 +110,7 @@ dvm_status dvm_bmm(dvm_tensor a, dvm_tensor b, dvm_tensor* out);
 /* bias may be NULL. */
 dvm_status dvm_linear(dvm_tensor x, dvm_tensor weight, dvm_tensor bias, dvm_tensor* out);
 dvm_status dvm_addmm(dvm_tensor input, dvm_tensor a, dvm_tensor b, float beta, float alpha, dvm_tensor* out);
-dvm_status dvm_to(dvm_tensor x, dvm_dtype dtype, dvm_tensor* out);
+dvm_status dvm_to(dvm_tensor x, int dtype, dvm_tensor* out);
 
 /* ---- views ------------------------------------------------------------------- */
 dvm_status dvm_reshape(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out);
@@ -127,7 +131,7 @@ dvm_status dvm_set_parallel_for(dvm_parallel_for_fn fn, void* host, int workers)
 dvm_status dvm_set_isa(const char* name);
 /* Writes the ISA's name ("portable", "avx2" or "avx512") with its NUL. */
 dvm_status dvm_get_isa(char* out, size_t bytes);
-dvm_status dvm_set_tier_mode(dvm_tier_mode mode);
+dvm_status dvm_set_tier_mode(int mode);
 dvm_status dvm_set_jit_threshold(int64_t calls);
 dvm_status dvm_set_trace_limit(int64_t nodes);
 dvm_status dvm_set_kernel_cache_capacity(int64_t kernels);

@@ -207,18 +207,19 @@ TEST(Convert, EveryTableMatchesConvertH) {
       const Dtype t = static_cast<Dtype>(ti);
       const size_t es = dtype_size(t);
       for (int64_t n : {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 1031}) {
-        // Loads, from an address one byte past an aligned one.
-        const unsigned char* in = raw.data() + 1;
+        // Loads, from an address one element past a 64-byte aligned one
+        // (element-aligned, as every tensor's data is; not vector-aligned).
+        const unsigned char* in = raw.data() + es;
         std::vector<float> got(static_cast<size_t>(n) + 20, -7.0f);
         mk->load_cvt[ti](got.data(), in, n);
         for (int64_t i = 0; i < n; ++i)
           ASSERT_EQ(f32_bits(got[static_cast<size_t>(i)]), f32_bits(load_elem(t, in, i)))
               << isa_name(isa) << " load " << dtype_name(t) << " n=" << n << " i=" << i;
         for (size_t i = static_cast<size_t>(n); i < got.size(); ++i) ASSERT_EQ(got[i], -7.0f);
-        // Stores, to an unaligned address with guard bytes after.
-        std::vector<unsigned char> out(static_cast<size_t>(n) * es + 3 + 64, 0xa5), want = out;
-        mk->store_cvt[ti](out.data() + 3, src_f.data() + 1, n);
-        for (int64_t i = 0; i < n; ++i) store_elem(t, want.data() + 3, i, src_f[static_cast<size_t>(i) + 1]);
+        // Stores, three elements past an aligned address, guard bytes after.
+        std::vector<unsigned char> out(static_cast<size_t>(n) * es + 3 * es + 64, 0xa5), want = out;
+        mk->store_cvt[ti](out.data() + 3 * es, src_f.data() + 1, n);
+        for (int64_t i = 0; i < n; ++i) store_elem(t, want.data() + 3 * es, i, src_f[static_cast<size_t>(i) + 1]);
         ASSERT_EQ(out, want) << isa_name(isa) << " store " << dtype_name(t) << " n=" << n;
       }
     }

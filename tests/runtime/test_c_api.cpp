@@ -50,18 +50,18 @@ TEST(CApi, EveryUnaryAndBinaryOpIsTheCppOp) {
                      [](const Tensor& t) { return gelu(t, GeluApprox::Tanh); }, erf, sin, cos, floor, ceil, round};
   for (int op = DVM_NEG; op <= DVM_ROUND; ++op) {
     H r;
-    ASSERT_EQ(dvm_unary(static_cast<dvm_unary_op>(op), x.t, r.out()), DVM_OK) << op << dvm_last_error();
+    ASSERT_EQ(dvm_unary(op, x.t, r.out()), DVM_OK) << op << dvm_last_error();
     EXPECT_TRUE(same_bits(read_f32(r.t), unary[op](cx).to_vector())) << "unary op " << op;
   }
   using B = Tensor (*)(const Tensor&, const Tensor&);
   const B binary[] = {add, sub, mul, div, maximum, minimum, pow, eq, ne, lt, le, gt, ge};
   for (int op = DVM_ADD; op <= DVM_GE; ++op) {
     H r, rs, rf;
-    ASSERT_EQ(dvm_binary(static_cast<dvm_binary_op>(op), x.t, b.t, r.out()), DVM_OK) << op;
+    ASSERT_EQ(dvm_binary(op, x.t, b.t, r.out()), DVM_OK) << op;
     EXPECT_TRUE(same_bits(read_f32(r.t), binary[op](cx, cb).to_vector())) << "binary op " << op;
-    ASSERT_EQ(dvm_binary_scalar(static_cast<dvm_binary_op>(op), x.t, 1.5f, 0, rs.out()), DVM_OK);
+    ASSERT_EQ(dvm_binary_scalar(op, x.t, 1.5f, 0, rs.out()), DVM_OK);
     EXPECT_TRUE(same_bits(read_f32(rs.t), binary[op](cx, Tensor(1.5f)).to_vector())) << "scalar op " << op;
-    ASSERT_EQ(dvm_binary_scalar(static_cast<dvm_binary_op>(op), x.t, 1.5f, 1, rf.out()), DVM_OK);
+    ASSERT_EQ(dvm_binary_scalar(op, x.t, 1.5f, 1, rf.out()), DVM_OK);
     EXPECT_TRUE(same_bits(read_f32(rf.t), binary[op](Tensor(1.5f), cx).to_vector())) << "scalar-first op " << op;
   }
 }
@@ -136,12 +136,12 @@ TEST(CApi, EveryDtypeRoundTrips) {
     const size_t bytes = 4 * dtype_size(static_cast<Dtype>(d));
     for (int copy = 0; copy < 2; ++copy) {
       H t;
-      ASSERT_EQ((copy ? dvm_from_copy : dvm_from_blob)(data[d], s, 1, static_cast<dvm_dtype>(d), t.out()), DVM_OK);
+      ASSERT_EQ((copy ? dvm_from_copy : dvm_from_blob)(data[d], s, 1, d, t.out()), DVM_OK);
       dvm_dtype got_type;
       ASSERT_EQ(dvm_get_dtype(t.t, &got_type), DVM_OK);
       EXPECT_EQ(got_type, d);
       std::vector<unsigned char> back(bytes);
-      ASSERT_EQ(dvm_read(t.t, static_cast<dvm_dtype>(d), back.data(), bytes), DVM_OK) << dvm_last_error();
+      ASSERT_EQ(dvm_read(t.t, d, back.data(), bytes), DVM_OK) << dvm_last_error();
       EXPECT_EQ(std::memcmp(back.data(), data[d], bytes), 0) << dtype_name(static_cast<Dtype>(d));
     }
   }
@@ -171,13 +171,13 @@ TEST(CApi, BadInputIsAStatusAndAMessageNeverAnOutput) {
   EXPECT_NE(std::string(dvm_last_error()).find("[3, 4]"), std::string::npos) << dvm_last_error();
   EXPECT_EQ(dvm_unary(DVM_EXP, nullptr, &out), DVM_INVALID_ARGUMENT);
   EXPECT_NE(std::string(dvm_last_error()).find("dvm_unary"), std::string::npos);
-  EXPECT_EQ(dvm_unary(static_cast<dvm_unary_op>(99), x.t, &out), DVM_INVALID_ARGUMENT);
-  EXPECT_EQ(dvm_binary(static_cast<dvm_binary_op>(-1), x.t, x.t, &out), DVM_INVALID_ARGUMENT);
-  EXPECT_EQ(dvm_reduce(static_cast<dvm_reduce_op>(7), x.t, nullptr, 0, 0, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_unary(99, x.t, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_binary(-1, x.t, x.t, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_reduce(7, x.t, nullptr, 0, 0, &out), DVM_INVALID_ARGUMENT);
   EXPECT_EQ(dvm_unary(DVM_EXP, x.t, nullptr), DVM_INVALID_ARGUMENT);
   const int64_t big[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
   EXPECT_EQ(dvm_from_blob(kX.data(), big, 9, DVM_F32, &out), DVM_INVALID_ARGUMENT);
-  EXPECT_EQ(dvm_from_blob(kX.data(), kShape, 2, static_cast<dvm_dtype>(12), &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_from_blob(kX.data(), kShape, 2, 12, &out), DVM_INVALID_ARGUMENT);
   EXPECT_EQ(dvm_from_blob(nullptr, kShape, 2, DVM_F32, &out), DVM_ERROR);  // null data for 12 elements
   EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, nullptr, 2, 0, &out), DVM_INVALID_ARGUMENT);
   const int bad_axis[1] = {5};
@@ -194,7 +194,7 @@ TEST(CApi, BadInputIsAStatusAndAMessageNeverAnOutput) {
   EXPECT_EQ(dvm_get_isa(isa, sizeof isa), DVM_ERROR);
   EXPECT_EQ(dvm_set_num_threads(-3), DVM_ERROR);
   EXPECT_EQ(dvm_set_isa("sse9"), DVM_ERROR);
-  EXPECT_EQ(dvm_set_tier_mode(static_cast<dvm_tier_mode>(3)), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_set_tier_mode(3), DVM_INVALID_ARGUMENT);
   dvm_release(nullptr);  // does nothing
 }
 
