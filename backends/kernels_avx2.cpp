@@ -55,17 +55,10 @@ void store_bf16(void* dst, const float* src, int64_t n) {
   for (; i < n; ++i) d[i] = f32_to_bf16(src[i]);
 }
 
-constexpr MicroKernels with_16bit_floats(MicroKernels t) {
-  t.load_cvt[static_cast<int>(Dtype::F16)] = &load_f16;
-  t.store_cvt[static_cast<int>(Dtype::F16)] = &store_f16;
-  t.load_cvt[static_cast<int>(Dtype::BF16)] = &load_bf16;
-  t.store_cvt[static_cast<int>(Dtype::BF16)] = &store_bf16;
-  return t;
-}
-
 }  // namespace
 
 constinit const MicroKernels kMicroKernelsAvx2 =
-    with_16bit_floats(detail::make_microkernels<simd::VecAvx2>(Isa::Avx2));
+    detail::with_16bit_floats(detail::make_microkernels<simd::VecAvx2>(Isa::Avx2), &load_f16, &store_f16, &load_bf16,
+                              &store_bf16);
 
 }  // namespace dvm::backends

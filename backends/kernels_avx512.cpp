@@ -52,17 +52,10 @@ void store_bf16(void* dst, const float* src, int64_t n) {
   }
 }
 
-constexpr MicroKernels with_16bit_floats(MicroKernels t) {
-  t.load_cvt[static_cast<int>(Dtype::F16)] = &load_f16;
-  t.store_cvt[static_cast<int>(Dtype::F16)] = &store_f16;
-  t.load_cvt[static_cast<int>(Dtype::BF16)] = &load_bf16;
-  t.store_cvt[static_cast<int>(Dtype::BF16)] = &store_bf16;
-  return t;
-}
-
 }  // namespace
 
 constinit const MicroKernels kMicroKernelsAvx512 =
-    with_16bit_floats(detail::make_microkernels<simd::VecAvx512>(Isa::Avx512));
+    detail::with_16bit_floats(detail::make_microkernels<simd::VecAvx512>(Isa::Avx512), &load_f16, &store_f16,
+                              &load_bf16, &store_bf16);
 
 }  // namespace dvm::backends

@@ -370,6 +370,17 @@ constexpr void set_convert(MicroKernels& t) {
   t.store_int[static_cast<int>(kT)] = &store_int_kernel<kT>;
 }
 
+// A table with its 16-bit float conversions replaced by an ISA's vector
+// ones (kernels_avx2.cpp, kernels_avx512.cpp).
+constexpr MicroKernels with_16bit_floats(MicroKernels t, LoadCvtFn load_f16, StoreCvtFn store_f16,
+                                         LoadCvtFn load_bf16, StoreCvtFn store_bf16) {
+  t.load_cvt[static_cast<int>(Dtype::F16)] = load_f16;
+  t.store_cvt[static_cast<int>(Dtype::F16)] = store_f16;
+  t.load_cvt[static_cast<int>(Dtype::BF16)] = load_bf16;
+  t.store_cvt[static_cast<int>(Dtype::BF16)] = store_bf16;
+  return t;
+}
+
 // ---- the table -----------------------------------------------------------------
 
 template <class V, Op kOp, vm::OpClass kCls>

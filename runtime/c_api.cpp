@@ -256,24 +256,9 @@ dvm_status dvm_reduce(int op, dvm_tensor x, const int* axes, int naxes, int keep
       give(std::move(r), out);
       return;
     }
-    // The C++ API takes an initializer_list: one run of up to 8 axes.
-    const int a[8] = {axes[0], naxes > 1 ? axes[1] : 0, naxes > 2 ? axes[2] : 0, naxes > 3 ? axes[3] : 0,
-                      naxes > 4 ? axes[4] : 0, naxes > 5 ? axes[5] : 0, naxes > 6 ? axes[6] : 0, naxes > 7 ? axes[7] : 0};
-    auto run = [&](std::initializer_list<int> l) {
-      const bool kd = keepdim != 0;
-      return op == DVM_SUM ? t.sum(l, kd) : op == DVM_MEAN ? t.mean(l, kd) : op == DVM_MAX ? t.max(l, kd) : t.min(l, kd);
-    };
-    dvm::Tensor r;
-    switch (naxes) {
-      case 1: r = run({a[0]}); break;
-      case 2: r = run({a[0], a[1]}); break;
-      case 3: r = run({a[0], a[1], a[2]}); break;
-      case 4: r = run({a[0], a[1], a[2], a[3]}); break;
-      case 5: r = run({a[0], a[1], a[2], a[3], a[4]}); break;
-      case 6: r = run({a[0], a[1], a[2], a[3], a[4], a[5]}); break;
-      case 7: r = run({a[0], a[1], a[2], a[3], a[4], a[5], a[6]}); break;
-      default: r = run({a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]}); break;
-    }
+    const std::vector<int> a(axes, axes + naxes);
+    const bool kd = keepdim != 0;
+    dvm::Tensor r = op == DVM_SUM ? t.sum(a, kd) : op == DVM_MEAN ? t.mean(a, kd) : op == DVM_MAX ? t.max(a, kd) : t.min(a, kd);
     give(std::move(r), out);
   });
 }

@@ -791,19 +791,23 @@ Tensor Tensor::to(Dtype dtype) const {
 // ---------------------------------------------------------------------------
 // Reductions
 // ---------------------------------------------------------------------------
-Tensor Tensor::sum(std::initializer_list<int> axes, bool keepdim) const {
+Tensor Tensor::sum(std::initializer_list<int> axes, bool keepdim) const { return sum(std::vector<int>(axes), keepdim); }
+Tensor Tensor::sum(const std::vector<int>& axes, bool keepdim) const {
   return reduce(OpKind::Sum, *this, axes, keepdim);
 }
 Tensor Tensor::sum() const { return reduce(OpKind::Sum, *this, {}, false); }
-Tensor Tensor::max(std::initializer_list<int> axes, bool keepdim) const {
+Tensor Tensor::max(std::initializer_list<int> axes, bool keepdim) const { return max(std::vector<int>(axes), keepdim); }
+Tensor Tensor::max(const std::vector<int>& axes, bool keepdim) const {
   return reduce(OpKind::Max, *this, axes, keepdim);
 }
 Tensor Tensor::max() const { return reduce(OpKind::Max, *this, {}, false); }
-Tensor Tensor::min(std::initializer_list<int> axes, bool keepdim) const {
+Tensor Tensor::min(std::initializer_list<int> axes, bool keepdim) const { return min(std::vector<int>(axes), keepdim); }
+Tensor Tensor::min(const std::vector<int>& axes, bool keepdim) const {
   return reduce(OpKind::Min, *this, axes, keepdim);
 }
 Tensor Tensor::min() const { return reduce(OpKind::Min, *this, {}, false); }
-Tensor Tensor::mean(std::initializer_list<int> axes, bool keepdim) const {
+Tensor Tensor::mean(std::initializer_list<int> axes, bool keepdim) const { return mean(std::vector<int>(axes), keepdim); }
+Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   const std::vector<int> norm = detail::normalize_axes("mean", axes, shape());
   Tensor m = s / size_scalar(static_cast<double>(reduced_count(shape(), norm)));

@@ -130,15 +130,19 @@ class Tensor {
 
   // ---- reductions (axes may be negative) -----------------------------------
   Tensor sum(std::initializer_list<int> axes, bool keepdim = false) const;
+  Tensor sum(const std::vector<int>& axes, bool keepdim = false) const;
   Tensor sum(int axis, bool keepdim = false) const { return sum({axis}, keepdim); }
   Tensor sum() const;  // all axes
   Tensor mean(std::initializer_list<int> axes, bool keepdim = false) const;
+  Tensor mean(const std::vector<int>& axes, bool keepdim = false) const;
   Tensor mean(int axis, bool keepdim = false) const { return mean({axis}, keepdim); }
   Tensor mean() const;
   Tensor max(std::initializer_list<int> axes, bool keepdim = false) const;
+  Tensor max(const std::vector<int>& axes, bool keepdim = false) const;
   Tensor max(int axis, bool keepdim = false) const { return max({axis}, keepdim); }
   Tensor max() const;
   Tensor min(std::initializer_list<int> axes, bool keepdim = false) const;
+  Tensor min(const std::vector<int>& axes, bool keepdim = false) const;
   Tensor min(int axis, bool keepdim = false) const { return min({axis}, keepdim); }
   Tensor min() const;
 

@@ -37,16 +37,7 @@ constexpr int64_t kGuards = 16;
 
 using testing::jit_isas;
 
-std::shared_ptr<vm::Kernel> make_kernel(const Encoder& e) {
-  vm::Bytecode bc = e.finish();
-  vm::VerifiedProgram vp;
-  std::string err;
-  if (!vm::verify(bc, &vp, &err)) {
-    ADD_FAILURE() << err;
-    return nullptr;
-  }
-  return std::make_shared<vm::Kernel>(std::move(bc), std::move(vp));
-}
+using testing::make_kernel;
 
 // How one argument is laid out over [P, R, C].
 struct Layout {

@@ -41,16 +41,7 @@ constexpr Dtype kTypes[] = {Dtype::F32, Dtype::F16, Dtype::BF16, Dtype::I32, Dty
 constexpr uint8_t kGuardByte = 0xA5;
 constexpr int64_t kGuardBytes = 64;
 
-std::shared_ptr<vm::Kernel> make_kernel(const Encoder& e) {
-  vm::Bytecode bc = e.finish();
-  vm::VerifiedProgram vp;
-  std::string err;
-  if (!vm::verify(bc, &vp, &err)) {
-    ADD_FAILURE() << err;
-    return nullptr;
-  }
-  return std::make_shared<vm::Kernel>(std::move(bc), std::move(vp));
-}
+using testing::make_kernel;
 
 // The ISAs to test, each with a message when the CPU lacks it.
 std::vector<Isa> isas_or_skip_message() {
