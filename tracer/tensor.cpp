@@ -232,11 +232,17 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
     }
     ++k;
   }
-  // where's mask takes no part in the promotion.
+  // where's mask takes no part in the promotion. All-f32 operands (the
+  // common case, on every recorded op) give the op table's f32 result.
   const int first = op == OpKind::Where ? 1 : 0;
-  Promotion pr;
-  for (int i = first; i < k; ++i) pr.add(nodes[i]);
-  const Dtype dt = result_dtype(op, pr.result(), nodes + first, k - first);
+  bool all_f32 = true;
+  for (int i = first; i < k; ++i) all_f32 &= nodes[i]->dtype == Dtype::F32;
+  Dtype dt = detail::op_result_dtype(op);
+  if (!all_f32) {
+    Promotion pr;
+    for (int i = first; i < k; ++i) pr.add(nodes[i]);
+    dt = result_dtype(op, pr.result(), nodes + first, k - first);
+  }
   return record(detail::new_node(NodeKind::Elementwise, op, dt, *shape, nodes, k));
 }
 
@@ -246,10 +252,13 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
 Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediate = false) {
   const char* name = detail::op_name(op);
   Node* x = need(t, name);
-  Promotion pr;
-  pr.add(x);
-  pr.add(Dtype::F32, true);  // the float scalar
-  const Dtype dt = result_dtype(op, pr.result(), &x, 1);
+  Dtype dt = detail::op_result_dtype(op);  // an f32 operand: the op table's result
+  if (x->dtype != Dtype::F32) {
+    Promotion pr;
+    pr.add(x);
+    pr.add(Dtype::F32, true);  // the float scalar
+    dt = result_dtype(op, pr.result(), &x, 1);
+  }
   Node* n = detail::new_node(NodeKind::Elementwise, op, dt, x->shape, &x, 1);
   n->scalar_pos = static_cast<int8_t>(pos);
   n->value = s;
