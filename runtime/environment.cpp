@@ -1,16 +1,17 @@
 // Reading the environment through the settings table and applying it.
 #include "runtime/environment.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
 #include "backends/isa.h"
+#include "backends/perf_map.h"
 #if DVM_HAS_JIT
 #include "backends/jit/jit.h"
 #endif
 #include "fuser/executor.h"
 #include "vm/kernel_cache.h"
+#include "vm/log.h"
 #include "vm/parallel.h"
 #include "vm/tiering.h"
 
@@ -29,6 +30,7 @@ void push(Setting s, int64_t v) {
     case Setting::NumThreads: vm::set_num_threads(static_cast<int>(v)); return;
     case Setting::KernelCache: vm::KernelCache::global().set_capacity(v); return;
     case Setting::PlanCheck: fuser::set_plan_check(v != 0); return;
+    case Setting::PerfMap: backends::set_perf_map(v != 0); return;
     case Setting::JitLog:
 #if DVM_HAS_JIT
       backends::jit::set_log(v != 0);
@@ -57,7 +59,12 @@ void apply_environment() {
   static std::once_flag once;
   std::call_once(once, [] {
     g_env = read_environment();
-    if (!g_env.warnings.empty()) std::fputs(g_env.warnings.c_str(), stderr);
+    for (size_t at = 0; at < g_env.warnings.size();) {
+      const size_t end = g_env.warnings.find('\n', at);
+      vm::log::write(LogLevel::Warning, std::string_view(g_env.warnings).substr(at, end - at));
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
     for (int k = 0; k < kSettingCount; ++k) push(static_cast<Setting>(k), g_env.value[k]);
   });
 }

@@ -1,5 +1,5 @@
 // The environment's settings: read once through the settings table, checked
-// (a bad value is one warning on stderr and the default stays), and pushed
+// (a bad value is one warning, vm/log.h, and the default stays), and pushed
 // into the layers that use them.
 #pragma once
 
@@ -20,7 +20,7 @@ struct EnvironmentValues {
 // it once, through apply_environment()).
 EnvironmentValues read_environment();
 
-// On its first call: reads the environment, prints its warnings on stderr and
+// On its first call: reads the environment, logs its warnings (vm/log.h) and
 // sets every setting in the tracer, fuser, vm and backends. Later calls do
 // nothing. Every public entry point calls it, and so do the mains of binaries
 // that drive the vm or the fuser without the tracer (tests, benchmarks).

@@ -21,4 +21,8 @@ int64_t memory_limit() { return detail::pool_limit(); }
 
 void trim() { detail::pool_trim(); }
 
+void set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host) {
+  detail::pool_set_allocator(allocate, deallocate, host);
+}
+
 }  // namespace dvm

@@ -38,9 +38,11 @@ inline constexpr int64_t kIntMax = std::numeric_limits<int>::max();
     "4", Process)                                                                                          \
   X(NumThreads, "num_threads", "DVM_NUM_THREADS", "dvm::set_num_threads()", Int, 0, kIntMax, "", "0",      \
     Process)                                                                                               \
-  X(KernelCache, "kernel_cache", "DVM_KERNEL_CACHE", "", Int, 1, kNoMax, "", "4096", Process)              \
+  X(KernelCache, "kernel_cache", "DVM_KERNEL_CACHE", "dvm::set_kernel_cache_capacity()", Int, 1, kNoMax, "", \
+    "4096", Process)                                                                                       \
   X(PlanCheck, "plan_check", "DVM_PLAN_CHECK", "", Bool, 0, 1, "0|1", "0", Process)                       \
-  X(JitLog, "jit_log", "DVM_JIT_LOG", "", Bool, 0, 1, "0|1", "0", Process)
+  X(JitLog, "jit_log", "DVM_JIT_LOG", "", Bool, 0, 1, "0|1", "0", Process)                               \
+  X(PerfMap, "perf_map", "DVM_PERF_MAP", "dvm::set_perf_map()", Bool, 0, 1, "0|1", "0", Process)
 
 enum class Setting : uint8_t {
 #define DVM_SETTING_ID(id, ...) id,

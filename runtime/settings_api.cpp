@@ -1,15 +1,18 @@
 // The settings calls of include/dvm/runtime.h: each applies the environment
 // first, validates through the settings table and sets the layer that owns
 // the setting.
+#include <chrono>
 #include <string>
 
 #include "backends/isa.h"
+#include "backends/perf_map.h"
 #include "dvm/error.h"
 #include "dvm/runtime.h"
 #include "runtime/environment.h"
 #include "runtime/settings.h"
 #include "tracer/trace.h"
 #include "vm/kernel_cache.h"
+#include "vm/log.h"
 #include "vm/parallel.h"
 #include "vm/tiering.h"
 
@@ -87,6 +90,50 @@ bool wait_for_jit(double timeout_ms) {
   if (!(timeout_ms >= 0)) throw Error("wait_for_jit: expected a timeout >= 0 ms, got " + std::to_string(timeout_ms));
   const double ns = timeout_ms * 1e6;
   return vm::wait_for_compiles(ns < 9.2e18 ? static_cast<int64_t>(ns) : INT64_MAX);
+}
+
+void set_compile_executor(CompileExecutorFn fn, void* host) {
+  apply_environment();
+  vm::set_compile_executor(fn, host);
+}
+
+// The callback first: the environment's warnings, if this is the first
+// call into dvm, then reach it.
+void set_log_callback(LogFn fn, void* ctx) {
+  vm::log::set_callback(fn, ctx);
+  apply_environment();
+}
+
+void set_perf_map(bool on) {
+  apply_environment();
+  backends::set_perf_map(on);
+}
+bool perf_map() {
+  apply_environment();
+  return backends::perf_map();
+}
+
+WarmUpReport warm_up(const std::function<void()>& frame) {
+  apply_environment();
+  if (!frame) throw Error("warm_up: expected a function to run, got an empty std::function");
+  const auto t0 = std::chrono::steady_clock::now();
+  vm::WarmUpScope scope;
+  frame();
+  detail::Trace::current().flush();  // what the frame recorded and did not read
+  vm::wait_for_compiles();           // compiles started in the background before the call
+  const vm::WarmUpCounts c = scope.counts();
+  WarmUpReport r;
+  r.kernels = c.kernels;
+  r.compiled = c.compiled;
+  r.declined = c.declined;
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+void precompile() {
+  apply_environment();
+  vm::WarmUpScope scope;
+  detail::Trace::current().flush();
 }
 
 }  // namespace dvm

@@ -3,6 +3,7 @@
 #include "tracer/buffer_pool.h"
 
 #include <array>
+#include <cstdint>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -18,26 +19,12 @@ namespace {
 constexpr size_t kMaxCachedBytes = size_t{512} << 20;
 constexpr int kClasses = 4 * 48;
 
-struct Pool {
-  std::mutex mu;
-  std::array<std::vector<void*>, kClasses> free;
-  size_t cached = 0;
-  size_t live = 0;  // bytes handed out and not yet returned (their class sizes)
-  size_t peak = 0;  // the most live + cached held at once
-  int64_t system_allocs = 0, reuses = 0;
-  ~Pool() { trim(); }
-  void trim() {
-    for (auto& list : free) {
-      for (void* p : list) std::free(p);
-      list.clear();
-    }
-    cached = 0;
-  }
-};
-
-Pool& pool() {
-  static Pool p;
-  return p;
+// The size of class c's blocks (size_class's inverse).
+size_t class_size(int c) {
+  if (c == 0) return 256;
+  const int log2 = (c - 1) / 4 + 8;
+  const size_t base = size_t{1} << log2;
+  return base + static_cast<size_t>((c - 1) % 4 + 1) * (base / 4);
 }
 
 // Class index and the size every block of that class has.
@@ -52,6 +39,54 @@ int size_class(size_t bytes, size_t* class_bytes) {
   size_t k = (bytes - base + step - 1) / step;  // 1..4
   *class_bytes = base + k * step;
   return 1 + (log2 - 8) * 4 + static_cast<int>(k - 1);
+}
+
+struct Pool {
+  std::mutex mu;
+  // The host's allocator (set_allocator), or null for the system's.
+  AllocateFn host_allocate = nullptr;
+  DeallocateFn host_deallocate = nullptr;
+  void* host = nullptr;
+  std::array<std::vector<void*>, kClasses> free;
+  size_t cached = 0;
+  size_t live = 0;  // bytes handed out and not yet returned (their class sizes)
+  size_t peak = 0;  // the most live + cached held at once
+  int64_t system_allocs = 0, reuses = 0;
+  ~Pool() { trim(); }
+  void trim() {
+    for (size_t c = 0; c < free.size(); ++c) {
+      for (void* p : free[c]) release(p, class_size(static_cast<int>(c)));
+      free[c].clear();
+    }
+    cached = 0;
+  }
+  // A new block of cb bytes, 64-byte aligned, from the system or the host.
+  void* obtain(size_t cb) {
+    if (!host_allocate) {
+      void* b = std::aligned_alloc(64, cb);
+      if (!b) throw std::bad_alloc();
+      return b;
+    }
+    void* b = host_allocate(host, cb, 64);
+    if (!b)
+      throw Error("out of memory: the host allocator (set_allocator) returned null for " + std::to_string(cb) +
+                  " bytes");
+    if (reinterpret_cast<uintptr_t>(b) % 64 != 0) {
+      host_deallocate(host, b, cb);
+      throw Error("set_allocator: the host allocator returned a block not aligned to 64 bytes (for " +
+                  std::to_string(cb) + " bytes)");
+    }
+    return b;
+  }
+  void release(void* b, size_t cb) {
+    if (host_deallocate) host_deallocate(host, b, cb);
+    else std::free(b);
+  }
+};
+
+Pool& pool() {
+  static Pool p;
+  return p;
 }
 
 thread_local int64_t t_fail_after = -1;
@@ -91,8 +126,7 @@ void* pool_allocate(size_t bytes) {
                   " bytes; dvm holds " + std::to_string(p.live) + " bytes of tensors and this buffer needs " +
                   std::to_string(cb));
   }
-  void* b = std::aligned_alloc(64, cb);
-  if (!b) throw std::bad_alloc();
+  void* b = p.obtain(cb);
   if (c < kClasses) ++p.system_allocs;
   p.live += cb;
   if (p.live + p.cached > p.peak) p.peak = p.live + p.cached;
@@ -112,7 +146,22 @@ void pool_free(void* b, size_t bytes) {
     p.cached += cb;
     return;
   }
-  std::free(b);
+  p.release(b, cb);
+}
+
+void pool_set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host) {
+  if (!allocate != !deallocate)
+    throw Error("set_allocator: expected both an allocate and a deallocate function, or neither; got only " +
+                std::string(allocate ? "allocate" : "deallocate"));
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.live > 0)
+    throw Error("set_allocator: dvm's tensors hold " + std::to_string(p.live) +
+                " bytes from the current allocator; change it before creating tensors or after all are destroyed");
+  p.trim();
+  p.host_allocate = allocate;
+  p.host_deallocate = deallocate;
+  p.host = host;
 }
 
 PoolStats pool_stats() {

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dvm/runtime.h"
+
 namespace dvm::detail {
 
 // 64-byte aligned, at least `bytes` long. Throws std::bad_alloc, or
@@ -22,7 +24,11 @@ struct PoolStats {
   int64_t peak_bytes = 0;     // the most live + cached bytes held at once
 };
 PoolStats pool_stats();
-// Returns every cached block to the system.
+// Where new blocks come from (dvm::set_allocator): the host's functions, or
+// the system's with two nulls. Gives the cached blocks back to the previous
+// one; throws dvm::Error while blocks are live or when only one is null.
+void pool_set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host);
+// Returns every cached block to the system (or the host's allocator).
 void pool_trim();
 // A cap on live + cached bytes (0: none): a request that would pass it,
 // after the cached blocks are given back, throws dvm::Error.

@@ -2,13 +2,16 @@
 #include "vm/tiering.h"
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <thread>
+#include <unordered_map>
 
+#include "vm/log.h"
 #include "vm/profile.h"
 
 namespace dvm::vm {
@@ -20,14 +23,30 @@ std::atomic<int64_t> g_threshold{4};
 // One background compile thread, started on first use. It blocks on a
 // condition variable when idle (no spinning), and does not take a TBB worker
 // from the launches (on a 2-core machine TBB has a single worker to share).
+//
+// With a host executor (set_compile_executor), jobs go to the host instead;
+// `pending_` counts them too until the host runs them.
 class Compiler {
  public:
   void submit(std::function<void()> job) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    ++pending_;
+    if (host_fn_) {
+      const CompileExecutorFn fn = host_fn_;
+      void* host = host_;
+      lock.unlock();
+      auto* boxed = new HostJob{this, std::move(job)};
+      fn(host, &HostJob::run, boxed);
+      return;
+    }
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     queue_.push_back(std::move(job));
-    ++pending_;
     cv_.notify_all();
+  }
+  void set_executor(CompileExecutorFn fn, void* host) {
+    std::lock_guard<std::mutex> lock(mu_);
+    host_fn_ = fn;
+    host_ = host;
   }
   void wait() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -51,6 +70,22 @@ class Compiler {
   }
 
  private:
+  // One compile handed to the host: run() does it once and frees it.
+  struct HostJob {
+    Compiler* owner;
+    std::function<void()> fn;
+    static void run(void* p) {
+      auto* j = static_cast<HostJob*>(p);
+      j->fn();  // compile_now catches what a backend throws
+      Compiler* c = j->owner;
+      delete j;
+      c->finish_one();
+    }
+  };
+  void finish_one() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--pending_ == 0) done_cv_.notify_all();
+  }
   void loop() {
     profile::set_thread_name("dvm jit compiler");
     std::unique_lock<std::mutex> lock(mu_);
@@ -70,6 +105,8 @@ class Compiler {
   std::deque<std::function<void()>> queue_;
   int64_t pending_ = 0;
   bool stop_ = false;
+  CompileExecutorFn host_fn_ = nullptr;
+  void* host_ = nullptr;
   std::thread thread_;
 };
 
@@ -104,12 +141,44 @@ void compile_now(const Kernel& k, const Backend& b, BackendSlot& slot) {
     slot.state.store(BackendSlot::Ready, std::memory_order_release);
   } else {
     slot.failure = reason.empty() ? std::string(b.name) + " declined without a reason" : reason;
+    if (log::wanted(LogLevel::Info)) {
+      char hash[24];
+      std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(k.hash()));
+      log::write(LogLevel::Info, std::string("dvm: kernel ") + hash + " (" + form_name(k.form()) + ") stays on " +
+                                     "the interpreter: " + b.name + " declined it: " + slot.failure);
+    }
     tier_stats().failures.fetch_add(1, std::memory_order_relaxed);
     slot.state.store(BackendSlot::Failed, std::memory_order_release);
   }
 }
 
+// The innermost WarmUpScope of this thread, if any.
+thread_local WarmUpScope* t_warm_up = nullptr;
+
 }  // namespace
+
+WarmUpScope::WarmUpScope() : prev_(t_warm_up) { t_warm_up = this; }
+WarmUpScope::~WarmUpScope() { t_warm_up = prev_; }
+
+void WarmUpScope::note(const Kernel& k, const BackendSlot* slot) {
+  auto [it, fresh] = seen_.try_emplace(k.hash());
+  if (!fresh) return;
+  it->second.kernel = k.shared_from_this();
+  it->second.slot = slot;
+  it->second.was_ready = slot && slot->state.load(std::memory_order_acquire) == BackendSlot::Ready;
+}
+
+WarmUpCounts WarmUpScope::counts() const {
+  WarmUpCounts c;
+  c.kernels = static_cast<int64_t>(seen_.size());
+  for (const auto& [hash, seen] : seen_) {
+    if (!seen.slot) continue;
+    const uint8_t state = seen.slot->state.load(std::memory_order_acquire);
+    if (state == BackendSlot::Ready && !seen.was_ready) ++c.compiled;
+    if (state == BackendSlot::Failed) ++c.declined;
+  }
+  return c;
+}
 
 TierStats& tier_stats() {
   static TierStats s;
@@ -123,7 +192,12 @@ void set_jit_threshold(int64_t calls) { g_threshold.store(calls < 1 ? 1 : calls,
 
 Tier select_tier(const Kernel& k, int64_t calls, backends::Isa isa) {
   const Tier interp{interpreter_for(isa).backend, nullptr};
-  const TierMode mode = tier_mode();
+  TierMode mode = tier_mode();
+  if (t_warm_up) [[unlikely]] {
+    const BackendRef m = machine_code_for(isa);
+    t_warm_up->note(k, m ? &k.slot(m.slot) : nullptr);
+    if (mode != TierMode::Off) mode = TierMode::Eager;
+  }
   if (mode == TierMode::Off) return interp;
   const BackendRef machine = machine_code_for(isa);
   if (!machine) return interp;
@@ -147,6 +221,8 @@ Tier select_tier(const Kernel& k, int64_t calls, backends::Isa isa) {
   compiler().submit([keep, b, &slot] { compile_now(*keep, *b, slot); });
   return interp;
 }
+
+void set_compile_executor(CompileExecutorFn fn, void* host) { compiler().set_executor(fn, host); }
 
 void wait_for_compiles() { compiler().wait(); }
 bool wait_for_compiles(int64_t timeout_ns) {

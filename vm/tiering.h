@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 
 #include "backends/isa.h"
 #include "dvm/runtime.h"
@@ -34,6 +35,37 @@ struct Tier {
 // backend once it has compiled k, else isa's interpreter. May start a
 // compile (Auto: in the background; Eager: right here).
 Tier select_tier(const Kernel& k, int64_t calls, backends::Isa isa);
+
+// While a WarmUpScope lives, the launches of its thread compile machine code
+// before they run (TierMode::Eager, unless the mode is Off), and it keeps
+// the kernels they launched. Scopes nest.
+struct WarmUpCounts {
+  int64_t kernels = 0, compiled = 0, declined = 0;
+};
+class WarmUpScope {
+ public:
+  WarmUpScope();
+  ~WarmUpScope();
+  WarmUpScope(const WarmUpScope&) = delete;
+  WarmUpScope& operator=(const WarmUpScope&) = delete;
+  // Called by select_tier for each launch of the scope's thread.
+  void note(const Kernel& k, const BackendSlot* slot);
+  // The kernels seen, and how many of them this scope got compiled or saw
+  // declined (call after wait_for_compiles()).
+  WarmUpCounts counts() const;
+
+ private:
+  struct Seen {
+    std::shared_ptr<const Kernel> kernel;  // keeps slot alive
+    const BackendSlot* slot = nullptr;     // the machine-code slot, if any
+    bool was_ready = false;
+  };
+  WarmUpScope* prev_;
+  std::unordered_map<uint64_t, Seen> seen_;
+};
+
+// Where background compiles run (dvm::set_compile_executor).
+void set_compile_executor(CompileExecutorFn fn, void* host);
 
 // Waits for every background compile started so far.
 void wait_for_compiles();

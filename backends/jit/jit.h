@@ -73,8 +73,9 @@ void run_items(const JitCode& code, const vm::VerifiedProgram& vp, const vm::Lau
 size_t code_bytes_in_use();
 size_t code_bytes_in_use(Isa isa);
 
-// While on, the assembly of every generated function goes to stderr (a
-// debugging aid: off by default, and it slows compiles).
+// While on, the assembly of every generated function goes to the message
+// sink (vm/log.h) at LogLevel::Debug: a debugging aid, off by default, and it
+// slows compiles.
 void set_log(bool on);
 
 }  // namespace dvm::backends::jit

@@ -2,8 +2,11 @@
 // vm's backend interface.
 #include "backends/jit/jit_backend.h"
 
+#include <cstdio>
+
 #include "backends/cube/gemm.h"
 #include "backends/jit/jit.h"
+#include "backends/perf_map.h"
 #include "backends/microkernels.h"
 #include "vm/interpreter.h"
 #include "vm/kernel.h"
@@ -32,7 +35,14 @@ std::unique_ptr<vm::CompiledKernel> compile_kernel(const vm::Kernel& k, std::str
     if (!cube::prepare_generated(kIsa, reason)) return nullptr;
     return std::make_unique<CubeCode>(*mk);
   }
-  return compile(k.verified(), kIsa, reason);
+  std::unique_ptr<JitCode> code = compile(k.verified(), kIsa, reason);
+  if (code && perf_map()) {
+    char name[64];
+    std::snprintf(name, sizeof name, "dvm_%s_%016llx_%s", vm::form_name(k.form()),
+                  static_cast<unsigned long long>(k.hash()), isa_name(kIsa));
+    perf_map_add(reinterpret_cast<const void*>(code->entry), code->code_bytes, name);
+  }
+  return code;
 }
 
 void run_kernel_items(const vm::CompiledKernel* code, const vm::Kernel& k, const vm::Launch& l, int64_t begin,

@@ -27,7 +27,7 @@ void* emit(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, Is
 // Frees a function emit() returned.
 void release_code(void* fn);
 
-// While on, emit() writes the assembly of every function to stderr.
+// While on, emit() logs the assembly of every function (vm/log.h).
 void set_target_log(bool on);
 
 }  // namespace dvm::backends::jit

@@ -7,7 +7,9 @@
 // its range throws dvm::Error.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,50 @@ using TaskFn = void (*)(void* ctx, int64_t task);
 using ParallelForFn = void (*)(void* host, int64_t tasks, TaskFn run, void* ctx);
 void set_parallel_for(ParallelForFn fn, void* host, int workers);
 
+// Runs background JIT compiles on the host's threads instead of dvm's own
+// compile thread. For each compile dvm calls fn(host, run, job) on the
+// thread that launched the kernel; the host must call run(job) exactly once,
+// on any thread, whenever it likes (its kernel runs on the interpreter until
+// then; run never throws). wait_for_jit() waits for those calls too. fn =
+// nullptr returns to dvm's thread (compiles already handed over still count).
+using CompileJobFn = void (*)(void* job);
+using CompileExecutorFn = void (*)(void* host, CompileJobFn run, void* job);
+void set_compile_executor(CompileExecutorFn fn, void* host);
+
+// Tensor buffers (results, copies, from_vector: what memory_stats() counts)
+// come from the host's allocator: allocate(host, bytes, 64) returns bytes
+// aligned to 64, or null when it has none (dvm throws dvm::Error then);
+// deallocate(host, p, bytes) gets back each block with the size it was
+// asked for. Both may be called from any thread dvm runs on. Passing two
+// nulls returns to the system's allocator. Cached blocks are freed to the
+// previous allocator first; changing it while tensors hold its blocks
+// throws dvm::Error (set it before creating tensors). The allocator must
+// outlive dvm's use of it: before destroying it, destroy the tensors and
+// call set_allocator(nullptr, nullptr, nullptr), which hands the cache back
+// (else dvm frees its cache through it at exit). dvm's small bookkeeping
+// (traces, kernels, plans, scratch rows) still uses operator new.
+using AllocateFn = void* (*)(void* host, size_t bytes, size_t alignment);
+using DeallocateFn = void (*)(void* host, void* p, size_t bytes);
+void set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host);
+
+// Messages: a warning (a bad environment variable), information (a kernel
+// the JIT declined, with its reason) and debugging output (the JIT's
+// assembly, with DVM_JIT_LOG=1). Without a callback, warnings and debugging
+// output go to stderr and information is dropped. With one, fn(ctx, level,
+// text) gets every message, on the thread that has it, one at a time; it must
+// not throw, and a message it causes by calling into dvm is dropped. fn =
+// nullptr restores stderr. dvm writes to stderr no other way.
+enum class LogLevel { Debug, Info, Warning };
+using LogFn = void (*)(void* ctx, LogLevel level, const char* message);
+void set_log_callback(LogFn fn, void* ctx);
+
+// While on, each JIT compile appends "<address> <size> dvm_<form>_<hash>" to
+// /tmp/perf-<pid>.map, so `perf report` names the kernels' machine code.
+// Off by default; environment DVM_PERF_MAP=1. The file is appended to, never
+// truncated (perf reads it after the process exits).
+void set_perf_map(bool on);
+bool perf_map();
+
 // Tiers: every kernel starts on the interpreter; in Auto mode a kernel called
 // `jit_threshold` times is compiled to machine code in the background and
 // switches over when ready (callers never wait). Eager compiles before the
@@ -62,6 +108,24 @@ void wait_for_jit();
 // when every compile finished, false when some are still running (their
 // kernels keep running on the interpreter meanwhile).
 bool wait_for_jit(double timeout_ms);
+
+// No hitch at the first frame: warm_up(frame) calls frame() (a function that
+// records a workload and reads its results, as one frame of the host does)
+// with every kernel it runs compiled to machine code before its first
+// launch, on the calling thread, whatever the JIT threshold. Kernels are
+// cached by their bytecode, so the frame's kernels then run as machine code
+// at any sizes and scalars. TierMode::Off compiles nothing (the frame still
+// runs). Exceptions from frame() propagate.
+struct WarmUpReport {
+  int64_t kernels = 0;   // distinct kernels the frame launched
+  int64_t compiled = 0;  // of them, compiled to machine code by this call
+  int64_t declined = 0;  // of them, left on the interpreter (the JIT declined)
+  double ms = 0;         // the call's wall time
+};
+WarmUpReport warm_up(const std::function<void()>& frame);
+// Computes everything pending on this thread, as flush() does, with every
+// kernel compiled to machine code before it runs (as warm_up).
+void precompile();
 
 // Memory: the tensor buffers dvm allocates (results, copies, from_vector;
 // not wrapped user memory). Freed buffers are cached for reuse (up to 512

@@ -268,6 +268,11 @@ TEST(Settings, ApiSettersRejectWhatTheTableDoesNot) {
         expect_rejected("set_num_threads(-1)", [] { set_num_threads(-1); }, s);
         break;
       case Setting::KernelCache:
+        expect_rejected("set_kernel_cache_capacity(0)", [] { set_kernel_cache_capacity(0); }, s);
+        break;
+      case Setting::PerfMap:  // a bool: no value to reject
+        EXPECT_EQ(info(s).api, "dvm::set_perf_map()");
+        break;
       case Setting::PlanCheck:
       case Setting::JitLog:
         EXPECT_EQ(info(s).api, "") << info(s).env << " has an API call this test does not exercise";

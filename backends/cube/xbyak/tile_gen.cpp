@@ -4,9 +4,12 @@
 #include "backends/cube/xbyak/tile_gen.h"
 
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <utility>
 #include <vector>
+
+#include "backends/perf_map.h"
 
 #if DVM_HAS_JIT
 #include <xbyak/xbyak.h>
@@ -271,6 +274,12 @@ TileFn tile(const TileKey& key, Exec exec, std::string* why) {
   std::unique_ptr<Code> code = generate(k, exec, why);
   if (!code) return nullptr;
   const TileFn f = code->fn();
+  if (perf_map()) {
+    char name[64];
+    std::snprintf(name, sizeof name, "dvm_cube_tile_%dx%d_cols%d%s_%s", k.rows, k.nv, k.cols,
+                  k.prefetch ? "_prefetch" : "", isa_name(k.isa));
+    perf_map_add(reinterpret_cast<const void*>(f), code->bytes(), name);
+  }
   c.kernels.fetch_add(1, std::memory_order_relaxed);
   c.code_bytes.fetch_add(static_cast<int64_t>(code->bytes()), std::memory_order_relaxed);
   c.mapped_bytes.fetch_add(static_cast<int64_t>(kCodeMax), std::memory_order_relaxed);

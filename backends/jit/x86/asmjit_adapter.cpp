@@ -3,11 +3,19 @@
 #include "backends/jit/x86/asmjit_adapter.h"
 
 #include <asmjit/x86.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
+
+#include "backends/perf_map.h"
+#include "vm/log.h"
 
 namespace dvm::backends::jit::asmx {
 namespace {
@@ -35,6 +43,59 @@ asmjit::JitRuntime& runtime() {
   }();
   static asmjit::JitRuntime* rt = new asmjit::JitRuntime(&params);
   return *rt;
+}
+
+// ---------------------------------------------------------------------------
+// While the perf map is on (backends/perf_map.h), functions go to anonymous
+// pages of their own instead: perf names code from /tmp/perf-<pid>.map only
+// in anonymous mappings, and the dual-mapped blocks are memfd files to it.
+// The pages are written read+write, then turned read+execute before the
+// function is returned: still never both at once.
+// ---------------------------------------------------------------------------
+struct AnonymousCode {
+  std::mutex mu;
+  std::unordered_map<void*, size_t> mapped;  // function -> bytes mapped
+};
+
+AnonymousCode& anonymous_code() {
+  static AnonymousCode* a = new AnonymousCode;  // never destroyed, as the runtime
+  return *a;
+}
+
+void* place_anonymous(asmjit::CodeHolder& code, std::string* error) {
+  if (code.flatten() != asmjit::kErrorOk || code.resolveUnresolvedLinks() != asmjit::kErrorOk) {
+    *error = "asmjit: cannot lay out the function";
+    return nullptr;
+  }
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t bytes = (code.codeSize() + page - 1) / page * page;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    *error = "cannot map pages for the function";
+    return nullptr;
+  }
+  if (code.relocateToBase(reinterpret_cast<uint64_t>(p)) != asmjit::kErrorOk ||
+      code.copyFlattenedData(p, bytes, asmjit::CopySectionFlags::kPadTargetBuffer) != asmjit::kErrorOk ||
+      ::mprotect(p, bytes, PROT_READ | PROT_EXEC) != 0) {
+    ::munmap(p, bytes);
+    *error = "asmjit: cannot place the function in its pages";
+    return nullptr;
+  }
+  AnonymousCode& a = anonymous_code();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.mapped.emplace(p, bytes);
+  return p;
+}
+
+// True when fn was placed by place_anonymous (and is now unmapped).
+bool release_anonymous(void* fn) {
+  AnonymousCode& a = anonymous_code();
+  std::lock_guard<std::mutex> lock(a.mu);
+  const auto it = a.mapped.find(fn);
+  if (it == a.mapped.end()) return false;
+  ::munmap(it->first, it->second);
+  a.mapped.erase(it);
+  return true;
 }
 
 constexpr InstId kInst[] = {
@@ -85,18 +146,13 @@ inline ax::Gp gp64(uint8_t g) { return ax::Gpq(g); }
 
 std::atomic<bool> g_log_on{false};
 
-// The logger that set_log() turns on, or null.
-asmjit::Logger* asm_log() {
-  if (!g_log_on.load(std::memory_order_relaxed)) return nullptr;
-  static asmjit::FileLogger* log = new asmjit::FileLogger(stderr);
-  return log;
-}
 
 }  // namespace
 
 void set_log(bool on) { g_log_on.store(on, std::memory_order_relaxed); }
 
 struct Assembler::Impl {
+  asmjit::StringLogger logger;  // declared before code, which points at it
   asmjit::CodeHolder code;
   FirstError errors;
   ax::Assembler a;
@@ -107,7 +163,9 @@ struct Assembler::Impl {
   explicit Impl(int width) : pool_width(width) {
     code.init(runtime().environment());
     code.setErrorHandler(&errors);
-    if (asmjit::Logger* log = asm_log()) code.setLogger(log);
+    // The assembly, collected per function and handed to the message sink
+    // (vm/log.h) whole, so concurrent compiles never interleave their lines.
+    if (g_log_on.load(std::memory_order_relaxed)) code.setLogger(&logger);
     code.attach(&a);
     pool = a.newLabel();
   }
@@ -250,17 +308,27 @@ void* Assembler::finish(size_t* code_bytes, std::string* error) {
     return nullptr;
   }
   void* fn = nullptr;
-  asmjit::Error err = runtime()._add(&fn, &impl_->code);
-  if (err != asmjit::kErrorOk || !fn) {
-    *error = std::string("asmjit: cannot place code: ") + asmjit::DebugUtils::errorAsString(err);
-    return nullptr;
+  if (perf_map()) {
+    fn = place_anonymous(impl_->code, error);
+    if (!fn) return nullptr;
+  } else {
+    asmjit::Error err = runtime()._add(&fn, &impl_->code);
+    if (err != asmjit::kErrorOk || !fn) {
+      *error = std::string("asmjit: cannot place code: ") + asmjit::DebugUtils::errorAsString(err);
+      return nullptr;
+    }
   }
   *code_bytes = impl_->code.codeSize();
+  if (impl_->code.logger()) {
+    std::string_view text(impl_->logger.data(), impl_->logger.dataSize());
+    while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    vm::log::write(LogLevel::Debug, text);
+  }
   return fn;
 }
 
 void release(void* fn) {
-  if (fn) runtime().release(fn);
+  if (fn && !release_anonymous(fn)) runtime().release(fn);
 }
 
 }  // namespace dvm::backends::jit::asmx

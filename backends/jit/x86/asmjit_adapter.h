@@ -169,7 +169,7 @@ class Assembler {
 // Frees a function returned by Assembler::finish().
 void release(void* fn);
 
-// While on, every assembled function's assembly goes to stderr.
+// While on, every assembled function's assembly is logged (vm/log.h).
 void set_log(bool on);
 
 }  // namespace dvm::backends::jit::asmx
