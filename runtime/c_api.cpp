@@ -3,7 +3,9 @@
 // throws into a status and this thread's last-error message.
 #include "dvm/dvm_c.h"
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -432,6 +434,62 @@ dvm_status dvm_set_memory_limit(int64_t bytes) {
 }
 dvm_status dvm_trim(void) {
   return guarded([] { dvm::trim(); });
+}
+
+dvm_status dvm_wait_for_jit_timeout(double timeout_ms, int* done) {
+  DVM_NEED(done, "dvm_wait_for_jit_timeout");
+  return guarded([&] { *done = dvm::wait_for_jit(timeout_ms) ? 1 : 0; });
+}
+dvm_status dvm_set_compile_executor(dvm_compile_executor_fn fn, void* host) {
+  return guarded([&] { dvm::set_compile_executor(fn, host); });
+}
+dvm_status dvm_set_allocator(dvm_allocate_fn allocate, dvm_deallocate_fn deallocate, void* host) {
+  return guarded([&] { dvm::set_allocator(allocate, deallocate, host); });
+}
+dvm_status dvm_set_log_callback(dvm_log_fn fn, void* ctx) {
+  return guarded([&] {
+    // The C callback takes its level as an int: a trampoline converts.
+    static std::mutex mu;
+    static std::atomic<dvm_log_fn> c_fn{nullptr};
+    std::lock_guard<std::mutex> lock(mu);
+    dvm::set_log_callback(nullptr, nullptr);  // no message reaches the old ctx with the new fn
+    c_fn.store(fn);
+    if (fn)
+      dvm::set_log_callback(
+          [](void* c, dvm::LogLevel level, const char* text) { c_fn.load()(c, static_cast<int>(level), text); }, ctx);
+  });
+}
+dvm_status dvm_set_perf_map(int on) {
+  if (on != 0 && on != 1) return invalid("dvm_set_perf_map", "expected 0 or 1");
+  return guarded([&] { dvm::set_perf_map(on == 1); });
+}
+dvm_status dvm_warm_up(dvm_frame_fn frame, void* ctx, dvm_warm_up_report* out) {
+  DVM_NEED(frame, "dvm_warm_up");
+  return guarded([&] {
+    int rc = 0;
+    const dvm::WarmUpReport r = dvm::warm_up([&] { rc = frame(ctx); });
+    if (rc != 0) throw dvm::Error("dvm_warm_up: the frame function returned " + std::to_string(rc));
+    if (out) *out = dvm_warm_up_report{r.kernels, r.compiled, r.declined, r.ms};
+  });
+}
+dvm_status dvm_precompile(void) {
+  return guarded([] { dvm::precompile(); });
+}
+
+dvm_status dvm_profile_begin(void) {
+  return guarded([] { dvm::profile_begin(); });
+}
+dvm_status dvm_profile_end(const char* path) {
+  DVM_NEED(path, "dvm_profile_end");
+  return guarded([&] { dvm::profile_end(path); });
+}
+dvm_status dvm_set_fusion_record(int on) {
+  if (on != 0 && on != 1) return invalid("dvm_set_fusion_record", "expected 0 or 1");
+  return guarded([&] { dvm::set_fusion_record(on == 1); });
+}
+dvm_status dvm_dump_fusion(const char* path) {
+  DVM_NEED(path, "dvm_dump_fusion");
+  return guarded([&] { dvm::dump_fusion(path); });
 }
 
 }  // extern "C"

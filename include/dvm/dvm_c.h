@@ -152,6 +152,49 @@ dvm_status dvm_get_memory_stats(dvm_memory_stats* out);
 dvm_status dvm_set_memory_limit(int64_t bytes);
 dvm_status dvm_trim(void);
 
+/* ---- engine hooks (docs/EMBEDDING.md) ------------------------------------------ */
+/* dvm::wait_for_jit(timeout_ms): *done is 1 when every compile finished. */
+dvm_status dvm_wait_for_jit_timeout(double timeout_ms, int* done);
+/* Compiles on the host's threads (dvm::set_compile_executor): fn(host, run,
+ * job) must see that run(job) is called exactly once; fn = NULL returns to
+ * dvm's compile thread. */
+typedef void (*dvm_compile_job_fn)(void* job);
+typedef void (*dvm_compile_executor_fn)(void* host, dvm_compile_job_fn run, void* job);
+dvm_status dvm_set_compile_executor(dvm_compile_executor_fn fn, void* host);
+/* Tensor buffers from the host (dvm::set_allocator): allocate returns bytes
+ * aligned to `alignment` (64) or NULL; deallocate gets each block back with
+ * its size. Both NULL: the system's allocator. */
+typedef void* (*dvm_allocate_fn)(void* host, size_t bytes, size_t alignment);
+typedef void (*dvm_deallocate_fn)(void* host, void* p, size_t bytes);
+dvm_status dvm_set_allocator(dvm_allocate_fn allocate, dvm_deallocate_fn deallocate, void* host);
+/* Messages (dvm::set_log_callback); level is a dvm_log_level. fn = NULL:
+ * stderr. */
+typedef enum dvm_log_level { DVM_LOG_DEBUG = 0, DVM_LOG_INFO = 1, DVM_LOG_WARNING = 2 } dvm_log_level;
+typedef void (*dvm_log_fn)(void* ctx, int level, const char* message);
+dvm_status dvm_set_log_callback(dvm_log_fn fn, void* ctx);
+/* Named JIT code in /tmp/perf-<pid>.map (dvm::set_perf_map); on is 0 or 1. */
+dvm_status dvm_set_perf_map(int on);
+/* dvm::warm_up: runs frame(ctx) once with every kernel it launches compiled
+ * to machine code first. frame returns 0, or nonzero to report a failure of
+ * its own (then DVM_ERROR). A failing dvm_ call inside frame fails the warm-up
+ * only if frame says so. out may be NULL. */
+typedef struct dvm_warm_up_report {
+  int64_t kernels, compiled, declined;
+  double ms;
+} dvm_warm_up_report;
+typedef int (*dvm_frame_fn)(void* ctx);
+dvm_status dvm_warm_up(dvm_frame_fn frame, void* ctx, dvm_warm_up_report* out);
+/* dvm::precompile: computes what is pending with machine code compiled first. */
+dvm_status dvm_precompile(void);
+
+/* ---- profiling (dvm::profile_begin / profile_end, dump_fusion) ------------------ */
+dvm_status dvm_profile_begin(void);
+/* Writes the Chrome trace-event JSON file. */
+dvm_status dvm_profile_end(const char* path);
+dvm_status dvm_set_fusion_record(int on);
+/* Writes the last recorded flush's fusion groups as Graphviz DOT. */
+dvm_status dvm_dump_fusion(const char* path);
+
 #ifdef __cplusplus
 }
 #endif

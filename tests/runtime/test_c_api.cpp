@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -239,6 +240,62 @@ TEST(CApi, SettingsAndStats) {
   EXPECT_EQ(dvm_set_memory_limit(-5), DVM_ERROR);
   ASSERT_EQ(dvm_set_memory_limit(0), DVM_OK);
   ASSERT_EQ(dvm_trim(), DVM_OK);
+}
+
+// The hooks and the profiler through C: each call reaches its C++
+// counterpart, and bad input to each is a status with a message.
+struct CLog {
+  std::vector<std::pair<int, std::string>> got;
+  static void log(void* self, int level, const char* text) { static_cast<CLog*>(self)->got.emplace_back(level, text); }
+};
+
+int c_frame(void* ctx) {
+  auto* n = static_cast<int64_t*>(ctx);
+  H x, y;
+  const int64_t shape[1] = {*n};
+  if (dvm_full(shape, 1, 0.5, DVM_F32, x.out()) != DVM_OK) return 1;
+  if (dvm_unary(DVM_TANH, x.t, y.out()) != DVM_OK) return 2;
+  std::vector<float> v(static_cast<size_t>(*n));
+  if (dvm_read_f32(y.t, v.data(), v.size()) != DVM_OK) return 3;
+  return std::fabs(v.back() - std::tanh(0.5)) < 1e-6 ? 0 : 4;
+}
+int c_failing_frame(void*) { return 7; }
+
+TEST(CApi, HooksWarmUpAndProfiler) {
+  int64_t n = 1000;
+  dvm_warm_up_report r{};
+  ASSERT_EQ(dvm_warm_up(c_frame, &n, &r), DVM_OK) << dvm_last_error();
+  EXPECT_GE(r.kernels, 1);
+  EXPECT_EQ(dvm_warm_up(c_failing_frame, nullptr, &r), DVM_ERROR);
+  EXPECT_NE(std::string(dvm_last_error()).find("returned 7"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_warm_up(nullptr, nullptr, &r), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_precompile(), DVM_OK);
+  int done = 0;
+  ASSERT_EQ(dvm_wait_for_jit_timeout(1000.0, &done), DVM_OK);
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(dvm_wait_for_jit_timeout(-1.0, &done), DVM_ERROR);
+  EXPECT_EQ(dvm_wait_for_jit_timeout(1.0, nullptr), DVM_INVALID_ARGUMENT);
+
+  CLog log;
+  ASSERT_EQ(dvm_set_log_callback(&CLog::log, &log), DVM_OK);
+  ASSERT_EQ(dvm_set_log_callback(nullptr, nullptr), DVM_OK);
+  EXPECT_EQ(dvm_set_perf_map(2), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_set_allocator(nullptr, [](void*, void*, size_t) {}, nullptr), DVM_ERROR);
+  EXPECT_EQ(dvm_set_compile_executor(nullptr, nullptr), DVM_OK);
+
+  ASSERT_EQ(dvm_set_fusion_record(1), DVM_OK);
+  EXPECT_EQ(dvm_set_fusion_record(5), DVM_INVALID_ARGUMENT);
+  ASSERT_EQ(dvm_profile_begin(), DVM_OK);
+  EXPECT_EQ(dvm_profile_begin(), DVM_ERROR);  // already on
+  ASSERT_EQ(c_frame(&n), 0);
+  const std::string dir = ::testing::TempDir();
+  ASSERT_EQ(dvm_profile_end((dir + "c_api_trace.json").c_str()), DVM_OK) << dvm_last_error();
+  ASSERT_EQ(dvm_dump_fusion((dir + "c_api_fusion.dot").c_str()), DVM_OK) << dvm_last_error();
+  EXPECT_EQ(dvm_profile_end(nullptr), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_dump_fusion("/nonexistent-dir/x.dot"), DVM_ERROR);
+  ASSERT_EQ(dvm_set_fusion_record(0), DVM_OK);
+  std::remove((dir + "c_api_trace.json").c_str());
+  std::remove((dir + "c_api_fusion.dot").c_str());
 }
 
 }  // namespace
