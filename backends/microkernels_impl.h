@@ -77,6 +77,48 @@ DVM_SIMD_INLINE V unary_op(V x) {
   else static_assert(kOp == Op::NEG, "not a unary op");
 }
 
+// Python's floor division of int32 lanes: x // 0 = 0 (ifloordiv's INT32_MIN
+// replaced), INT32_MIN // -1 wraps to INT32_MIN (ifloordiv gives it).
+template <class V>
+DVM_SIMD_INLINE typename V::Int ifloordiv(V a, V b) {
+  const typename V::Int q = V::ifloordiv(V::as_int(a), V::as_int(b));
+  return V::as_int(V::select(V::ieq(V::as_int(b), V::isplat(0)), V::as_float(V::isplat(0)), V::as_float(q)));
+}
+// a - (a // b) * b, wrapping: the true remainder fits int32, so the low 32
+// bits are it (x % 0 = x).
+template <class V>
+DVM_SIMD_INLINE typename V::Int irem(V a, V b) {
+  return V::isub(V::as_int(a), V::imul(ifloordiv<V>(a, b), V::as_int(b)));
+}
+
+// Python's floor division and remainder of floats (torch.floor_divide and
+// torch.remainder): q0 = floor(a / b), r0 = a - b * q0 in one rounding (exact
+// while |a / b| < 2^24: q0 is then the true floor or one above it, and the
+// residual is representable), then the true floor is q0 - 1 where r0 is
+// nonzero with the sign opposite b's, and the remainder r0 + b (torch's fmod
+// + b, rounded once). Beyond 2^24 the rounded quotient is used as it is.
+// Specials as torch: x % 0, inf % y and NaN give NaN, x % inf = x (or inf
+// with the signs apart), x // 0 = x / 0, inf // y = NaN; a zero remainder
+// has a's sign (fmod's).
+template <class V>
+struct FloorDivMod {
+  V q, r;
+};
+template <class V>
+DVM_SIMD_INLINE FloorDivMod<V> floor_divmod(V a, V b) {
+  const V zero = V::splat(0.0f);
+  const V q0 = V::floor(V::div(a, b));
+  const V r0 = V::select(V::eq(q0, zero), a, V::fnma(b, q0, a));  // b = inf: no inf * 0
+  // r0's sign bit differs from b's (a NaN r0 takes either path: NaN stays).
+  const typename V::Mask apart = V::igt(V::isplat(0), V::as_int(V::bit_xor(r0, b)));
+  const typename V::Mask fix = V::mask_and(V::ne(r0, zero), apart);
+  const V r1 = V::select(fix, V::add(r0, b), r0);
+  const V r = V::select(V::eq(r1, zero), V::bit_and(a, V::splat(-0.0f)), r1);
+  // The quotient: a / 0 as it is; NaN where the residual is (inf // y).
+  const V q1 = V::select(V::unord(r0, r0), r0, V::select(fix, V::sub(q0, V::splat(1.0f)), q0));
+  return {V::select(V::eq(b, zero), q0, q1), r};
+}
+
 // Comparisons give 1.0f / 0.0f: select(m, 1, 0).
 template <class V>
 DVM_SIMD_INLINE V bool_to_float(typename V::Mask m) {
@@ -112,6 +154,10 @@ DVM_SIMD_INLINE V binary_op(V a, V b) {
   else if constexpr (kOp == Op::IAND) return V::bit_and(a, b);
   else if constexpr (kOp == Op::IOR) return V::bit_or(a, b);
   else if constexpr (kOp == Op::IXOR) return V::bit_xor(a, b);
+  else if constexpr (kOp == Op::FLOORDIV) return floor_divmod<V>(a, b).q;
+  else if constexpr (kOp == Op::REM) return floor_divmod<V>(a, b).r;
+  else if constexpr (kOp == Op::IFLOORDIV) return int_lanes<V>(ifloordiv<V>(a, b));
+  else if constexpr (kOp == Op::IREM) return int_lanes<V>(irem<V>(a, b));
   else static_assert(kOp == Op::ADD, "not a binary op");
 }
 

@@ -98,8 +98,39 @@ vm::Op int_opcode(detail::OpKind op) {
     case OpKind::Gt: return vm::Op::IGT;
     case OpKind::Ge: return vm::Op::IGE;
     case OpKind::Where: return vm::Op::SELECT;  // moves bits
+    case OpKind::FloorDivide: return vm::Op::IFLOORDIV;
+    case OpKind::Remainder: return vm::Op::IREM;
+    case OpKind::BitwiseAnd: return vm::Op::IAND;
+    case OpKind::BitwiseOr: return vm::Op::IOR;
+    case OpKind::BitwiseXor: return vm::Op::IXOR;
+    case OpKind::BitwiseNot: return vm::Op::INOT;
     default:
       throw Error(std::string("internal: op '") + detail::op_name(op) + "' has no int32-lane opcode");
+  }
+}
+
+// Bool results of arithmetic and bitwise ops live in f32 lanes as 0.0f /
+// 1.0f, as comparisons give them; these ops keep them so: add is logical or
+// (max), mul and and logical and (min), xor not-equal, not `x == 0`. The
+// other ops have no bool result (tracer/tensor.cpp).
+bool bool_op(const Node* n) {
+  using detail::OpKind;
+  if (n->kind != NodeKind::Elementwise || n->dtype != Dtype::Bool) return false;
+  switch (n->op) {
+    case OpKind::Add: case OpKind::Mul: case OpKind::BitwiseAnd: case OpKind::BitwiseOr:
+    case OpKind::BitwiseXor: case OpKind::BitwiseNot:
+      return true;
+    default:
+      return false;
+  }
+}
+vm::Op bool_opcode(detail::OpKind op) {
+  using detail::OpKind;
+  switch (op) {
+    case OpKind::Add: case OpKind::BitwiseOr: return vm::Op::MAX;
+    case OpKind::Mul: case OpKind::BitwiseAnd: return vm::Op::MIN;
+    case OpKind::BitwiseXor: return vm::Op::NE;
+    default: return vm::Op::EQ;  // not: with 0
   }
 }
 
@@ -601,7 +632,8 @@ struct Builder {
           wrap &= n->in[0]->dtype != Dtype::U8;
         } else {
           const vm::Op op = int_opcode(n->op);
-          wrap &= op == vm::Op::IADD || op == vm::Op::ISUB || op == vm::Op::IMUL || op == vm::Op::INEG;
+          wrap &= op == vm::Op::IADD || op == vm::Op::ISUB || op == vm::Op::IMUL || op == vm::Op::INEG ||
+                  op == vm::Op::INOT;
           if (n->op == detail::OpKind::Relu) r = enc.binary(op, v[0], constant(0.0f));  // int 0's bits
           else if (vm::op_class(op) == vm::OpClass::Unary) r = enc.unary(op, v[0]);
           else if (vm::op_class(op) == vm::OpClass::Binary) r = enc.binary(op, v[0], v[1]);
@@ -611,6 +643,9 @@ struct Builder {
         mark(r, true);
       } else if (int_comparison(n)) {
         r = mark(enc.binary(int_opcode(n->op), v[0], v[1]), false);  // 0.0f / 1.0f
+      } else if (bool_op(n)) {
+        const vm::Op op = bool_opcode(n->op);
+        r = enc.binary(op, v[0], n->op == detail::OpKind::BitwiseNot ? constant(0.0f) : v[1]);
       } else if (n->kind == NodeKind::Copy) {
         r = v[0];
       } else {

@@ -46,7 +46,13 @@ namespace dvm::fuser {
   M(Sum, RSUM)               \
   M(Max, RMAX)               \
   M(Min, RMIN)               \
-  M(MatMul, MMA)
+  M(MatMul, MMA)              \
+  M(FloorDivide, FLOORDIV)    \
+  M(Remainder, REM)           \
+  M(BitwiseAnd, IAND)         \
+  M(BitwiseOr, IOR)           \
+  M(BitwiseXor, IXOR)         \
+  M(BitwiseNot, INOT)
 
 // One row per tracer op, in the tracer table's order.
 struct OpMapEntry {

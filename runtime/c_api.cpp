@@ -196,10 +196,11 @@ dvm_status dvm_unary(int op, dvm_tensor x, dvm_tensor* out) {
   using F = dvm::Tensor (*)(const dvm::Tensor&);
   static constexpr F kOps[] = {dvm::neg,  dvm::abs,     dvm::exp,  dvm::log,   dvm::sqrt, dvm::rsqrt,
                                dvm::reciprocal, dvm::tanh, dvm::sigmoid, dvm::relu, nullptr, nullptr,
-                               dvm::erf,  dvm::sin,     dvm::cos,  dvm::floor, dvm::ceil, dvm::round};
-  static_assert(sizeof(kOps) / sizeof(kOps[0]) == DVM_ROUND + 1, "an entry per dvm_unary_op");
+                               dvm::erf,  dvm::sin,     dvm::cos,  dvm::floor, dvm::ceil, dvm::round,
+                               dvm::bitwise_not, dvm::logical_not};
+  static_assert(sizeof(kOps) / sizeof(kOps[0]) == DVM_LOGICAL_NOT + 1, "an entry per dvm_unary_op");
   const int i = op;
-  if (i < 0 || i > DVM_ROUND) return invalid("dvm_unary", "unknown op");
+  if (i < 0 || i > DVM_LOGICAL_NOT) return invalid("dvm_unary", "unknown op");
   return guarded([&] {
     if (op == DVM_GELU) give(dvm::gelu(x->t, dvm::GeluApprox::None), out);
     else if (op == DVM_GELU_TANH) give(dvm::gelu(x->t, dvm::GeluApprox::Tanh), out);
@@ -210,9 +211,11 @@ dvm_status dvm_unary(int op, dvm_tensor x, dvm_tensor* out) {
 namespace {
 using BinaryFn = dvm::Tensor (*)(const dvm::Tensor&, const dvm::Tensor&);
 constexpr BinaryFn kBinary[] = {dvm::add, dvm::sub, dvm::mul, dvm::div, dvm::maximum, dvm::minimum, dvm::pow,
-                                dvm::eq,  dvm::ne,  dvm::lt,  dvm::le,  dvm::gt,      dvm::ge};
-static_assert(sizeof(kBinary) / sizeof(kBinary[0]) == DVM_GE + 1, "an entry per dvm_binary_op");
-bool valid_binary(int op) { return op >= 0 && op <= DVM_GE; }
+                                dvm::eq,  dvm::ne,  dvm::lt,  dvm::le,  dvm::gt,      dvm::ge,
+                                dvm::floor_divide, dvm::remainder, dvm::bitwise_and, dvm::bitwise_or,
+                                dvm::bitwise_xor, dvm::logical_and, dvm::logical_or, dvm::logical_xor};
+static_assert(sizeof(kBinary) / sizeof(kBinary[0]) == DVM_LOGICAL_XOR + 1, "an entry per dvm_binary_op");
+bool valid_binary(int op) { return op >= 0 && op <= DVM_LOGICAL_XOR; }
 }  // namespace
 
 dvm_status dvm_binary(int op, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {

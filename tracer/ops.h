@@ -21,6 +21,7 @@ namespace dvm::detail {
 //   Same:   T (integer T: only where f32 holds every value, see tensor.cpp)
 //   Float:  T when it is a floating type, else float32 (exp, true division)
 //   Bool:   a bool mask, what comparisons give
+//   Bits:   T for bool and integer operands; floating ones are an error
 //
 //   X(Name,      "name",       arity, shape rule, dtype rule)
 #define DVM_TRACER_OPS(X)                                 \
@@ -65,7 +66,15 @@ namespace dvm::detail {
   X(Max,         "max",         1,     Reduce,     Same)  \
   X(Min,         "min",         1,     Reduce,     Same)  \
   /* the cube unit: [.., M, K] x [.., K, N] -> [.., M, N] (batch rank <= 1) */ \
-  X(MatMul,      "matmul",      2,     Contract,   Same) 
+  X(MatMul,      "matmul",      2,     Contract,   Same)  \
+  /* Python's division (floats, int32 and uint8 lanes) */ \
+  X(FloorDivide, "floor_divide", 2,    Broadcast,  Same)  \
+  X(Remainder,   "remainder",   2,     Broadcast,  Same)  \
+  /* bitwise: bool and integer operands only */           \
+  X(BitwiseAnd,  "bitwise_and", 2,     Broadcast,  Bits)  \
+  X(BitwiseOr,   "bitwise_or",  2,     Broadcast,  Bits)  \
+  X(BitwiseXor,  "bitwise_xor", 2,     Broadcast,  Bits)  \
+  X(BitwiseNot,  "bitwise_not", 1,     Broadcast,  Bits)
 
 enum class OpKind : uint8_t {
 #define DVM_X(name, str, arity, shape, dtype) name,
@@ -80,7 +89,7 @@ inline constexpr int kNumOpKinds = 0
     ;
 
 enum class ShapeRule : uint8_t { None, Broadcast, Reduce, Contract };
-enum class DtypeRule : uint8_t { None, Same, Float, Bool };
+enum class DtypeRule : uint8_t { None, Same, Float, Bool, Bits };
 
 struct OpKindInfo {
   const char* name;
@@ -101,9 +110,9 @@ constexpr int op_arity(OpKind op) { return op_info(op).arity; }
 constexpr ShapeRule op_shape_rule(OpKind op) { return op_info(op).shape; }
 
 // The dtype an op's result has on float32 operands (ops with a dtype rule
-// only).
+// only; Bits ops refuse floats: bool, their result on bool operands).
 constexpr Dtype op_result_dtype(OpKind op) {
-  return op_info(op).dtype == DtypeRule::Bool ? Dtype::Bool : Dtype::F32;
+  return op_info(op).dtype == DtypeRule::Bool || op_info(op).dtype == DtypeRule::Bits ? Dtype::Bool : Dtype::F32;
 }
 
 }  // namespace dvm::detail

@@ -158,6 +158,7 @@ bool int_lanes_op(OpKind op) {
   switch (op) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Neg: case OpKind::Abs:
     case OpKind::Relu: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Where:
+    case OpKind::FloorDivide: case OpKind::Remainder:
       return true;
     default:
       return false;
@@ -169,6 +170,27 @@ bool int_lanes_op(OpKind op) {
 bool selects(OpKind op) {
   return op == OpKind::Maximum || op == OpKind::Minimum || op == OpKind::Max || op == OpKind::Min ||
          op == OpKind::Where;
+}
+
+// Arithmetic on bool operands, as torch: add is logical or and mul logical
+// and (bool results); sub and neg are errors, as are floor division and
+// remainder; the other ops and reductions count true as 1 and give float32
+// (torch: int64 for sum).
+Dtype bool_result(OpKind op, Node* const* nodes, int k) {
+  const std::string name = detail::op_name(op);
+  switch (op) {
+    case OpKind::Add: case OpKind::Mul: return Dtype::Bool;
+    case OpKind::Sub:
+      throw Error("sub: subtraction of bool operands (" + describe_all(nodes, k) +
+                  ") is not supported, as in torch; to invert a mask use ~ or logical_not()");
+    case OpKind::Neg:
+      throw Error("neg: negation of a bool operand (" + describe_all(nodes, k) +
+                  ") is not supported, as in torch; to invert a mask use ~ or logical_not()");
+    case OpKind::FloorDivide: case OpKind::Remainder:
+      throw Error(name + ": bool operands (" + describe_all(nodes, k) +
+                  ") are not supported, as in torch; convert with .to() first");
+    default: return Dtype::F32;
+  }
 }
 
 // The dtype of op's result on operands promoted to t (by the op table's
@@ -184,12 +206,17 @@ Dtype result_dtype(OpKind op, Dtype t, Node* const* nodes, int k) {
       throw Error(std::string(name) + ": comparing " + describe_all(nodes, k) + " as " + dtype_name(t) +
                   " is not supported yet (the vector unit computes in float32, which holds " + dtype_name(t) +
                   " exactly only up to 2^24); convert with .to(dvm::Dtype::F32) first");
+    case detail::DtypeRule::Bits:
+      if (t == Dtype::Bool || t == Dtype::I32 || t == Dtype::U8) return t;
+      if (is_floating(t))
+        throw Error(std::string(name) + ": " + describe_all(nodes, k) + " promote to " + dtype_name(t) +
+                    "; bitwise ops take bool and integer operands only (torch refuses floating types too)");
+      throw Error(std::string(name) + ": " + dtype_name(t) + " operands (" + describe_all(nodes, k) +
+                  ") are not supported yet (the vector unit has no int64 lanes)");
     default:
       if (is_floating(t) || (selects(op) && exact_in_f32(t))) return t;
       if ((t == Dtype::I32 || t == Dtype::U8) && int_lanes_op(op)) return t;
-      // Bool masks in arithmetic count as 0 and 1 and give float32 (torch:
-      // bool for add and mul, int64 for sum).
-      if (t == Dtype::Bool) return Dtype::F32;
+      if (t == Dtype::Bool) return bool_result(op, nodes, k);
       throw Error(std::string(name) + ": " + dtype_name(t) + " arithmetic on " + describe_all(nodes, k) +
                   " is not supported yet (the vector unit computes in float32); convert with"
                   " .to(dvm::Dtype::F32) first");
@@ -238,7 +265,7 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   bool all_f32 = true;
   for (int i = first; i < k; ++i) all_f32 &= nodes[i]->dtype == Dtype::F32;
   Dtype dt = detail::op_result_dtype(op);
-  if (!all_f32) {
+  if (!all_f32 || detail::op_info(op).dtype == detail::DtypeRule::Bits) {  // Bits: f32 is an error
     Promotion pr;
     for (int i = first; i < k; ++i) pr.add(nodes[i]);
     dt = result_dtype(op, pr.result(), nodes + first, k - first);
@@ -253,7 +280,7 @@ Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediat
   const char* name = detail::op_name(op);
   Node* x = need(t, name);
   Dtype dt = detail::op_result_dtype(op);  // an f32 operand: the op table's result
-  if (x->dtype != Dtype::F32) {
+  if (x->dtype != Dtype::F32 || detail::op_info(op).dtype == detail::DtypeRule::Bits) {
     Promotion pr;
     pr.add(x);
     pr.add(Dtype::F32, true);  // the float scalar
@@ -868,6 +895,35 @@ Tensor le(const Tensor& a, const Tensor& b) { return binary(OpKind::Le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return binary(OpKind::Gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return binary(OpKind::Ge, a, b); }
 
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary(OpKind::FloorDivide, a, b); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary(OpKind::Remainder, a, b); }
+Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary(OpKind::BitwiseAnd, a, b); }
+Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary(OpKind::BitwiseOr, a, b); }
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary(OpKind::BitwiseXor, a, b); }
+Tensor bitwise_not(const Tensor& x) { return unary(OpKind::BitwiseNot, x); }
+
+// The logical ops: x != 0 per operand (NaN is true, as in torch), then the
+// bitwise op on the bool masks.
+Tensor logical_not(const Tensor& x) {
+  need(x, "logical_not");
+  return eq(x, 0.0f);
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  need(a, "logical_and");
+  need(b, "logical_and");
+  return bitwise_and(ne(a, 0.0f), ne(b, 0.0f));
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  need(a, "logical_or");
+  need(b, "logical_or");
+  return bitwise_or(ne(a, 0.0f), ne(b, 0.0f));
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  need(a, "logical_xor");
+  need(b, "logical_xor");
+  return ne(ne(a, 0.0f), ne(b, 0.0f));
+}
+
 Tensor where(const Tensor& mask, const Tensor& a, const Tensor& b) {
   Node* m = need(mask, "where");
   if (m->dtype != Dtype::Bool)
@@ -888,6 +944,10 @@ Tensor operator+(float a, const Tensor& b) { return binary_scalar(OpKind::Add, b
 Tensor operator-(float a, const Tensor& b) { return binary_scalar(OpKind::Sub, b, a, 0); }
 Tensor operator*(float a, const Tensor& b) { return binary_scalar(OpKind::Mul, b, a, 0); }
 Tensor operator/(float a, const Tensor& b) { return binary_scalar(OpKind::Div, b, a, 0); }
+Tensor operator~(const Tensor& x) { return bitwise_not(x); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
 
 // ---------------------------------------------------------------------------
 // Contractions: one MatMul node per product, [batch, M, K] x [batch, K, N]

@@ -92,7 +92,15 @@ namespace dvm::vm {
   X(IGE,       "ige",       Binary,   "DRR")                                   \
   X(IAND,      "iand",      Binary,   "DRR")                                   \
   X(IOR,       "ior",       Binary,   "DRR")                                   \
-  X(IXOR,      "ixor",      Binary,   "DRR")
+  X(IXOR,      "ixor",      Binary,   "DRR")                                   \
+  /* Python's division (torch.floor_divide, torch.remainder). f32: the     \
+     floor of the true quotient and a - b * floor(a / b) with the divisor's \
+     sign, exact while |a / b| < 2^24 (docs/DTYPES.md). int32 lanes: exact; \
+     x // 0 = 0, x % 0 = x, INT32_MIN // -1 = INT32_MIN. */                   \
+  X(FLOORDIV,  "floordiv",  Binary,   "DRR")                                   \
+  X(REM,       "rem",       Binary,   "DRR")                                   \
+  X(IFLOORDIV, "ifloordiv", Binary,   "DRR")                                   \
+  X(IREM,      "irem",      Binary,   "DRR")
 
 enum class Op : uint8_t {
 #define DVM_X(name, mn, cls, sig) name,

@@ -27,7 +27,7 @@ LaneRule lane_rule(Op op) {
     case Op::FTOI: return {kF32, kInt};
     case Op::IEQ: case Op::INE: case Op::ILT: case Op::ILE: case Op::IGT: case Op::IGE: return {kInt, kF32};
     case Op::INEG: case Op::IABS: case Op::INOT: case Op::IADD: case Op::ISUB: case Op::IMUL: case Op::IMAX:
-    case Op::IMIN: case Op::IAND: case Op::IOR: case Op::IXOR:
+    case Op::IMIN: case Op::IAND: case Op::IOR: case Op::IXOR: case Op::IFLOORDIV: case Op::IREM:
       return {kInt, kInt};
     default: return {kF32, kF32};
   }

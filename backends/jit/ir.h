@@ -204,6 +204,7 @@ struct JitVec {
   }
   DVM_SIMD_INLINE static Mask ieq(Int a, Int b) { return mkm(IrOp::IEq, a.id, b.id); }
   DVM_SIMD_INLINE static Mask igt(Int a, Int b) { return mkm(IrOp::IGt, a.id, b.id); }
+  DVM_SIMD_INLINE static Int ifloordiv(Int a, Int b) { return mki(IrOp::IFloorDiv, a.id, b.id); }
 };
 
 }  // namespace dvm::backends::jit

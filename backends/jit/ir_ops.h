@@ -94,6 +94,8 @@ enum class IrNeed : uint8_t { None, FusedOrAnd, ScaleExp };
   /* int32 a == b, a > b (signed) */                                                               \
   X(IEq, V, V, _, M, 0, None)                                                                      \
   X(IGt, V, V, _, M, 0, None)                                                                      \
+  /* floor(a / b) of int32 lanes through double (vec_scalar.h's ifloordiv) */                     \
+  X(IFloorDiv, V, V, _, V, 0, None)                                                                \
   /* u = identity: in the masked tail, lanes >= rem take u, the others a */                        \
   X(TailSel, V, _, _, V, 0, None)                                                                  \
   /* imm = 0 sum, 1 max, 2 min: the fixed tree of vec_scalar.h, broadcast */                       \

@@ -123,7 +123,8 @@ struct Lowering {
       switch (p.code[i].op) {
         case Op::EXP: case Op::LOG: case Op::TANH: case Op::SIGMOID: case Op::GELU_TANH:
         case Op::GELU_ERF: case Op::ERF: case Op::SIN: case Op::COS: case Op::POW:
-        case Op::DIV: case Op::SQRT: case Op::RSQRT: case Op::RECIP: c = 8; break;
+        case Op::DIV: case Op::SQRT: case Op::RSQRT: case Op::RECIP: case Op::FLOORDIV: case Op::REM:
+        case Op::IFLOORDIV: case Op::IREM: c = 8; break;
         default: break;
       }
       for (int32_t d : src[i])

@@ -24,6 +24,9 @@
 //   imul cvt_trunc             vpmulld vcvttps2dq
 //   shl shr sra                vpslld vpsrld vpsrad
 //   ieq igt                    vpcmpeqd vpcmpgtd
+//   ifloordiv                  per half: vcvtdq2pd, vdivpd, vroundpd /
+//                              vrndscalepd imm 9, vcvttpd2dq; vinserti128 /
+//                              vinserti64x4
 //   hmax hmin step             vmaxps / vminps, vcmpps UNORD_Q, vblendvps
 //
 // Include only from a translation unit compiled with -mavx2 -mfma (today:
@@ -177,6 +180,16 @@ struct VecAvx2 {
   }
   DVM_SIMD_INLINE static Mask igt(Int a, Int b) {
     return {_mm256_castsi256_ps(_mm256_cmpgt_epi32(a.i, b.i))};
+  }
+  // Four lanes at a time in double (vec_scalar.h says why it is exact).
+  DVM_SIMD_INLINE static __m128i floordiv4(__m128i a, __m128i b) {
+    const __m256d q = _mm256_div_pd(_mm256_cvtepi32_pd(a), _mm256_cvtepi32_pd(b));
+    return _mm256_cvttpd_epi32(_mm256_round_pd(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+  }
+  DVM_SIMD_INLINE static Int ifloordiv(Int a, Int b) {
+    const __m128i lo = floordiv4(_mm256_castsi256_si128(a.i), _mm256_castsi256_si128(b.i));
+    const __m128i hi = floordiv4(_mm256_extracti128_si256(a.i, 1), _mm256_extracti128_si256(b.i, 1));
+    return {_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1)};
   }
 
   // ---- horizontal reductions ------------------------------------------------

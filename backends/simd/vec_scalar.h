@@ -69,6 +69,11 @@
 //   shl<k> shr<k> sra<k>                 shift left, logical right, arithmetic
 //                                        right
 //   ieq igt -> Mask                      equal, greater (signed)
+//   ifloordiv(a, b) -> Int               floor(a / b), exact: both converted to
+//                                        double, divided, floored, truncated
+//                                        back; a quotient outside int32
+//                                        (INT32_MIN / -1, b = 0) gives
+//                                        INT32_MIN
 //
 //   horizontal reductions (fixed tree; the JIT must mirror it exactly)
 //   hsum hmax hmin -> float              16 lanes: lane j (+) lane j+8, j<8;
@@ -229,6 +234,14 @@ struct VecScalar {
   }
   DVM_SIMD_INLINE static Mask ieq(Int a, Int b) { return {a.i == b.i}; }
   DVM_SIMD_INLINE static Mask igt(Int a, Int b) { return {a.i > b.i}; }
+  // |fl(a/b) - a/b| <= |a/b| 2^-53 < 2^-22/|b| < 1/|b|, the distance from a
+  // non-integer a/b to the nearest integer: floor sees the exact quotient.
+  DVM_SIMD_INLINE static Int ifloordiv(Int a, Int b) {
+    if (b.i == 0) return {INT32_MIN};  // the SIMD types' division gives +-inf or NaN
+    const double q = std::floor(static_cast<double>(a.i) / static_cast<double>(b.i));
+    if (!(q >= -2147483648.0 && q < 2147483648.0)) return {INT32_MIN};
+    return {static_cast<int32_t>(q)};
+  }
 
   // ---- horizontal reductions (one lane: the value itself) --------------------
   DVM_SIMD_INLINE static float hsum(VecScalar a) { return a.v; }

@@ -196,6 +196,22 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+// Python's division, as torch.floor_divide and torch.remainder: the floor of
+// the quotient and a - b * floor(a / b) (the divisor's sign). Integers exact
+// (x // 0 = 0, x % 0 = x); floats exact while |a / b| < 2^24. Not bool.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+// Bitwise ops of bool and integer (int32, uint8) operands, promoted as torch
+// (bool & bool is bool, int32 & bool int32); floating operands are an error.
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_not(const Tensor& x);
+// Logical ops of any types (nonzero is true, NaN too): bool results.
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& x);
 // mask must be bool; a and b broadcast with it.
 Tensor where(const Tensor& mask, const Tensor& a, const Tensor& b);
 
@@ -234,5 +250,10 @@ Tensor operator+(float a, const Tensor& b);
 Tensor operator-(float a, const Tensor& b);
 Tensor operator*(float a, const Tensor& b);
 Tensor operator/(float a, const Tensor& b);
+// Bitwise (bitwise_not, bitwise_and, bitwise_or, bitwise_xor).
+Tensor operator~(const Tensor& x);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
 
 }  // namespace dvm

@@ -77,13 +77,12 @@ void every_elementwise_op(vm::VerifiedProgram* vp) {
   const int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Input), ao = e.add_arg(ArgRole::Output);
   const auto x = e.load(Op::LD, ax), y = e.load(Op::LD, ay);
   auto acc = e.constant(0.5f);
-  // The int32-lane ops (appended after MMA) read int32 lanes; those giving
+  // The int32-lane ops (appended after MMA; not floordiv, rem) read int32 lanes; those giving
   // int32 lanes are converted back before the float sum (the verifier's lanes).
   const auto xi = e.unary(Op::FTOI, x), yi = e.unary(Op::FTOI, y);
-  auto reads_int = [](Op op) { return op > Op::MMA && op != Op::FTOI; };
-  auto gives_int = [](Op op) {
-    return op > Op::MMA && op != Op::ITOF && !(op >= Op::IEQ && op <= Op::IGE);
-  };
+  auto float_op = [](Op op) { return op <= Op::MMA || op == Op::FLOORDIV || op == Op::REM; };
+  auto reads_int = [&](Op op) { return !float_op(op) && op != Op::FTOI; };
+  auto gives_int = [&](Op op) { return !float_op(op) && op != Op::ITOF && !(op >= Op::IEQ && op <= Op::IGE); };
   auto to_f32 = [&](Op op, Encoder::Value v) { return gives_int(op) ? e.unary(Op::ITOF, v) : v; };
   for (int i = 0; i < vm::kNumOps; ++i) {
     const Op op = static_cast<Op>(i);

@@ -164,13 +164,25 @@ double binary_ref(Op op, float af, float bf) {
     case Op::LE: return a <= b;
     case Op::GT: return a > b;
     case Op::GE: return a >= b;
+    case Op::FLOORDIV: case Op::REM: {
+      // torch: the remainder from the exact fmod, plus b where the signs
+      // differ; the quotient (a - fmod) / b (exact while |a / b| < 2^24)
+      // less that one, a zero quotient signed as a / b.
+      if (b == 0 && op == Op::FLOORDIV) return a / b;
+      const double m = std::fmod(a, b);
+      const bool fix = m != 0 && (m < 0) != (b < 0);
+      if (op == Op::REM) return fix ? static_cast<double>(static_cast<long double>(m) + b) : m;
+      if (std::isnan(m)) return m;
+      const double q = (a - m) / b - (fix ? 1 : 0);
+      return q == 0 ? std::copysign(0.0, a / b) : q;
+    }
     default: return std::nan("");
   }
 }
 
 // The int32-lane opcodes (appended after MMA): the result's bits, computed
 // with exact integer arithmetic on the operands' bits (wrapping as uint32).
-bool int_op(Op op) { return op > Op::MMA; }
+bool int_op(Op op) { return op > Op::MMA && op != Op::FLOORDIV && op != Op::REM; }
 uint32_t int_ref(Op op, float xf, float yf) {
   const int32_t a = std::bit_cast<int32_t>(xf), b = std::bit_cast<int32_t>(yf);
   const uint32_t ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
@@ -197,6 +209,12 @@ uint32_t int_ref(Op op, float xf, float yf) {
     case Op::IAND: return ua & ub;
     case Op::IOR: return ua | ub;
     case Op::IXOR: return ua ^ ub;
+    case Op::IFLOORDIV: case Op::IREM: {  // Python's // and %, in int64; x // 0 = 0, x % 0 = x
+      const int64_t x = a, y = b;
+      int64_t q = y == 0 ? 0 : x / y;
+      if (y != 0 && x % y != 0 && (x < 0) != (y < 0)) --q;
+      return static_cast<uint32_t>(op == Op::IFLOORDIV ? q : x - q * y);
+    }
     default: ADD_FAILURE() << "no int reference for " << vm::op_name(op); return 0;
   }
 }
@@ -251,6 +269,14 @@ Tol binary_tol(Op op, float a, float b) {
   if (op == Op::POW) {  // documented bound, see test_math.cpp PowWithinGrowingBound
     double y = std::fabs(b * std::log(std::fabs(static_cast<double>(a))));
     return {2.0 + 3.0 * (std::isfinite(y) ? y : 0.0)};
+  }
+  if (op == Op::FLOORDIV || op == Op::REM) {
+    // Exact (the remainder: the exact value rounded once, <= 0.5 ULP) while
+    // |a / b| < 2^24; beyond, the rounded quotient is used as it is
+    // (docs/DTYPES.md): not compared.
+    const double q = std::fabs(static_cast<double>(a) / b);
+    const bool moderate = !(q >= 16777216.0) || b == 0 || std::isinf(a) || std::isinf(b);
+    return {moderate ? (op == Op::REM ? 0.5 : 0.0) : kInfD};
   }
   return {0};  // add/sub/mul/div: one rounding; max/min/compares: exact
 }

@@ -38,8 +38,12 @@ constexpr int64_t kDefaultPrograms = 10000;
 // Every op of the tracer's table has a generator case: a new op fails this
 // until the generator (and its reference) know it. None is no op; the
 // reductions are sum, max and min (mean is sum / n); MatMul is the product
-// (matmul, bmm, linear, addmm).
-static_assert(detail::kNumOpKinds == 1 + kNumUnary + kNumBinary + kNumCmp + 1 + 3 + 1,
+// (matmul, bmm, linear, addmm). The generator builds float programs: the
+// integer ops (floor_divide, remainder and the four bitwise ops) are left to
+// tests/tracer/test_int_ops.cpp, which checks them against a scalar
+// reference on every type they take.
+constexpr int kIntOps = 6;
+static_assert(detail::kNumOpKinds == 1 + kNumUnary + kNumBinary + kNumCmp + 1 + 3 + 1 + kIntOps,
               "tests/random: the generator does not cover tracer/ops.h's op table");
 
 int64_t env_int(const char* name, int64_t fallback) {

@@ -3,6 +3,7 @@
 // an exception or a written output.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -65,6 +66,38 @@ TEST(CApi, EveryUnaryAndBinaryOpIsTheCppOp) {
     ASSERT_EQ(dvm_binary_scalar(op, x.t, 1.5f, 1, rf.out()), DVM_OK);
     EXPECT_TRUE(same_bits(read_f32(rf.t), binary[op](Tensor(1.5f), cx).to_vector())) << "scalar-first op " << op;
   }
+}
+
+// The integer, bitwise and logical ops (appended to the enums) on int32
+// operands, as the C++ functions compute them; bitwise on floats is an error.
+TEST(CApi, IntegerBitwiseAndLogicalOps) {
+  const std::vector<int32_t> av = {7, -7, INT32_MIN, 0, 5, -1}, bv = {2, 2, -1, 3, 0, -4};
+  const int64_t shape[1] = {6};
+  H a, b, f;
+  ASSERT_EQ(dvm_from_blob(av.data(), shape, 1, DVM_I32, a.out()), DVM_OK);
+  ASSERT_EQ(dvm_from_blob(bv.data(), shape, 1, DVM_I32, b.out()), DVM_OK);
+  const Tensor ca = Tensor::from_blob(av.data(), {6}), cb = Tensor::from_blob(bv.data(), {6});
+  using B = Tensor (*)(const Tensor&, const Tensor&);
+  const B binary[] = {floor_divide, remainder, bitwise_and, bitwise_or, bitwise_xor,
+                      logical_and,  logical_or, logical_xor};
+  for (int op = DVM_FLOOR_DIVIDE; op <= DVM_LOGICAL_XOR; ++op) {
+    H r;
+    ASSERT_EQ(dvm_binary(op, a.t, b.t, r.out()), DVM_OK) << op << dvm_last_error();
+    EXPECT_TRUE(same_bits(read_f32(r.t), binary[op - DVM_FLOOR_DIVIDE](ca, cb).to_vector())) << "binary op " << op;
+  }
+  H n, l;
+  ASSERT_EQ(dvm_unary(DVM_BITWISE_NOT, a.t, n.out()), DVM_OK);
+  EXPECT_TRUE(same_bits(read_f32(n.t), bitwise_not(ca).to_vector()));
+  ASSERT_EQ(dvm_unary(DVM_LOGICAL_NOT, a.t, l.out()), DVM_OK);
+  EXPECT_TRUE(same_bits(read_f32(l.t), logical_not(ca).to_vector()));
+  const float fv[1] = {1.0f};
+  const int64_t one[1] = {1};
+  ASSERT_EQ(dvm_from_blob(fv, one, 1, DVM_F32, f.out()), DVM_OK);
+  dvm_tensor out = nullptr;
+  EXPECT_EQ(dvm_binary(DVM_BITWISE_AND, f.t, f.t, &out), DVM_ERROR);
+  EXPECT_NE(std::string(dvm_last_error()).find("bitwise_and"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_unary(DVM_LOGICAL_NOT + 1, a.t, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_binary(DVM_LOGICAL_XOR + 1, a.t, b.t, &out), DVM_INVALID_ARGUMENT);
 }
 
 TEST(CApi, ReductionsCompositionsProductsAndViews) {

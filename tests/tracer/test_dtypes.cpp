@@ -163,7 +163,14 @@ TEST(DtypePromotion, OpResultTypesFollowTorch) {
   EXPECT_EQ(bf16.mean(0).dtype(), Dtype::BF16);
   EXPECT_EQ(u8.max().dtype(), Dtype::U8);
   EXPECT_EQ(mask.sum().dtype(), Dtype::F32);  // documented: torch gives int64
-  EXPECT_EQ((mask + mask).dtype(), Dtype::F32);
+  EXPECT_EQ((mask + mask).dtype(), Dtype::Bool);  // torch: logical or
+  EXPECT_EQ((mask * mask).dtype(), Dtype::Bool);
+  EXPECT_EQ((mask * 2.0f).dtype(), Dtype::F32);
+  EXPECT_EQ((mask & mask).dtype(), Dtype::Bool);
+  EXPECT_EQ((u8 | mask).dtype(), Dtype::U8);
+  EXPECT_EQ(floor_divide(u8, mask).dtype(), Dtype::U8);
+  EXPECT_EQ(remainder(f16, f16).dtype(), Dtype::F16);
+  EXPECT_EQ(logical_and(f16, u8).dtype(), Dtype::Bool);
   EXPECT_EQ(matmul(Tensor::full({2, 3}, 1, Dtype::F16), Tensor::full({3, 2}, 1, Dtype::F16)).dtype(), Dtype::F16);
 }
 

@@ -21,6 +21,8 @@ struct Case {
   std::function<Tensor(const Tensor&, const Tensor&)> f;  // on two [2, 3] operands
 };
 
+Tensor mask(const Tensor& t) { return t.defined() ? gt(t, 0.5f) : t; }
+
 std::vector<Case> cases() {
   auto u = [](Tensor (*f)(const Tensor&)) { return [f](const Tensor& a, const Tensor&) { return f(a); }; };
   auto b = [](Tensor (*f)(const Tensor&, const Tensor&)) {
@@ -64,6 +66,14 @@ std::vector<Case> cases() {
       {OpKind::Min, [](const Tensor& a, const Tensor&) { return a.min({1}, true); }},
       // [2, 3] x [3, 2]: a contraction's shape is [2, 2].
       {OpKind::MatMul, [](const Tensor& a, const Tensor& c) { return matmul(a, c.defined() ? c.transpose(0, 1) : c); }},
+      {OpKind::FloorDivide, b(floor_divide)},
+      {OpKind::Remainder, b(remainder)},
+      // Bitwise ops take bool and integer operands: masks of a and c (an
+      // undefined a stays undefined, for the error check).
+      {OpKind::BitwiseAnd, [](const Tensor& a, const Tensor& c) { return bitwise_and(mask(a), mask(c)); }},
+      {OpKind::BitwiseOr, [](const Tensor& a, const Tensor& c) { return bitwise_or(mask(a), mask(c)); }},
+      {OpKind::BitwiseXor, [](const Tensor& a, const Tensor& c) { return bitwise_xor(mask(a), mask(c)); }},
+      {OpKind::BitwiseNot, [](const Tensor& a, const Tensor&) { return bitwise_not(mask(a)); }},
   };
 }
 

@@ -126,6 +126,9 @@ constexpr InstId kInst[] = {
     ax::Inst::kIdVcvtqq2ps,   ax::Inst::kIdVcvttps2qq,   ax::Inst::kIdVinsertf32x8,
     ax::Inst::kIdKshiftrw,    ax::Inst::kIdVpxor,
     ax::Inst::kIdVpmulld,     ax::Inst::kIdVptestmd,
+    ax::Inst::kIdVcvtdq2pd,   ax::Inst::kIdVdivpd,       ax::Inst::kIdVroundpd,
+    ax::Inst::kIdVrndscalepd, ax::Inst::kIdVcvttpd2dq,   ax::Inst::kIdVinserti128,
+    ax::Inst::kIdVinserti64x4,
 };
 static_assert(sizeof(kInst) / sizeof(kInst[0]) == static_cast<size_t>(VI::kCount), "an asmjit id per VI");
 

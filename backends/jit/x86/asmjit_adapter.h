@@ -96,6 +96,8 @@ enum class VI : uint8_t {
   vpextrb, vpextrw, vmovd, vmovq, vcvtqq2ps, vcvttps2qq, vinsertf32x8,
   kshiftrw, vpxor,
   vpmulld, vptestmd,
+  // int32 floor division through double (IrOp::IFloorDiv).
+  vcvtdq2pd, vdivpd, vroundpd, vrndscalepd, vcvttpd2dq, vinserti128, vinserti64x4,
   kCount
 };
 

@@ -563,6 +563,26 @@ struct Gen {
   }
 
   // Fma (a*b + c) and Fnma (c - a*b): the 213 / 231 forms of either.
+  // IFloorDiv: a and b pass through the typed buffer (free between nodes);
+  // each half is converted to double, divided, floored and truncated back:
+  // the instructions of VecAvx2 / VecAvx512::ifloordiv, so the same bits.
+  void floordiv(int32_t i, const Node& n) {
+    const int half = vbytes / 2;
+    const W hw = avx512 ? W::Y : W::X;  // a half's int32 lanes
+    as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf, vbytes), src_reg(n.a, 0));
+    as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf + 64, vbytes), src_reg(n.b, 1));
+    for (int h = 0; h < 2; ++h) {
+      as.v(VI::vcvtdq2pd, vr(h), asmx::mem(asmx::rsp, kTypedBuf + h * half, half));
+      as.v(VI::vcvtdq2pd, vr(2), asmx::mem(asmx::rsp, kTypedBuf + 64 + h * half, half));
+      as.v(VI::vdivpd, vr(h), vr(h), vr(2));
+      as.v(avx512 ? VI::vrndscalepd : VI::vroundpd, vr(h), vr(h), asmx::imm(9));  // toward -inf
+      as.v(VI::vcvttpd2dq, asmx::vreg(h, hw), vr(h));
+    }
+    as.v(avx512 ? VI::vinserti64x4 : VI::vinserti128, vr(0), vr(0), asmx::vreg(1, hw), asmx::imm(1));
+    if (dst(i).reg != 0) as.v(VI::vmovaps, dst(i), vr(0));
+    commit(i);
+  }
+
   void fma(int32_t i, const Node& n) {
     const bool neg = n.op == IrOp::Fnma;
     const VI f213 = neg ? VI::vfnmadd213ps : VI::vfmadd213ps;
@@ -1063,6 +1083,7 @@ struct Gen {
       case IrOp::ISub: binary(VI::vpsubd, i, n); return;
       case IrOp::IAnd: binary(avx512 ? VI::vpandd : VI::vpand, i, n); return;
       case IrOp::IMul: binary(VI::vpmulld, i, n); return;
+      case IrOp::IFloorDiv: floordiv(i, n); return;
       case IrOp::Sqrt:
       case IrOp::CvtRound:
       case IrOp::CvtTrunc:
