@@ -1,6 +1,7 @@
 // Verifier: decodes with bounds checks and checks every rule of the format.
 #include "vm/verifier.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <sstream>
@@ -117,6 +118,11 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   std::array<int8_t, kMaxRegs> phase{};
   p.code.clear();
   out->info.clear();
+  // Every instruction takes at least its opcode byte: the bytes left bound
+  // what a hostile count can make us reserve.
+  const size_t room = std::min(static_cast<size_t>(count), b.size() - c.pos);
+  p.code.reserve(room);
+  out->info.reserve(room);
   out->max_level = 0;
   out->first_reduce = out->last_reduce = -1;
   bool after_reduce_block = false;  // outer reductions: past the reductions

@@ -1,11 +1,10 @@
 // Element types, their sizes and names, and torch's type promotion.
 //
-// Storage may be any of these types. The vector unit computes in f32: loads
-// convert an argument's elements to f32 and stores convert back, rounding
-// once (docs/DTYPES.md has every conversion's rule). Arithmetic whose result
-// is an integer type is not supported yet (a clear dvm::Error): the vector
-// unit has no integer registers, and f32 holds int32 values exactly only up
-// to 2^24.
+// Storage may be any of these types. The vector unit computes floats in f32:
+// loads convert an argument's elements to f32 and stores convert back,
+// rounding once (docs/DTYPES.md has every conversion's rule). int32, uint8
+// and bool arithmetic runs exactly on int32 lanes, wrapping as torch's;
+// int64 arithmetic is not supported yet (a clear dvm::Error).
 #pragma once
 
 #include <cstddef>
