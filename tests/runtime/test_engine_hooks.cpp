@@ -251,21 +251,19 @@ TEST(Allocator, ARefusalOrAMisalignedBlockIsAnError) {
   ASSERT_EQ(memory_stats().live_bytes, 0) << "a tensor of an earlier test is alive";
   CountingAllocator a;
   set_allocator(&CountingAllocator::allocate, &CountingAllocator::deallocate, &a);
+  auto expect_refused = [](const std::string& what, const std::string& part) {
+    try {
+      (void)(Tensor::uniform({1000}, 1) * 2.0f).to_vector();
+      ADD_FAILURE() << what << ": no dvm::Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
   a.refuse = true;
-  try {
-    (void)(Tensor::uniform({1000}, 1) * 2.0f).to_vector();
-    ADD_FAILURE() << "a host allocator returning null: no dvm::Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("returned null"), std::string::npos) << e.what();
-  }
+  expect_refused("a host allocator returning null", "returned null");
   a.refuse = false;
   a.misalign = true;
-  try {
-    (void)(Tensor::uniform({1000}, 1) * 2.0f).to_vector();
-    ADD_FAILURE() << "a misaligned block: no dvm::Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("aligned"), std::string::npos) << e.what();
-  }
+  expect_refused("a misaligned block", "aligned");
   a.misalign = false;
   EXPECT_TRUE(a.live.empty());
   set_allocator(nullptr, nullptr, nullptr);

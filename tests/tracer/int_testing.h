@@ -71,4 +71,21 @@ inline std::vector<int64_t> values(Dtype t, int64_t n, uint32_t seed) {
   return v;
 }
 
+// Runs program() on the interpreter, then again with every kernel compiled
+// before its first run, and expects the same values and that the second run
+// really was machine code. `where` names the case in failures.
+template <class F>
+void expect_tiers_agree(F&& program, const std::string& where) {
+  dvm::set_tier_mode(TierMode::Off);
+  const auto interp = program();
+  dvm::set_tier_mode(TierMode::Eager);
+  dvm::set_kernel_log(true);
+  const auto jit = program();
+  dvm::set_kernel_log(false);
+  const std::vector<KernelRun> log = dvm::take_kernel_log();
+  EXPECT_FALSE(log.empty()) << where;
+  for (const KernelRun& run : log) EXPECT_EQ(run.tier, "jit") << where;
+  EXPECT_EQ(interp, jit) << where;
+}
+
 }  // namespace dvm::testing

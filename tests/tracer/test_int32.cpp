@@ -164,8 +164,6 @@ TEST_P(Int32Lanes, BoolBytesCountAsOne) {
     EXPECT_EQ(got[i], static_cast<int32_t>(static_cast<uint32_t>(v[i]) + (bytes[i] != 0 ? 1u : 0u))) << i;
 }
 
-// Interpreter and machine code give the same bits on integer kernels (the
-// JIT declines int32-lane arguments for now; the interpreter runs them).
 // The same bits on both tiers, every ISA the CPU has, every tail length;
 // the machine-code runs really are machine code (int32, uint8 and bool lanes
 // load and store on the JIT).
@@ -188,16 +186,7 @@ TEST(Int32LanesTiers, InterpreterAndMachineCodeAgree) {
         return std::vector<std::vector<int64_t>>{read(s), read(m), read(w), read(m.to(Dtype::U8)),
                                                   read(where(m, s, x).to(Dtype::U8))};
       };
-      dvm::set_tier_mode(TierMode::Off);
-      const auto interp = program();
-      dvm::set_tier_mode(TierMode::Eager);
-      dvm::set_kernel_log(true);
-      const auto jit = program();
-      dvm::set_kernel_log(false);
-      const std::vector<KernelRun> log = dvm::take_kernel_log();
-      EXPECT_FALSE(log.empty());
-      for (const KernelRun& run : log) EXPECT_EQ(run.tier, "jit") << isa << " n=" << n;
-      EXPECT_EQ(interp, jit) << isa << " n=" << n;
+      expect_tiers_agree(program, std::string(isa) + " n=" + std::to_string(n));
     }
   }
 }

@@ -293,16 +293,7 @@ TEST(IntOpsTiers, InterpreterAndMachineCodeAgree) {
         }
         return out;
       };
-      dvm::set_tier_mode(TierMode::Off);
-      const auto interp = program();
-      dvm::set_tier_mode(TierMode::Eager);
-      dvm::set_kernel_log(true);
-      const auto jit = program();
-      dvm::set_kernel_log(false);
-      const std::vector<KernelRun> log = dvm::take_kernel_log();
-      EXPECT_FALSE(log.empty());
-      for (const KernelRun& run : log) EXPECT_EQ(run.tier, "jit") << isa << " n=" << n;
-      EXPECT_EQ(interp, jit) << isa << " n=" << n;
+      expect_tiers_agree(program, std::string(isa) + " n=" + std::to_string(n));
     }
   }
 }
