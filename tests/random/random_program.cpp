@@ -87,13 +87,17 @@ int64_t numel(const std::vector<int64_t>& s) {
 // ---------------------------------------------------------------------------
 // Generator
 // ---------------------------------------------------------------------------
+// Leaf data profiles: 0-4 drawn per program and leaf (value()); this one for
+// the divisors of floor_divide and remainder.
+constexpr int kDivisorProfile = 5;
+
 const float kScalars[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.0f, 3.0f, -2.5f, 1e-3f, 100.0f,
                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                           std::numeric_limits<float>::quiet_NaN(), 1e-40f, 3e38f, 0.75f};
 
 class Gen {
  public:
-  explicit Gen(uint64_t seed) : r_(seed), mm_(seed ^ 0x6d61746d756cull) {
+  explicit Gen(uint64_t seed) : r_(seed), mm_(seed ^ 0x6d61746d756cull), lg_(seed ^ 0x6c6f676963ull) {
     p_.seed = seed;
     p_.nvars = 1 + r_.below(4);
     p_.dims.push_back({DimExpr::Const, 0});
@@ -120,6 +124,8 @@ class Gen {
   // Whether a step is a product draws from its own stream, so a program
   // without one is the same as before products were generated.
   Rng mm_;
+  // Likewise whether a step is a bitwise / logical op.
+  Rng lg_;
   Program p_;
   bool zeros_ = false;
   int profile_ = 0;
@@ -249,6 +255,10 @@ class Gen {
       matmul();
       return;
     }
+    if (lg_.chance(kLogicRate)) {
+      logic();
+      return;
+    }
     const int w = r_.below(100);
     if (w < 24) {  // unary
       Op o;
@@ -261,16 +271,25 @@ class Gen {
       Op o;
       o.a = pick_float();
       o.sub = r_.below(kNumBinary);
+      const bool division = o.sub == kFloorDiv || o.sub == kRemainder;
       if (r_.chance(0.35)) {
         o.kind = OpK::Scalar;
-        o.s = scalar();
+        o.s = division && r_.chance(0.7) ? divisor_scalar() : scalar();
         o.pos = o.sub == kPow || r_.chance(0.6) ? 1 : 0;
         o.form = r_.below(2);  // operator or function with Tensor(float) / pow(x, float)
         o.shape = op(o.a).shape;
       } else {
         o.kind = OpK::Binary;
-        o.b = partner(o.a);
-        if (r_.chance(0.5)) std::swap(o.a, o.b);
+        // Python's division: mostly a divisor bounded away from 0, so the
+        // quotient stays below 2^24, where the float ops are exact.
+        if (division && r_.chance(0.7)) {
+          const size_t before = p_.ops.size();
+          o.b = partner(o.a);
+          if (static_cast<size_t>(o.b) >= before) p_.ops[static_cast<size_t>(o.b)].data = kDivisorProfile;  // a new leaf
+        } else {
+          o.b = partner(o.a);
+          if (r_.chance(0.5)) std::swap(o.a, o.b);
+        }
         o.form = r_.below(2);
         if (!broadcast(op(o.a).shape, op(o.b).shape, &o.shape)) return;
       }
@@ -365,6 +384,57 @@ class Gen {
       o.s = scalar();
       add(o);
     }
+  }
+
+  // A scalar divisor for floor_divide / remainder: |s| >= 0.25.
+  float divisor_scalar() {
+    static const float kDivisors[] = {1.0f, -1.0f, 0.5f, 2.0f, 3.0f, -2.5f, 0.75f, -0.25f, 7.0f, 1.5f};
+    return kDivisors[r_.below(static_cast<int>(std::size(kDivisors)))];
+  }
+
+  // ---- bitwise and logical ops, bool arithmetic ------------------------------
+  static constexpr double kLogicRate = 0.04;
+
+  // A bool value: an existing mask (mostly the newest) or a new comparison.
+  int pick_bool() {
+    std::vector<int> c;
+    for (int i = 0; i < static_cast<int>(p_.ops.size()); ++i)
+      if (op(i).is_bool) c.push_back(i);
+    if (c.empty() || r_.chance(0.3)) return compare_of(pick_float());
+    if (r_.chance(0.5)) return c.back();
+    return c[static_cast<size_t>(r_.below(static_cast<int>(c.size())))];
+  }
+
+  // A bool operand whose shape broadcasts against a's.
+  int bool_partner(int a) {
+    std::vector<int> out;
+    if (r_.chance(0.5)) {
+      std::vector<int> c;
+      for (int i = 0; i < static_cast<int>(p_.ops.size()); ++i)
+        if (op(i).is_bool && broadcast(op(a).shape, op(i).shape, &out)) c.push_back(i);
+      if (!c.empty()) return c[static_cast<size_t>(r_.below(static_cast<int>(c.size())))];
+    }
+    return compare_of(partner(a));
+  }
+
+  void logic() {
+    Op o;
+    o.kind = OpK::Logic;
+    o.sub = r_.below(kNumLogic);
+    o.is_bool = true;
+    o.form = r_.below(2);
+    const bool bool_only = o.sub < kLogAnd || o.sub >= kBoolAdd;
+    const bool unary = o.sub == kBitNot || o.sub == kLogNot;
+    o.a = bool_only || r_.chance(0.5) ? pick_bool() : pick_float();
+    if (o.a < 0) return;
+    if (unary) {
+      o.shape = op(o.a).shape;
+    } else {
+      o.b = bool_only || r_.chance(0.5) ? bool_partner(o.a) : partner(o.a);
+      if (o.b < 0 || !broadcast(op(o.a).shape, op(o.b).shape, &o.shape)) return;
+      if (r_.chance(0.5)) std::swap(o.a, o.b);
+    }
+    add(o);
   }
 
   // ---- products ------------------------------------------------------------
@@ -644,6 +714,10 @@ float value(Rng& r, int profile) {
     case 2: return r.chance(0.05) ? special(r) : static_cast<float>(r.range(-3, 3));
     case 3: return r.chance(0.3) ? special(r) : static_cast<float>(r.range(-6, 6));
     case 4: return static_cast<float>(r.below(17) - 8) * 0.5f;
+    case kDivisorProfile: {  // |x| in [0.25, 8]: a divisor for floor_divide / remainder
+      const float m = r.chance(0.3) ? static_cast<float>(1 + r.below(16)) * 0.5f : static_cast<float>(r.range(0.25, 8));
+      return r.chance(0.5) ? m : -m;
+    }
     default: return static_cast<float>(r.range(-3, 3));
   }
 }
@@ -888,6 +962,56 @@ IV pow_ref(const IV& a, const IV& b) {
   return r;
 }
 
+// Python's // and % of floats (docs/DTYPES.md): exact while |a / b| < 2^24;
+// a zero, infinite or NaN operand as torch. Where the quotient may reach 2^24
+// (the rounded quotient's error is documented, not bounded here), where a
+// divisor interval holds 0 and for x // inf (undocumented): any value.
+// Zero quotients have either sign (torch's copysign rule is not documented);
+// a zero remainder has a's sign (fmod's). Called on non-empty operands; the
+// caller adds the operands' NaN.
+IV division_ref(bool rem, const IV& a, const IV& b) {
+  if (is_point(a) && is_point(b)) {
+    const double x = a.lo, y = b.lo;
+    if (y == 0) {  // x // 0 is x / 0 (inf // 0 too), x % 0 NaN
+      if (rem || x == 0) return must_nan();
+      if (!b.zs) return make(-kInfD, kInfD, false);  // x / ±0
+      return point(x / y);
+    }
+    if (std::isinf(x)) return must_nan();  // inf // y and inf % y
+    if (std::isinf(y)) {
+      if (!rem) return any();
+      if (x == 0) return IV{x, x, false, a.zs};
+      return point(std::signbit(x) == std::signbit(y) ? x : y);
+    }
+    const double q = x / y;
+    if (std::fabs(q) >= 0x1.0p24) return any();
+    if (!rem) {
+      const double f = std::floor(q);
+      return IV{f, f, false, f != 0};
+    }
+    double r = std::fmod(x, y);
+    if (r == 0) return IV{r, r, false, a.zs};
+    if (std::signbit(r) != std::signbit(y)) r = rn(r + y);
+    return point(r);
+  }
+  for (double v : {a.lo, a.hi, b.lo, b.hi})
+    if (std::isinf(v)) return any();
+  if (b.lo <= 0 && b.hi >= 0) return any();
+  const double ma = std::max(std::fabs(a.lo), std::fabs(a.hi)), mb = std::min(std::fabs(b.lo), std::fabs(b.hi));
+  if (ma >= mb * 0x1.0p23) return any();
+  const double c[4] = {a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi};
+  const double qlo = std::floor(*std::min_element(c, c + 4)), qhi = std::floor(*std::max_element(c, c + 4));
+  if (!rem) return make(qlo, qhi, false);
+  // The remainder has b's sign (or is a zero), and is at most |b| (r + b rounds).
+  double lo = b.lo > 0 ? 0 : b.lo, hi = b.lo > 0 ? b.hi : 0;
+  if (qlo == qhi) {  // one quotient n over the box: a - n b, monotone in a and b
+    const double r[4] = {a.lo - qlo * b.lo, a.lo - qlo * b.hi, a.hi - qlo * b.lo, a.hi - qlo * b.hi};
+    lo = std::max(lo, wlo(*std::min_element(r, r + 4), 1));
+    hi = std::min(hi, whi(*std::max_element(r, r + 4), 1));
+  }
+  return make(lo, hi, false);
+}
+
 IV binary_ref(int op, const IV& a, const IV& b) {
   if (op == kPow && (a.nan || b.nan)) return pow_ref(a, b);
   if (empty(a) || empty(b)) return must_nan();
@@ -960,8 +1084,36 @@ IV binary_ref(int op, const IV& a, const IV& b) {
         }
       return finish(make(lo, hi, false));
     }
+    case kFloorDiv:
+    case kRemainder: return finish(division_ref(op == kRemainder, a, b));
   }
   return any();
+}
+
+// The bool ops' operands: 0 false, 1 true, 2 either (nonzero and NaN are true).
+int truth(const IV& x) {
+  if (empty(x)) return 1;
+  const bool can0 = x.lo <= 0 && x.hi >= 0;
+  if (!can0) return 1;
+  if (is_point(x) && !x.nan) return 0;
+  return 2;
+}
+
+IV logic_ref(int op, const IV& a, const IV& b) {
+  const int x = truth(a), y = op == kBitNot || op == kLogNot ? 0 : truth(b);
+  int r = 2;
+  switch (op) {
+    case kBitAnd:
+    case kLogAnd:
+    case kBoolMul: r = x == 0 || y == 0 ? 0 : x == 1 && y == 1 ? 1 : 2; break;
+    case kBitOr:
+    case kLogOr:
+    case kBoolAdd: r = x == 1 || y == 1 ? 1 : x == 0 && y == 0 ? 0 : 2; break;
+    case kBitXor:
+    case kLogXor: r = x == 2 || y == 2 ? 2 : x ^ y; break;
+    default: r = x == 2 ? 2 : 1 - x; break;  // not
+  }
+  return r == 2 ? make(0, 1, false) : point(r);
 }
 
 IV compare_ref(int op, const IV& a, const IV& b) {
@@ -1314,6 +1466,12 @@ std::vector<RV> reference(const Program& p, const Instance& in, const std::vecto
         r = map2(val(o.a), b, [op](const IV& x, const IV& y) { return compare_ref(op, x, y); });
         break;
       }
+      case OpK::Logic: {
+        const int op = o.sub;
+        r = o.b >= 0 ? map2(val(o.a), val(o.b), [op](const IV& x, const IV& y) { return logic_ref(op, x, y); })
+                     : map1(val(o.a), [op](const IV& x) { return logic_ref(op, x, x); });
+        break;
+      }
       case OpK::Where: {
         const RV sc{{}, {std::isnan(o.s) ? must_nan() : point(o.s)}};
         const RV& b = val(o.b);
@@ -1451,7 +1609,25 @@ Tensor apply_binary(int op, const Tensor& a, const Tensor& b, bool oper) {
     case kDiv: return oper ? a / b : dvm::div(a, b);
     case kMaximum: return dvm::maximum(a, b);
     case kMinimum: return dvm::minimum(a, b);
+    case kFloorDiv: return dvm::floor_divide(a, b);
+    case kRemainder: return dvm::remainder(a, b);
     default: return dvm::pow(a, b);
+  }
+}
+
+Tensor apply_logic(const Op& o, const Tensor& a, const Tensor& b) {
+  const bool oper = o.form == 1;
+  switch (o.sub) {
+    case kBitAnd: return oper ? a & b : dvm::bitwise_and(a, b);
+    case kBitOr: return oper ? a | b : dvm::bitwise_or(a, b);
+    case kBitXor: return oper ? a ^ b : dvm::bitwise_xor(a, b);
+    case kBitNot: return oper ? ~a : dvm::bitwise_not(a);
+    case kLogAnd: return dvm::logical_and(a, b);
+    case kLogOr: return dvm::logical_or(a, b);
+    case kLogXor: return dvm::logical_xor(a, b);
+    case kLogNot: return dvm::logical_not(a);
+    case kBoolAdd: return oper ? a + b : dvm::add(a, b);
+    default: return oper ? a * b : dvm::mul(a, b);
   }
 }
 
@@ -1538,6 +1714,7 @@ RunOut run_dvm(const Program& p, const Instance& in, const std::vector<std::vect
         case OpK::Binary: t[i] = apply_binary(o.sub, val(o.a), val(o.b), o.form == 0); break;
         case OpK::Scalar: t[i] = apply_scalar(o, val(o.a)); break;
         case OpK::Compare: t[i] = apply_compare(o.sub, val(o.a), o.b >= 0 ? val(o.b) : Tensor(o.s)); break;
+        case OpK::Logic: t[i] = apply_logic(o, val(o.a), o.b >= 0 ? val(o.b) : Tensor()); break;
         case OpK::Where: {
           const Tensor c = o.c >= 0 ? val(o.c) : Tensor(o.s);
           t[i] = o.form == 1 ? dvm::where(val(o.a), c, val(o.b)) : dvm::where(val(o.a), val(o.b), c);
@@ -1944,7 +2121,12 @@ const char* kUnaryCall[] = {"dvm::neg(",     "dvm::abs(",  "dvm::exp(",  "dvm::l
                             "dvm::reciprocal(", "dvm::tanh(", "dvm::sigmoid(", "dvm::relu(", "dvm::gelu(",
                             "dvm::gelu(",    "dvm::erf(",  "dvm::sin(",  "dvm::cos(",   "dvm::floor(", "dvm::ceil(",
                             "dvm::round("};
-const char* kBinaryCall[] = {"dvm::add", "dvm::sub", "dvm::mul", "dvm::div", "dvm::maximum", "dvm::minimum", "dvm::pow"};
+const char* kBinaryCall[] = {"dvm::add",     "dvm::sub", "dvm::mul",         "dvm::div",
+                             "dvm::maximum", "dvm::minimum", "dvm::pow", "dvm::floor_divide", "dvm::remainder"};
+const char* kLogicCall[] = {"dvm::bitwise_and", "dvm::bitwise_or",  "dvm::bitwise_xor", "dvm::bitwise_not",
+                            "dvm::logical_and", "dvm::logical_or",  "dvm::logical_xor", "dvm::logical_not",
+                            "dvm::add",         "dvm::mul"};
+const char* kLogicOper[] = {" & ", " | ", " ^ ", "~", "", "", "", "", " + ", " * "};
 const char* kBinaryOper[] = {" + ", " - ", " * ", " / "};
 const char* kCmpCall[] = {"dvm::eq", "dvm::ne", "dvm::lt", "dvm::le", "dvm::gt", "dvm::ge"};
 const char* kRedCall[] = {"sum", "max", "min", "mean"};
@@ -2014,6 +2196,12 @@ std::string to_cpp(const Program& p, const Instance& in) {
       case OpK::Compare:
         s << kCmpCall[o.sub] << "(" << v(o.a) << ", " << (o.b >= 0 ? v(o.b) : "dvm::Tensor(" + flit(o.s) + ")") << ");";
         break;
+      case OpK::Logic: {
+        const bool unary = o.b < 0;
+        if (o.form == 1 && *kLogicOper[o.sub]) s << (unary ? kLogicOper[o.sub] + v(o.a) : v(o.a) + kLogicOper[o.sub] + v(o.b)) << ";";
+        else s << kLogicCall[o.sub] << "(" << v(o.a) << (unary ? "" : ", " + v(o.b)) << ");";
+        break;
+      }
       case OpK::Where: {
         const std::string c = o.c >= 0 ? v(o.c) : "dvm::Tensor(" + flit(o.s) + ")";
         s << "dvm::where(" << v(o.a) << ", " << (o.form == 1 ? c + ", " + v(o.b) : v(o.b) + ", " + c) << ");";

@@ -58,13 +58,23 @@ enum class OpK {
   MatMul,     // a @ b by form: 0 matmul (1-D, 2-D, batch broadcast), 1 bmm,
               // 2 linear(a, b = weight [out, in], c = bias or -1),
               // 3 addmm(c, a, b, beta s, alpha s2)
+  Logic,      // sub: LogicOp, a and b (b < 0: unary); a bool result
 };
 
 enum UnaryOp { kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kRecip, kTanh, kSigmoid, kRelu, kGeluTanh,
                kGeluErf, kErf, kSin, kCos, kFloor, kCeil, kRound, kNumUnary };
-enum BinaryOp { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow, kNumBinary };
+// floor_divide and remainder: float operands only (the generator's values are
+// float32 and bool; int32 and uint8 ones are tests/tracer/test_int_ops.cpp's).
+enum BinaryOp { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow, kFloorDiv, kRemainder, kNumBinary };
 enum CmpOp { kEq, kNe, kLt, kLe, kGt, kGe, kNumCmp };
 enum RedOp { kSum, kMax, kMin, kMean, kNumRed };
+// Ops with a bool result beside the comparisons. The bitwise ops and bool
+// + / * take bool operands (form 0: the function, 1: the operator); the
+// logical ops take float or bool ones (nonzero and NaN are true). The first
+// kNumBitwise are the tracer's bitwise op kinds; the logical ops and bool
+// arithmetic are recorded with other op kinds.
+enum LogicOp { kBitAnd, kBitOr, kBitXor, kBitNot, kLogAnd, kLogOr, kLogXor, kLogNot, kBoolAdd, kBoolMul, kNumLogic };
+constexpr int kNumBitwise = 4;
 
 struct Op {
   OpK kind = OpK::Leaf;

@@ -38,12 +38,13 @@ constexpr int64_t kDefaultPrograms = 10000;
 // Every op of the tracer's table has a generator case: a new op fails this
 // until the generator (and its reference) know it. None is no op; the
 // reductions are sum, max and min (mean is sum / n); MatMul is the product
-// (matmul, bmm, linear, addmm). The generator builds float programs: the
-// integer ops (floor_divide, remainder and the four bitwise ops) are left to
-// tests/tracer/test_int_ops.cpp, which checks them against a scalar
-// reference on every type they take.
-constexpr int kIntOps = 6;
-static_assert(detail::kNumOpKinds == 1 + kNumUnary + kNumBinary + kNumCmp + 1 + 3 + 1 + kIntOps,
+// (matmul, bmm, linear, addmm); floor_divide and remainder are binary ops;
+// the bitwise ops are the first kNumBitwise Logic ops (the logical ops and
+// bool + / * are recorded with other op kinds). The generator's values are
+// float32 and bool: int32 and uint8 operands of floor_divide, remainder and
+// the bitwise ops are left to tests/tracer/test_int_ops.cpp, which checks
+// them against a scalar reference on every type they take.
+static_assert(detail::kNumOpKinds == 1 + kNumUnary + kNumBinary + kNumCmp + 1 + 3 + 1 + kNumBitwise,
               "tests/random: the generator does not cover tracer/ops.h's op table");
 
 int64_t env_int(const char* name, int64_t fallback) {
@@ -140,7 +141,7 @@ TEST(RandomProgramsGenerator, CoversEveryOpAndView) {
       ++kinds[static_cast<int>(o.kind)];
       ++seen[{static_cast<int>(o.kind), o.kind == OpK::MatMul ? o.form : o.sub}];
     }
-  for (int k = 0; k <= static_cast<int>(OpK::MatMul); ++k) EXPECT_GT(kinds[k], 0) << "op kind " << k;
+  for (int k = 0; k <= static_cast<int>(OpK::Logic); ++k) EXPECT_GT(kinds[k], 0) << "op kind " << k;
   for (int u = 0; u < kNumUnary; ++u) EXPECT_GT((seen[{static_cast<int>(OpK::Unary), u}]), 0) << "unary " << u;
   for (int b = 0; b < kNumBinary; ++b) {
     EXPECT_GT((seen[{static_cast<int>(OpK::Binary), b}]), 0) << "binary " << b;
@@ -148,6 +149,9 @@ TEST(RandomProgramsGenerator, CoversEveryOpAndView) {
   }
   for (int c = 0; c < kNumCmp; ++c) EXPECT_GT((seen[{static_cast<int>(OpK::Compare), c}]), 0) << "compare " << c;
   for (int r = 0; r < kNumRed; ++r) EXPECT_GT((seen[{static_cast<int>(OpK::Reduce), r}]), 0) << "reduction " << r;
+  for (int l = 0; l < kNumLogic; ++l) {
+    EXPECT_GT((seen[{static_cast<int>(OpK::Logic), l}]), 0) << "bool op " << l;
+  }
   for (int s = 0; s < 2; ++s) EXPECT_GT((seen[{static_cast<int>(OpK::Softmax), s}]), 0) << "softmax " << s;
   // matmul, bmm, linear, addmm
   for (int f = 0; f < 4; ++f) EXPECT_GT((seen[{static_cast<int>(OpK::MatMul), f}]), 0) << "product spelling " << f;
