@@ -177,7 +177,6 @@ bool selects(OpKind op) {
 // remainder; the other ops and reductions count true as 1 and give float32
 // (torch: int64 for sum).
 Dtype bool_result(OpKind op, Node* const* nodes, int k) {
-  const std::string name = detail::op_name(op);
   switch (op) {
     case OpKind::Add: case OpKind::Mul: return Dtype::Bool;
     case OpKind::Sub:
@@ -187,7 +186,7 @@ Dtype bool_result(OpKind op, Node* const* nodes, int k) {
       throw Error("neg: negation of a bool operand (" + describe_all(nodes, k) +
                   ") is not supported, as in torch; to invert a mask use ~ or logical_not()");
     case OpKind::FloorDivide: case OpKind::Remainder:
-      throw Error(name + ": bool operands (" + describe_all(nodes, k) +
+      throw Error(std::string(detail::op_name(op)) + ": bool operands (" + describe_all(nodes, k) +
                   ") are not supported, as in torch; convert with .to() first");
     default: return Dtype::F32;
   }

@@ -363,6 +363,45 @@ TEST(PerfMap, EachCompileNamesItsCode) {
   std::remove(("/tmp/perf-" + std::to_string(static_cast<long long>(getpid())) + ".map").c_str());
 }
 
+// ---- executable memory --------------------------------------------------------
+
+// The mappings of this process that are both writable and executable
+// (/proc/self/maps permissions "rwx" or "-wx").
+std::vector<std::string> writable_and_executable() {
+  std::ifstream maps("/proc/self/maps");
+  std::vector<std::string> bad;
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream fields(line);
+    std::string range, perms;
+    fields >> range >> perms;
+    if (perms.size() >= 3 && perms[1] == 'w' && perms[2] == 'x') bad.push_back(line);
+  }
+  return bad;
+}
+
+// JIT code, in the default dual-mapped blocks and in the perf map's
+// anonymous pages, is never writable and executable at once (docs/JIT.md).
+TEST(ExecutableMemory, NoPageIsWritableAndExecutable) {
+  SKIP_WITHOUT_MACHINE_CODE();
+  Restore restore;
+  set_tier_mode(TierMode::Eager);
+  ASSERT_TRUE(writable_and_executable().empty()) << writable_and_executable()[0];
+  for (bool map : {false, true}) {
+    set_perf_map(map);
+    // New kernels in each placement (a scalar would not make one).
+    const Tensor x = Tensor::uniform({5000}, 31);
+    Tensor t = map ? (tanh(x) * 3.0f).sum() : (exp(x) - 1.0f).sum();
+    (void)t.item();
+    (void)matmul(Tensor::uniform({33, 65}, 32), Tensor::uniform({65, 17}, 33)).to_vector();  // cube tiles
+    const std::vector<std::string> bad = writable_and_executable();
+    EXPECT_TRUE(bad.empty()) << (map ? "perf map on: " : "perf map off: ") << bad.size()
+                             << " writable and executable mapping(s), the first: " << (bad.empty() ? "" : bad[0]);
+  }
+  EXPECT_GT(stats().jit_compiles, 0);
+  std::remove(("/tmp/perf-" + std::to_string(static_cast<long long>(getpid())) + ".map").c_str());
+}
+
 // ---- warm_up and precompile -------------------------------------------------
 
 TEST(WarmUp, TheFirstFrameAfterItRunsOnMachineCode) {
