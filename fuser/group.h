@@ -15,7 +15,9 @@ namespace dvm::fuser {
 //   Full:    one value per element of the group's full shape F.
 //   Reduced: one value per element of F with the reduced axes folded
 //            (a reduction result, or an op on reduction results).
-enum class Domain : uint8_t { Full = 0, Reduced = 1 };
+//   OperandA, OperandB: a Contraction's prologue: one value per element of
+//            its product's operand a [batch, M, K] or b [batch, K, N].
+enum class Domain : uint8_t { Full = 0, Reduced = 1, OperandA = 2, OperandB = 3 };
 
 struct Group {
   vm::Form form = vm::Form::Elementwise;

@@ -247,8 +247,13 @@ struct Builder {
     const Node* x = n->in[slot];
     if (!x->storage) throw Error("internal: group reads an input that was not computed");
     if (n->kind == NodeKind::Contract) {
-      contract_strides(n, slot, fs, xs);
+      operand_strides(x, slot, product_k(), fs, xs);
       return Domain::Full;
+    }
+    const Domain d = at(n).domain;
+    if (d == Domain::OperandA || d == Domain::OperandB) {  // a prologue reads x over its operand
+      operand_strides(x, d == Domain::OperandA ? 0 : 1, product_k(), fs, xs);
+      return d;
     }
     const bool full = reads_full(n);
     const Shape& s = full ? g.full : n->shape;
@@ -259,12 +264,18 @@ struct Builder {
     return full ? Domain::Full : Domain::Reduced;
   }
 
-  // Strides over [F..., K] of a product's operand: a [batch, M, K] (slot
-  // 0) or b [batch, K, N] (slot 1), the batch dim broadcast to F's.
-  void contract_strides(const Node* n, int slot, int64_t* fs, const int64_t* xs) const {
-    const Node* x = n->in[slot];
+  // The extent of the group's product's K.
+  int64_t product_k() const {
+    for (const Node* m : g.members)
+      if (m->kind == NodeKind::Contract) return m->in[0]->shape[m->in[0]->shape.rank() - 1];
+    throw Error("internal: a Contraction group without its product");
+  }
+
+  // Strides over [F..., K] of x read as (or broadcast to) a product's
+  // operand: a [batch, M, K] (slot 0) or b [batch, K, N] (slot 1), the batch
+  // dim broadcast to F's.
+  void operand_strides(const Node* x, int slot, int64_t K, int64_t* fs, const int64_t* xs) const {
     const int r = g.full.rank();
-    const int64_t K = n->in[0]->shape[n->in[0]->shape.rank() - 1];
     Shape s;
     for (int i = 0; i < r - 2; ++i) s.push_back(g.full[i]);
     s.push_back(slot == 0 ? g.full[r - 2] : K);
@@ -417,6 +428,10 @@ struct Builder {
         return vm::Op::STB;
       return vm::Op::ST;
     }
+    // A prologue's loads walk its operand's axes (strides over [P, R, K] or
+    // [P, K, C], one dim each).
+    if (arg_domain[a] == static_cast<uint8_t>(Domain::OperandA)) return vm::Op::LDOA;
+    if (arg_domain[a] == static_cast<uint8_t>(Domain::OperandB)) return vm::Op::LDOB;
     if (!linear) return vm::Op::LDG;
     if (st[2] == 0) return vm::Op::LDB;
     if (st[2] == 1 || c_trivial) return vm::Op::LD;
@@ -606,10 +621,23 @@ struct Builder {
       } else if (in_block && phase(m) != 1) {
         end_block();
       }
-      if (n->kind == NodeKind::Contract) {  // the cube unit reads both operands from memory
+      if (n->kind == NodeKind::Contract) {
+        // The cube unit reads an operand from memory, or the value its
+        // prologue (members of this group) computed.
         const size_t s0 = first_slot[m];
-        const vm::Encoder::Value r = enc.mma(arg_index[static_cast<size_t>(leaf_arg[s0])],
-                                             arg_index[static_cast<size_t>(leaf_arg[s0 + 1])]);
+        const int a0 = leaf_arg[s0], a1 = leaf_arg[s0 + 1];
+        vm::Encoder::Value r;
+        if (a0 >= 0 && a1 >= 0) {
+          r = enc.mma(arg_index[static_cast<size_t>(a0)], arg_index[static_cast<size_t>(a1)]);
+        } else {
+          vm::Encoder::Value v[2];
+          for (int i = 0; i < 2; ++i) {
+            const int a = i == 0 ? a0 : a1;
+            v[i] = a >= 0 ? enc.load(i == 0 ? vm::Op::LDOA : vm::Op::LDOB, arg_index[static_cast<size_t>(a)])
+                          : as(values[static_cast<size_t>(n->in[i]->index)], false);
+          }
+          r = enc.mma_values(v[0], v[1]);
+        }
         values[static_cast<size_t>(n->index)] = r;
         if (out_arg[m] >= 0)
           enc.store(out.args[static_cast<size_t>(out_arg[m])].access, arg_index[static_cast<size_t>(out_arg[m])], r);

@@ -335,6 +335,63 @@ class Partitioner {
   // shape join it as the epilogue.
   void place_contract(Node* n) { join(n, new_group(vm::Form::Contraction, n->shape, 0, 0), Domain::Full); }
 
+  // (Called by partition() once every node is placed.)
+ public:
+  // Operand prologues: an elementwise group whose values feed only one
+  // operand of one product joins the product's Contraction group, to be
+  // evaluated while the cube packs that operand (vm/opcodes.h: ldoa, ldob).
+  // A conversion joins only when it widens to f32 (exactly, as the cube
+  // widens): rounding to a narrower type is done by a store alone.
+  void absorb_prologues(const std::vector<Node*>& nodes) {
+    bool any = false;
+    for (const Group& g : plan.groups) any |= g.alive && g.form == vm::Form::Contraction;
+    if (!any) return;
+    // Reads of each node by other groups' members.
+    std::vector<int32_t> cross(nodes.size(), 0);
+    for (const Node* n : nodes) {
+      if (n->kind == NodeKind::View || !in_group(n)) continue;
+      for (int i = 0; i < n->nin; ++i) {
+        const Node* x = n->in[i];
+        if (in_group(x) && find(at(x).group) != find(at(n).group)) ++cross[static_cast<size_t>(x->index)];
+      }
+    }
+    for (const Node* n : nodes) {
+      if (n->kind != NodeKind::Contract) continue;
+      const int c = find(at(n).group);
+      for (int slot = 0; slot < 2; ++slot) {
+        const Node* x = n->in[slot];
+        const Node* other = n->in[1 - slot];
+        if (!in_group(x) || x->shape.rank() < 2) continue;
+        const int e = find(at(x).group);
+        const Group& E = G(e);
+        if (e == c || E.form != vm::Form::Elementwise || (in_group(other) && find(at(other).group) == e)) continue;
+        if (E.sealed && x->dtype != Dtype::F32) continue;
+        bool only = true;
+        for (const Node* m : E.members)
+          only &= m->user_refs() == 0 && !at(m).output && cross[static_cast<size_t>(m->index)] == (m == x ? 1 : 0);
+        if (only) absorb(e, c, slot == 0 ? Domain::OperandA : Domain::OperandB);
+      }
+    }
+  }
+
+ private:
+  void absorb(int e, int c, Domain d) {
+    Group& E = G(e);
+    Group& C = G(c);
+    for (Node* m : E.members) {
+      at(m).group = c;
+      at(m).domain = d;
+      C.members.push_back(m);
+    }
+    std::erase(C.deps, e);
+    for (int dep : E.deps) add_dep(c, dep);
+    E.members.clear();
+    E.deps.clear();
+    E.alive = false;
+    E.merged_into = c;
+    std::sort(C.members.begin(), C.members.end(), [](const Node* x, const Node* y) { return x->index < y->index; });
+  }
+
   void place_reduce(Node* n) {
     Node* x = n->in[0];
     const int a = n->red_begin, b = n->red_end;
@@ -369,6 +426,7 @@ Plan partition(const std::vector<Node*>& nodes) {
   p.plan.placement.resize(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->index = static_cast<int32_t>(i);
   for (Node* n : nodes) p.place(n);
+  p.absorb_prologues(nodes);
   p.finish(nodes);
   return std::move(p.plan);
 }

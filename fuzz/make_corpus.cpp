@@ -63,6 +63,9 @@ void record_programs() {
   keep.push_back(dvm::matmul(x, y.transpose(0, 1)));
   keep.push_back(dvm::gelu(dvm::linear(x, y, Tensor::uniform({6}, 5, -1.0f, 1.0f)), dvm::GeluApprox::Tanh) * 0.5f);
   keep.push_back(dvm::relu(dvm::matmul(b, y.transpose(0, 1))) + 1.0f);
+  // Operand prologues: a scale and a widening cast on a, an activation on b.
+  keep.push_back(dvm::matmul(x * 0.5f - m, dvm::tanh(y.transpose(0, 1) * b.reshape({8, 1}))));
+  keep.push_back(dvm::matmul(x.to(dvm::Dtype::F16).to(dvm::Dtype::F32), y.transpose(0, 1)) * 2.0f);
   // Element types: 16-bit floats in and out, one-byte masks stored and
   // read, uint8 and int32 inputs, every conversion's store.
   const Tensor h = x.to(dvm::Dtype::F16), bf = x.to(dvm::Dtype::BF16);

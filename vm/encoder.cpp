@@ -48,6 +48,8 @@ Encoder::Value Encoder::mma(int a, int b) {
   return v;
 }
 
+Encoder::Value Encoder::mma_values(Value a, Value b) { return emit(Op::MMAR, {a, b}, -1, 0.0f, true); }
+
 Bytecode Encoder::finish() const {
   Bytecode b;
   std::string why;

@@ -19,7 +19,7 @@ class Encoder {
 
   // int_lanes: the argument moves int32 lanes (kIntLanes).
   int add_arg(ArgRole role, Dtype type = Dtype::F32, bool int_lanes = false);
-  Value load(Op load_op, int arg);          // LD, LDB, LDS, LDG
+  Value load(Op load_op, int arg);          // LD, LDB, LDS, LDG, LDOA, LDOB
   // An immediate: a constant of an op's definition, part of the kernel.
   Value constant(float v);
   // A new scalar parameter (the next index) and its value in a register:
@@ -31,6 +31,9 @@ class Encoder {
   Value reduce(Op op, Value a);             // RSUM, RMAX, RMIN
   // The cube unit's product of inputs a [P, R, K] and b [P, K, C] (Contraction).
   Value mma(int a, int b);
+  // The same product of values the operand prologues computed: a from
+  // LDOA loads, b from LDOB loads (MMAR).
+  Value mma_values(Value a, Value b);
   void store(Op store_op, int arg, Value v);  // ST, STB
 
   // Assigns registers and writes the bytes. Throws dvm::Error when the kernel

@@ -181,7 +181,14 @@ void load_converted(const Instr& ins, const ArgBinding& a, Dtype type, Frame& f,
       f.sval[static_cast<size_t>(d)] =
           ConvertingRead{typed_in(a, base_offset(a, t.p, t.r), type), type, ints}[0];
       return;
-    case Op::LDS: {
+    case Op::LDS:
+    case Op::LDOA:
+    case Op::LDOB: {
+      if (a.stride[kC] == 1 && ins.op != Op::LDS) {
+        (ints ? mk.load_int : mk.load_cvt)[static_cast<int>(type)](
+            dst, typed_in(a, base_offset(a, t.p, t.r) + t.c0, type), n);
+        break;
+      }
       const ConvertingRead base{typed_in(a, base_offset(a, t.p, t.r) + t.c0 * a.stride[kC], type), type, ints};
       for (int64_t i = 0; i < n; ++i) dst[i] = base[i * a.stride[kC]];
       break;
@@ -247,6 +254,13 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
         case Op::LDB:
           f.sval[static_cast<size_t>(d)] = *f32_in(a, base_offset(a, t.p, t.r));
           break;
+        case Op::LDOA:
+        case Op::LDOB:  // an operand prologue's load: its pass's launch puts the operand's axes on R and C
+          if (a.stride[kC] == 1) {
+            f.ptr[static_cast<size_t>(d)] = f32_in(a, base_offset(a, t.p, t.r) + t.c0);
+            break;
+          }
+          [[fallthrough]];
         case Op::LDS:
           mk.gather_strided(f.reg(d), f32_in(a, base_offset(a, t.p, t.r) + t.c0 * a.stride[kC]), a.stride[kC], n);
           f.ptr[static_cast<size_t>(d)] = f.reg(d);
@@ -619,9 +633,69 @@ backends::cube::Matrix cube_operand(const ArgBinding& a, Dtype t, int64_t off, i
   return {d, cols, 1};
 }
 
+// An operand of a Contraction's product: an argument the cube reads (as
+// `mma` does, or as a prologue that is one ldoa or ldob), or the register
+// its prologue computes. `op` names its space's load.
+struct CubeOperand {
+  int arg = -1;
+  int reg = -1;
+  bool row = false;  // reg holds one value (constants only): Kind::Row
+};
+
+CubeOperand cube_operand_of(const Program& p, const std::vector<InstrInfo>& info, const Instr& mma, int k) {
+  if (mma.op == Op::MMA) return {mma.r[k], -1};
+  const uint8_t space = k == 1 ? kOperandA : kOperandB;
+  const Instr* only = nullptr;
+  int count = 0;
+  for (size_t i = 0; i < p.code.size(); ++i)
+    if (info[i].space == space) {
+      only = &p.code[i];
+      ++count;
+    }
+  if (count == 1 && only->r[0] == mma.r[k]) return {only->r[1], -1};
+  // The register's kind where the product reads it: its last writer's.
+  bool row = false;
+  for (const Instr* i = p.code.data(); i != &mma; ++i)
+    if (op_info(i->op).signature[0] == 'D' && i->r[0] == mma.r[k]) row = info[static_cast<size_t>(i - p.code.data())].dst_kind == Kind::Row;
+  return {-1, mma.r[k], row};
+}
+
+// The launch an operand prologue runs on: operand a's [P, R, K] (or b's
+// [P, K, C]) as the [P, R, C] its loads read, K taking C's place (or R's).
+void prologue_launch(const Launch& l, uint8_t space, Launch* out) {
+  *out = l;
+  for (ArgBinding& a : out->args) {
+    if (space == kOperandA) a.stride[kC] = a.stride[kK];
+    else a.stride[kR] = a.stride[kK];
+  }
+}
+
+// Evaluates operand a's prologue for rows [r0, r0 + rows) and k in [k0, k0 +
+// kn) into buf (row-major, kn per row), or operand b's for k in [k0, k0 +
+// kn) and columns [c0, c0 + n) (row-major, n per row): the instructions of
+// its space and the uniform ones before the product (`end`; a later one
+// may reuse the operand's register), in program order, over tiles of its rows.
+void run_prologue(const Program& p, const std::vector<InstrInfo>& info, size_t end, uint8_t space,
+                  const CubeOperand& o, const Launch& pl,
+                  int64_t pidx, int64_t row0, int64_t rows, int64_t col0, int64_t cols, float* buf,
+                  const backends::MicroKernels& mk) {
+  Frame& f = t_frame;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += kTile) {
+      const Tile t{pidx, row0 + r, col0 + c, std::min(kTile, cols - c)};
+      for (size_t i = 0; i < end; ++i)
+        if (info[i].space == space || info[i].space == kUniform) exec(p.code[i], info[i], f, p.nregs, pl, t, mk);
+      float* dst = buf + r * cols + c;
+      if (o.row) mk.fill(dst, f.sval[static_cast<size_t>(o.reg)], t.n);
+      else std::memcpy(dst, f.ptr[static_cast<size_t>(o.reg)], static_cast<size_t>(t.n) * sizeof(float));
+    }
+}
+
 // Contraction items are output blocks (vm/schedule.h): the MMA's product
 // for the block is made into the thread's block buffer, then the program
 // runs over the block's rows as tiles, its MMA register reading the buffer.
+// An operand with a prologue is computed into a panel first, one K panel at
+// a time, and the cube reads the panel.
 void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t end, const backends::MicroKernels& mk,
                      backends::cube::Kernels kernels) {
   const Program& p = k.program();
@@ -630,18 +704,31 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   f.prepare(p, kTile, mk.lanes);
   const Instr* mma = nullptr;
   for (const Instr& ins : p.code)
-    if (ins.op == Op::MMA) mma = &ins;
-  const ArgBinding& A = l.args[mma->r[1]];
-  const ArgBinding& B = l.args[mma->r[2]];
-  const MmaBlocks blocks = mma_blocks(l);
+    if (op_class(ins.op) == OpClass::Contract) mma = &ins;
+  const CubeOperand oa = cube_operand_of(p, info, *mma, 1), ob = cube_operand_of(p, info, *mma, 2);
+  const size_t mma_at = static_cast<size_t>(mma - p.code.data());
   // A product stored as it is (matmul, bmm: `mma; st`) is written by the
   // cube straight into its output, without the block buffer and the
   // per-row epilogue (the same sums, so the same bits).
-  const bool direct = p.code.size() == 2 && p.code[1].op == Op::ST && p.code[1].r[1] == mma->r[0] &&
-                      p.types[p.code[1].r[0]] == Dtype::F32 && !int_lanes(p, p.code[1].r[0]) &&
-                      (l.C() <= 1 || l.args[p.code[1].r[0]].stride[kC] == 1);
-  const Dtype ta = p.types[mma->r[1]], tb = p.types[mma->r[2]];
-  const bool widens = ta != Dtype::F32 || tb != Dtype::F32;
+  const Instr* store = nullptr;
+  int epilogue = 0;
+  for (size_t i = 0; i < p.code.size(); ++i)
+    if (info[i].space == kOutSpace && &p.code[i] != mma) {
+      ++epilogue;
+      store = &p.code[i];
+    }
+  const bool direct = epilogue == 1 && store->op == Op::ST && store->r[1] == mma->r[0] &&
+                      p.types[store->r[0]] == Dtype::F32 && !int_lanes(p, store->r[0]) &&
+                      (l.C() <= 1 || l.args[store->r[0]].stride[kC] == 1);
+  const Dtype ta = oa.arg >= 0 ? p.types[oa.arg] : Dtype::F32, tb = ob.arg >= 0 ? p.types[ob.arg] : Dtype::F32;
+  const bool panels = ta != Dtype::F32 || tb != Dtype::F32 || oa.arg < 0 || ob.arg < 0;
+  thread_local Launch la, lb;
+  if (oa.arg < 0) prologue_launch(l, kOperandA, &la);
+  if (ob.arg < 0) prologue_launch(l, kOperandB, &lb);
+  const ArgBinding none;
+  const ArgBinding& A = oa.arg >= 0 ? l.args[oa.arg] : none;
+  const ArgBinding& B = ob.arg >= 0 ? l.args[ob.arg] : none;
+  const MmaBlocks blocks = mma_blocks(l);
   thread_local std::vector<float> product;
   product.resize(static_cast<size_t>(blocks.rows * kMmaCols));
   const size_t ni = p.code.size();
@@ -658,26 +745,39 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
     g.split_for_threads = rows <= kMmaSplitRows;
     g.kernels = kernels;
     if (direct) {
-      const ArgBinding& out = l.args[p.code[1].r[0]];
+      const ArgBinding& out = l.args[store->r[0]];
       g.c = f32_out(out, at.p * out.stride[kP] + at.r * out.stride[kR] + at.c0);
       g.ldc = rows > 1 ? out.stride[kR] : at.n;  // one row: no row stride is read
     }
-    if (!widens) {
+    if (!panels) {
       g.a = {f32_in(A, a0), A.stride[kR], A.stride[kK]};
       g.b = {f32_in(B, b0), B.stride[kK], B.stride[kC]};
       backends::cube::gemm(g, mk.isa);
     } else {
-      // 16-bit operands are widened a K panel at a time (kWidenBytes of B
-      // per panel, so it is still in cache when the cube reads it), each
-      // panel continuing the sums of the last: the same steps as one call.
+      // 16-bit operands are widened, and prologues computed, a K panel at a
+      // time (kWidenBytes of B per panel, so it is still in cache when the
+      // cube reads it), each panel continuing the sums of the last: the same
+      // steps as one call.
       thread_local std::vector<float> a16, b16;
       const int64_t K = l.K(), kc = std::max<int64_t>(16, kWidenBytes / (4 * std::max<int64_t>(at.n, 1)));
       for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
         const int64_t kn = std::min(kc, K - k0);
         g.K = kn;
         g.accumulate = k0 > 0;
-        g.a = cube_operand(A, ta, a0 + k0 * A.stride[kK], rows, kn, A.stride[kR], A.stride[kK], a16, mk);
-        g.b = cube_operand(B, tb, b0 + k0 * B.stride[kK], kn, at.n, B.stride[kK], B.stride[kC], b16, mk);
+        if (oa.arg >= 0) {
+          g.a = cube_operand(A, ta, a0 + k0 * A.stride[kK], rows, kn, A.stride[kR], A.stride[kK], a16, mk);
+        } else {
+          a16.resize(static_cast<size_t>(rows * kn));
+          run_prologue(p, info, mma_at, kOperandA, oa, la, at.p, at.r, rows, k0, kn, a16.data(), mk);
+          g.a = {a16.data(), kn, 1};
+        }
+        if (ob.arg >= 0) {
+          g.b = cube_operand(B, tb, b0 + k0 * B.stride[kK], kn, at.n, B.stride[kK], B.stride[kC], b16, mk);
+        } else {
+          b16.resize(static_cast<size_t>(kn * at.n));
+          run_prologue(p, info, mma_at, kOperandB, ob, lb, at.p, k0, kn, at.c0, at.n, b16.data(), mk);
+          g.b = {b16.data(), at.n, 1};
+        }
         backends::cube::gemm(g, mk.isa);
       }
     }
@@ -685,7 +785,8 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
     for (int64_t r = 0; r < rows; ++r) {
       const Tile t{at.p, at.r + r, at.c0, at.n};
       f.mma = product.data() + r * at.n;
-      for (size_t i = 0; i < ni; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
+      for (size_t i = 0; i < ni; ++i)
+        if (info[i].space <= kOutSpace) exec(p.code[i], info[i], f, p.nregs, l, t, mk, f.direct[i]);
     }
   }
 }

@@ -12,6 +12,7 @@ Kernel::Kernel(Bytecode bc, VerifiedProgram vp)
   for (size_t i = 0; i < p.code.size(); ++i) {
     const Instr& ins = p.code[i];
     const OpClass cls = op_class(ins.op);
+    if (ins.op == Op::MMAR) continue;  // its operands are registers
     if (cls == OpClass::Contract) {  // reads both its arguments
       arg_uses_.push_back({ins.r[1], ins.op, false});
       arg_uses_.push_back({ins.r[2], ins.op, false});

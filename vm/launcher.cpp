@@ -25,6 +25,9 @@ namespace {
   throw Error("launch of kernel " + std::string(h) + ": " + msg);
 }
 
+// The product and the operand loads step along K: with K = 0 they read nothing.
+bool reads_k(Op op) { return op == Op::MMA || op == Op::LDOA || op == Op::LDOB; }
+
 }  // namespace
 
 void check_launch(const Kernel& k, const Launch& l) {
@@ -52,7 +55,7 @@ void check_launch(const Kernel& k, const Launch& l) {
   if (work_items(k, l) > 0)
     for (const Kernel::ArgUse& u : k.arg_uses()) {
       const bool per_row = u.op == Op::LDB || u.op == Op::STB;
-      if ((per_row || l.C() > 0) && (!u.prologue || l.R() > 0) && (u.op != Op::MMA || l.K() > 0))
+      if ((per_row || l.C() > 0) && (!u.prologue || l.R() > 0) && (!reads_k(u.op) || l.K() > 0))
         touched[u.arg] = 1;
     }
   for (size_t a = 0; a < l.args.size(); ++a) {

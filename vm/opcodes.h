@@ -100,7 +100,15 @@ namespace dvm::vm {
   X(FLOORDIV,  "floordiv",  Binary,   "DRR")                                   \
   X(REM,       "rem",       Binary,   "DRR")                                   \
   X(IFLOORDIV, "ifloordiv", Binary,   "DRR")                                   \
-  X(IREM,      "irem",      Binary,   "DRR")
+  X(IREM,      "irem",      Binary,   "DRR")                                   \
+  /* the cube unit's operand prologues (Contraction): elementwise programs   \
+     evaluated while an operand is packed. ldoa reads element (p, r, k) of   \
+     its argument into operand a's prologue, ldob element (p, k, c) into     \
+     b's; mmar multiplies the registers the two prologues computed.          \
+     Values of one space never mix with another's (vm/verifier.cpp). */      \
+  X(LDOA,      "ldoa",      Load,     "DA")                                    \
+  X(LDOB,      "ldob",      Load,     "DA")                                    \
+  X(MMAR,      "mmar",      Contract, "DRR")
 
 enum class Op : uint8_t {
 #define DVM_X(name, mn, cls, sig) name,

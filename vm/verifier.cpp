@@ -114,6 +114,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   std::array<int8_t, kMaxArgs> stored{};
   std::array<Lane, kMaxRegs> lane;
   lane.fill(kF32);
+  std::array<uint8_t, kMaxRegs> space{};  // InstrInfo::space of each register's value
   // Outer reductions: 0 constant, 1 written in the prologue, 2 reduction or epilogue.
   std::array<int8_t, kMaxRegs> phase{};
   p.code.clear();
@@ -227,6 +228,46 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       }
     }
 
+    // Spaces: an operand prologue's values are computed while the cube packs
+    // that operand, so they may meet constants but never values of another
+    // space, and only the product carries them into the epilogue.
+    {
+      uint8_t sp = kUniform;
+      if (ins.op == Op::LDOA || ins.op == Op::LDOB) {
+        if (!rules.contracts)
+          return c.fail(at() + ": operand loads are allowed only in contraction kernels, not in " +
+                        form_name(p.form) + " kernels");
+        sp = ins.op == Op::LDOA ? kOperandA : kOperandB;
+      } else if (oi.cls == OpClass::Load || ins.op == Op::MMA) {
+        sp = kOutSpace;
+      } else if (ins.op == Op::MMAR) {
+        for (int k = 1; k <= 2; ++k) {
+          const uint8_t want = k == 1 ? kOperandA : kOperandB;
+          if (space[ins.r[k]] != want && space[ins.r[k]] != kUniform)
+            return c.fail(at() + ": operand " + (k == 1 ? "a" : "b") + " is r" + std::to_string(ins.r[k]) +
+                          ", which neither an ldo" + (k == 1 ? "a" : "b") + " prologue nor constants computed");
+        }
+        sp = kOutSpace;
+      } else {
+        for (int k = 0; k < ins.nr; ++k) {
+          if (oi.signature[k] != 'R') continue;
+          const uint8_t s = space[ins.r[k]];
+          if (s == kUniform || s == sp) continue;
+          const char* what = s == kOperandA ? "operand a's prologue"
+                             : s == kOperandB ? "operand b's prologue"
+                                              : "the [P, R, C] space";
+          if (oi.cls == OpClass::Store && s != kOutSpace)
+            return c.fail(at() + ": stores r" + std::to_string(ins.r[k]) + ", a value of " + what +
+                          "; only values over [P, R, C] are stored");
+          if (sp != kUniform)
+            return c.fail(at() + ": reads r" + std::to_string(ins.r[k]) + ", a value of " + what +
+                          ", with a value of another space");
+          sp = s;
+        }
+      }
+      info.space = sp;
+    }
+
     OpClass cls = oi.cls;
     if (outer) {
       // Layout: prologue, then one block of reductions, then the epilogue.
@@ -282,7 +323,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       case OpClass::Contract:
         if (!rules.contracts) return c.fail(at() + ": mma is not allowed in " + form_name(p.form) + " kernels");
         if (++mmas > 1) return c.fail(at() + ": a " + form_name(p.form) + " kernel has one mma");
-        for (int k = 1; k <= 2; ++k)
+        for (int k = 1; k <= 2 && ins.op == Op::MMA; ++k)
           if (p.roles[ins.r[k]] != ArgRole::Input)
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + ", which is an output");
           else if (int_lanes(p, ins.r[k]))
@@ -312,6 +353,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       phase[static_cast<size_t>(dst)] =
           cls == OpClass::Const ? 0 : (after_reduce_block || cls == OpClass::Reduce ? 2 : 1);
       kind[static_cast<size_t>(dst)] = info.dst_kind;
+      space[static_cast<size_t>(dst)] = info.space;
       level[static_cast<size_t>(dst)] = lvl;
     }
     p.code.push_back(ins);

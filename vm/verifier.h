@@ -24,7 +24,15 @@ struct InstrInfo {
   // that cannot hold a whole row run one pass over the row per level.
   // ColReduce: 0 before the reductions, 1 for the reductions and after.
   uint8_t level = 0;
+  // Contraction: the space the value lives in, which says in which pass an
+  // executor evaluates the instruction. kOutSpace values vary over [P, R, C]
+  // (loads, the product, its epilogue); kOperandA over a's [P, R, K] and
+  // kOperandB over b's [P, K, C] (the operand prologues: ldoa, ldob and
+  // what they feed); kUniform values (constants, parameters and ops on them
+  // only) are the same everywhere and are evaluated in every pass.
+  uint8_t space = 0;
 };
+inline constexpr uint8_t kUniform = 0, kOutSpace = 1, kOperandA = 2, kOperandB = 3;
 
 struct VerifiedProgram {
   Program program;

@@ -254,6 +254,88 @@ TEST(MatMul, EpilogueReadingAnOperandLowersTheSameOnReplay) {
   fuser::set_plan_check(env && std::string(env) == "1");
 }
 
+// Elementwise ops that feed only one operand of a product (a scale, a
+// broadcast multiply, a widening cast, activations) run in the product's
+// kernel while the cube packs that operand. Their values are the f32
+// values the same ops give when stored first, so the product has the same
+// bits; and it is within the K-sum bound of a double reference on those
+// values. Shapes cross the cube's K panels, operands are transposed,
+// broadcast and batched.
+TEST(MatMul, OperandProloguesRunInTheProductsKernel) {
+  using Fn = Tensor (*)(const Tensor&);
+  struct Case {
+    const char* name;
+    Shape sa, sb;
+    Fn fa, fb;
+    Dtype ta = Dtype::F32;
+  };
+  static Tensor col_scale, k_scale;  // read by the cases below
+  const Fn same = [](const Tensor& t) { return t; };
+  const Case cases[] = {
+      {"x * s", {65, 300}, {300, 33}, [](const Tensor& t) { return t * 0.37f; }, same},
+      {"relu(w) - c", {7, 17}, {17, 600}, same, [](const Tensor& t) { return relu(t) - 0.25f; }},
+      {"x * v[k]", {33, 300}, {300, 600}, [](const Tensor& t) { return t * k_scale; }, same},
+      {"x * v[m, 1]", {9, 40}, {40, 5}, [](const Tensor& t) { return t * col_scale; }, same},
+      {"x^T * 2", {300, 9}, {300, 70}, [](const Tensor& t) { return t.transpose(0, 1) * 2.0f; }, same},
+      {"f16 x cast", {1, 300}, {300, 513}, [](const Tensor& t) { return t.to(Dtype::F32); }, same, Dtype::F16},
+      {"exp(x) @ sigmoid(w)", {17, 63}, {63, 65}, [](const Tensor& t) { return exp(t); },
+       [](const Tensor& t) { return sigmoid(t); }},
+      {"bmm(q * s, k)", {3, 20, 64}, {3, 64, 20}, [](const Tensor& t) { return t * 0.125f; }, same},
+      {"2-D prologue, batched b", {20, 31}, {4, 31, 7}, [](const Tensor& t) { return t - 1.0f; }, same},
+      {"batched prologue, 2-D b", {2, 1, 31}, {31, 700}, [](const Tensor& t) { return abs(t); },
+       [](const Tensor& t) { return t * t; }},
+  };
+  uint32_t seed = 70;
+  for (const Case& c : cases) {
+    const int64_t K = c.sb[c.sb.rank() - 2];
+    k_scale = tensor_of({K}, seed++);
+    col_scale = tensor_of({c.sa[0], 1}, seed++);
+    Tensor a = tensor_of(c.sa, seed++), b = tensor_of(c.sb, seed++);
+    if (c.ta != Dtype::F32) a = a.to(c.ta);
+    for (const Tensor& t : {a, b, k_scale, col_scale}) t.sync();
+    const int64_t before = dvm::stats().kernels_run;
+    const Tensor fused = matmul(c.fa(a), c.fb(b));
+    fused.sync();
+    EXPECT_EQ(dvm::stats().kernels_run - before, 1) << c.name << ": the prologues run in the product's kernel";
+    // The operands stored first (their handles held), then multiplied.
+    const Tensor pa = c.fa(a), pb = c.fb(b);
+    pa.sync();
+    pb.sync();
+    const std::vector<float> got = fused.to_vector(), stored = matmul(pa, pb).to_vector();
+    ASSERT_EQ(got.size(), stored.size()) << c.name;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(stored[i])) << c.name << " element " << i;
+    expect_close(fused, reference_matmul(dense(pa), dense(pb)), K, c.name);
+  }
+  k_scale = col_scale = Tensor();
+}
+
+// An operand's elementwise value that something else also reads (here the
+// user, and a sum) is stored by its own kernel, and the product reads it.
+TEST(MatMul, AnOperandValueReadElsewhereIsStored) {
+  const Tensor x = tensor_of({9, 40}, 90), w = tensor_of({40, 11}, 91);
+  x.sync();
+  w.sync();
+  const int64_t before = dvm::stats().kernels_run;
+  const Tensor y = x * 3.0f;
+  const Tensor p = matmul(y, w);
+  p.sync();
+  EXPECT_EQ(dvm::stats().kernels_run - before, 2) << "y is held by the user: stored, then read";
+  expect_close(p, reference_matmul(dense(y), dense(w)), 40, "held operand");
+  Tensor q, zs;
+  {
+    const Tensor z = exp(x);  // no handle left at the flush: the sum's read keeps it
+    q = matmul(z, w);
+    zs = z.sum();
+  }
+  q.sync();
+  const Tensor z = exp(x);
+  expect_close(q, reference_matmul(dense(z), dense(w)), 40, "operand also summed");
+  double total = 0;
+  for (double v : dense(z).v) total += v;
+  EXPECT_NEAR(zs.item(), total, 400 * 0x1p-24 * total);
+}
+
 TEST(MatMul, ShapesThatDoNotContractAreErrors) {
   using testing::expect_error;
   const Tensor a = tensor_of({3, 5}, 1), b = tensor_of({4, 6}, 2), s = Tensor::scalar(2.0f);

@@ -75,6 +75,8 @@ std::vector<std::pair<std::string, std::vector<float>>> run_programs(int64_t n) 
       {"matmul", dvm::matmul(x, w.transpose(0, 1))},
       {"linear gelu", dvm::gelu(dvm::linear(f, w, wb), GeluApprox::Tanh) * 2.0f},
       {"bmm", dvm::bmm(f.reshape({1, r, c}), w.reshape({1, 37, c}).transpose(1, 2)) + e.reshape({1, r, 1})},
+      // Operand prologues, computed while the cube packs each operand.
+      {"prologues", dvm::matmul(dvm::exp(x) * 0.5f, dvm::relu(w.transpose(0, 1)) - 0.125f) * 2.0f},
   };
   std::vector<std::pair<std::string, std::vector<float>>> vals;
   for (auto& [name, t] : outs) vals.emplace_back(name, t.to_vector());

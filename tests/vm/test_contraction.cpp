@@ -186,6 +186,75 @@ TEST(Contraction, EpilogueRunsOnTheProduct) {
       }
 }
 
+// Operand prologues: a' = a * s (s a scalar parameter) is computed while
+// the cube packs a, b' = relu(b) + c[n] (c a per-column vector) while it
+// packs b; y = mma(a', b') is the defined order's sum of a'[k] * b'[k],
+// bit for bit, each prologue value rounded once as a lone op rounds it.
+// K crosses the K panels; the items run in uneven ranges; transposed
+// operands are read with their strides.
+TEST(Contraction, OperandProloguesAreComputedWhileTheCubePacks) {
+  Encoder e(Form::Contraction);
+  const int a = e.add_arg(ArgRole::Input), b = e.add_arg(ArgRole::Input), c = e.add_arg(ArgRole::Input),
+            y = e.add_arg(ArgRole::Output);
+  const auto pa = e.binary(Op::MUL, e.load(Op::LDOA, a), e.param());
+  const auto pb = e.binary(Op::ADD, e.unary(Op::RELU, e.load(Op::LDOB, b)), e.load(Op::LDOB, c));
+  e.store(Op::ST, y, e.mma_values(pa, pb));
+  auto k = KernelCache::global().get(e.finish());
+  // Only a's prologue; b read as mma reads it (the cube's own path).
+  Encoder e1(Form::Contraction);
+  const int a1 = e1.add_arg(ArgRole::Input), b1 = e1.add_arg(ArgRole::Input), y1 = e1.add_arg(ArgRole::Output);
+  e1.store(Op::ST, y1, e1.mma_values(e1.binary(Op::MUL, e1.load(Op::LDOA, a1), e1.param()), e1.load(Op::LDOB, b1)));
+  auto k1 = KernelCache::global().get(e1.finish());
+  std::mt19937 rng(7);
+  uint32_t seed = 300;
+  const float s = -0.3f;
+  for (backends::Isa isa : isas()) {
+    const backends::MicroKernels& mk = *backends::microkernels_for(isa);
+    const bool fused = isa != backends::Isa::Portable;
+    for (int64_t M : {int64_t{1}, int64_t{7}, int64_t{65}, int64_t{250}})
+      for (int64_t N : {int64_t{1}, int64_t{17}, int64_t{600}})
+        for (int64_t K : {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{300}})
+          for (bool both : {true, false}) {
+            const int64_t P = 1 + seed % 2;
+            const Problem q = make_problem(P, M, N, K, ++seed);
+            const std::vector<float> col = random_vec(N, seed * 5);
+            std::vector<float> out(static_cast<size_t>(P * M * N + kGuards), kGuard);
+            Launch l = make_launch(q, out.data(), both ? 4 : 3);
+            if (both) {
+              l.args[2].in = col.data();
+              l.args[2].stride[kC] = 1;  // c[n], for every (p, k)
+            }
+            l.scalars = {s};
+            const Kernel& kern = both ? *k : *k1;
+            check_launch(kern, l);
+            const int64_t items = work_items(kern, l);
+            for (int64_t i = 0; i < items;) {
+              const int64_t n = 1 + static_cast<int64_t>(rng() % 3);
+              interpret(kern, l, i, std::min(items, i + n), mk);
+              i += n;
+            }
+            for (int64_t p = 0; p < P; ++p)
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < N; ++n) {
+                  float acc = 0.0f;
+                  for (int64_t kk = 0; kk < K; ++kk) {
+                    const float x = q.a_at(p, m, kk) * s;
+                    const float w = both ? std::max(q.b_at(p, kk, n), 0.0f) + col[static_cast<size_t>(n)] : q.b_at(p, kk, n);
+                    if (fused) acc = std::fma(x, w, acc);
+                    else acc = acc + x * w;
+                  }
+                  const float got = out[static_cast<size_t>((p * M + m) * N + n)];
+                  ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(acc))
+                      << backends::isa_name(isa) << (both ? " both prologues" : " a's prologue") << " P=" << P
+                      << " M=" << M << " N=" << N << " K=" << K << " at " << p << "," << m << "," << n
+                      << " transposed a/b " << q.a_transposed << q.b_transposed;
+                }
+            for (int64_t g = 0; g < kGuards; ++g)
+              ASSERT_EQ(out[static_cast<size_t>(P * M * N + g)], kGuard) << "write past the end";
+          }
+  }
+}
+
 // AVX2 and AVX-512 both sum with one rounding per step in the same order:
 // the same bits.
 TEST(Contraction, SimdIsasAgreeBitForBit) {

@@ -446,5 +446,67 @@ TEST(Verifier, Int32LanesKeepIntegerAndFloatValuesApart) {
   }
 }
 
+// Operand prologues (ldoa, ldob, mmar): each space's values stay in it.
+// Accepted: prologues on either operand with constants and parameters, one
+// of them a lone load, a constant operand. Rejected: operand loads outside
+// a Contraction, an op mixing two spaces, an epilogue reading a prologue's
+// value, a prologue's value stored, an mmar operand from the wrong space.
+TEST(Verifier, OperandProloguesKeepTheirSpaces) {
+  struct Regs {
+    Encoder::Value la, lb, out_load;
+    int y;
+  };
+  // fn builds the program from a's and b's operand loads and an epilogue
+  // load; it returns false when it stored y itself.
+  auto build = [](Form form, auto fn) {
+    Encoder e(form);
+    const int a = e.add_arg(ArgRole::Input), b = e.add_arg(ArgRole::Input), c = e.add_arg(ArgRole::Input),
+              y = e.add_arg(ArgRole::Output);
+    Regs r{e.load(Op::LDOA, a), e.load(Op::LDOB, b), e.load(Op::LD, c), y};
+    fn(e, r);
+    return e.finish();
+  };
+  const Form kC = Form::Contraction;
+  VerifiedProgram vp;
+  std::string err;
+  const Bytecode both = build(kC, [](Encoder& e, const Regs& r) {
+    const auto pa = e.binary(Op::MUL, r.la, e.param()), pb = e.unary(Op::EXP, e.binary(Op::ADD, r.lb, e.constant(1)));
+    e.store(Op::ST, r.y, e.binary(Op::ADD, e.mma_values(pa, pb), r.out_load));
+  });
+  ASSERT_TRUE(verify(both, &vp, &err)) << err;
+  EXPECT_EQ(vp.info[0].space, kOperandA);
+  EXPECT_EQ(vp.info[1].space, kOperandB);
+  EXPECT_EQ(vp.info[2].space, kOutSpace);
+  EXPECT_TRUE(accepted(build(kC, [](Encoder& e, const Regs& r) { e.store(Op::ST, r.y, e.mma_values(r.la, r.lb)); })));
+  EXPECT_TRUE(accepted(build(kC, [](Encoder& e, const Regs& r) {
+    e.store(Op::ST, r.y, e.binary(Op::ADD, e.mma_values(e.param(), r.lb), r.out_load));
+  })));
+  struct Bad {
+    Form form;
+    const char* expect;
+    void (*fn)(Encoder&, const Regs&);
+  };
+  const Bad bad[] = {
+      {Form::Elementwise, "only in contraction kernels",
+       [](Encoder& e, const Regs& r) { e.store(Op::ST, r.y, e.binary(Op::ADD, r.la, r.out_load)); }},
+      {kC, "with a value of another space",
+       [](Encoder& e, const Regs& r) { e.store(Op::ST, r.y, e.mma_values(e.binary(Op::MUL, r.la, r.lb), r.lb)); }},
+      {kC, "with a value of another space",
+       [](Encoder& e, const Regs& r) {
+         e.store(Op::ST, r.y, e.binary(Op::ADD, e.mma_values(r.la, r.lb), e.binary(Op::ADD, r.out_load, r.la)));
+       }},
+      {kC, "only values over [P, R, C] are stored", [](Encoder& e, const Regs& r) {
+         e.mma_values(r.la, r.lb);
+         e.store(Op::ST, r.y, r.la);
+       }},
+      {kC, "operand a is", [](Encoder& e, const Regs& r) { e.store(Op::ST, r.y, e.mma_values(r.lb, r.lb)); }},
+      {kC, "operand b is", [](Encoder& e, const Regs& r) { e.store(Op::ST, r.y, e.mma_values(r.la, r.out_load)); }},
+  };
+  for (const Bad& x : bad) {
+    const std::string why = verify_error(build(x.form, x.fn));
+    EXPECT_NE(why.find(x.expect), std::string::npos) << why;
+  }
+}
+
 }  // namespace
 }  // namespace dvm::vm
