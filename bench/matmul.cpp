@@ -4,6 +4,10 @@
 //   linear_gelu/<M>x<K>x<N>/<system>/threads:N gelu_tanh(x W^T + b), W [N, K] (torch's layout)
 //   matmul_dynamic/<system>                    50 pseudo-random M in [1, 512], K = N = 768,
 //                                              one pass per iteration
+//   matmul_prologue/<M>x<K>x<N>/<system>       (x * s) W, x [M, K]: dvm scales x while the
+//                                              cube packs it (one kernel); dvm_stored holds
+//                                              x * s, so it is stored first (two kernels);
+//                                              openblas scales into a buffer, then sgemm
 // Counter gflops (2 M N K per product). Systems: dvm (the public API, what a
 // user writes, past the JIT threshold), dvm_interp (the interpreter only),
 // dvm_bf16 (bfloat16 operands and result, the inference shapes),
@@ -197,6 +201,32 @@ void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const S
   set_gflops(state, flops(s));
 }
 
+// (x * s) W with the scale as an operand prologue, or (stored) computed by
+// a kernel of its own first because the user holds it.
+constexpr float kPrologueScale = 0.37f;
+void BM_matmul_prologue_dvm(benchmark::State& state, MmShape s, bool stored, const std::string& name) {
+  apply_system(kDvm, 1);
+  const std::vector<float> x = values(s.M * s.K, 6), w = values(s.K * s.N, 7);
+  std::vector<float> xs(x);
+  for (float& v : xs) v *= kPrologueScale;
+  auto once = [&] {
+    const dvm::Tensor a = dvm::Tensor::from_blob(x.data(), {s.M, s.K}) * kPrologueScale;
+    dvm::Tensor y = dvm::matmul(a, dvm::Tensor::from_blob(w.data(), {s.K, s.N}));
+    if (stored) (void)y.data();  // a is still held here: stored by its own kernel
+    return y;
+  };
+  if (first_time(name)) {
+    const dvm::Tensor y = once();
+    check_product(name, y.data(), s, a_at(s, xs), b_at(s, w));
+  }
+  warm(once);
+  for (auto _ : state) {
+    dvm::Tensor y = once();
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_gflops(state, flops(s));
+}
+
 // 50 pseudo-random M in [1, 512] (the same list every run).
 std::vector<int64_t> dynamic_rows() {
   std::vector<int64_t> m;
@@ -251,6 +281,20 @@ void BM_matmul_openblas(benchmark::State& state, MmShape s, int threads) {
                   static_cast<int>(s.K), 1.0f, a.data() + i * s.M * s.K, static_cast<int>(s.K),
                   b.data() + i * s.K * s.N, static_cast<int>(s.N), 0.0f, c.data() + i * s.M * s.N,
                   static_cast<int>(s.N));
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_gflops(state, flops(s));
+}
+
+void BM_matmul_prologue_openblas(benchmark::State& state, MmShape s) {
+  openblas_set_num_threads(1);
+  const std::vector<float> x = values(s.M * s.K, 6), w = values(s.K * s.N, 7);
+  std::vector<float> xs(x.size()), c(static_cast<size_t>(s.M * s.N));
+  for (auto _ : state) {
+    for (size_t i = 0; i < x.size(); ++i) xs[i] = x[i] * kPrologueScale;  // vectorized at -O2
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.M), static_cast<int>(s.N),
+                static_cast<int>(s.K), 1.0f, xs.data(), static_cast<int>(s.K), w.data(), static_cast<int>(s.N), 0.0f,
+                c.data(), static_cast<int>(s.N));
     benchmark::DoNotOptimize(c.data());
   }
   set_gflops(state, flops(s));
@@ -405,6 +449,17 @@ int register_matmul() {
       add(torch_name, [=](benchmark::State& st) { BM_libtorch(st, s, threads, true, torch_name); }, threads);
 #endif
     }
+  for (int64_t M : {1, 8, 32, 128, 512}) {
+    const MmShape s{M, 768, 768};
+    for (bool stored : {false, true}) {
+      const std::string name = "matmul_prologue/" + dims(s) + (stored ? "/dvm_stored" : "/dvm");
+      add(name, [=](benchmark::State& st) { BM_matmul_prologue_dvm(st, s, stored, name); }, 1);
+    }
+#ifdef DVM_BENCH_HAVE_OPENBLAS
+    add("matmul_prologue/" + dims(s) + "/openblas", [=](benchmark::State& st) { BM_matmul_prologue_openblas(st, s); },
+        1);
+#endif
+  }
   add("matmul_dynamic/dvm", BM_matmul_dynamic_dvm, 1);
 #ifdef DVM_BENCH_HAVE_OPENBLAS
   add("matmul_dynamic/openblas", BM_matmul_dynamic_openblas, 1);

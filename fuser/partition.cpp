@@ -148,6 +148,7 @@ class Partitioner {
   }
 
   Group& G(int g) { return plan.groups[static_cast<size_t>(g)]; }
+  const Group& G(int g) const { return plan.groups[static_cast<size_t>(g)]; }
 
   // Does group `from` read (transitively) from group `to`?
   bool depends(int from, int to) const {
@@ -340,8 +341,9 @@ class Partitioner {
   // Operand prologues: an elementwise group whose values feed only one
   // operand of one product joins the product's Contraction group, to be
   // evaluated while the cube packs that operand (vm/opcodes.h: ldoa, ldob).
-  // A conversion joins only when it widens to f32 (exactly, as the cube
-  // widens): rounding to a narrower type is done by a store alone.
+  // The operand must be f32: a prologue's values stay in f32 registers,
+  // and a 16-bit operand is rounded to its type by a store alone (so a
+  // conversion joins only when it is to f32).
   void absorb_prologues(const std::vector<Node*>& nodes) {
     bool any = false;
     for (const Group& g : plan.groups) any |= g.alive && g.form == vm::Form::Contraction;
@@ -365,13 +367,51 @@ class Partitioner {
         const int e = find(at(x).group);
         const Group& E = G(e);
         if (e == c || E.form != vm::Form::Elementwise || (in_group(other) && find(at(other).group) == e)) continue;
-        if (E.sealed && x->dtype != Dtype::F32) continue;
+        if (x->dtype != Dtype::F32) continue;
         bool only = true;
         for (const Node* m : E.members)
           only &= m->user_refs() == 0 && !at(m).output && cross[static_cast<size_t>(m->index)] == (m == x ? 1 : 0);
-        if (only) absorb(e, c, slot == 0 ? Domain::OperandA : Domain::OperandB);
+        if (!only) continue;
+        const Domain d = slot == 0 ? Domain::OperandA : Domain::OperandB;
+        absorb(e, c, d);
+        // Groups feeding the prologue join it on the same terms (their
+        // values f32, of the operand's shape, read by the prologue alone):
+        // a conversion to f32 and then a scale is one prologue.
+        for (bool grew = true; grew;) {
+          grew = false;
+          for (size_t i = 0; i < G(c).members.size() && !grew; ++i) {
+            const Node* m = G(c).members[i];
+            if (at(m).domain != d) continue;
+            for (int j = 0; j < m->nin && !grew; ++j) {
+              const Node* y = m->in[j];
+              if (!in_group(y) || find(at(y).group) == c) continue;
+              const int f = find(at(y).group);
+              if (feeds_only(f, c, d, x->shape, cross)) {
+                absorb(f, c, d);
+                grew = true;
+              }
+            }
+          }
+        }
       }
     }
+  }
+
+  // Is group f elementwise over `shape`, each of its members read only
+  // inside it or by members of group c in domain d (as f32), and held by
+  // no handle?
+  bool feeds_only(int f, int c, Domain d, const Shape& shape, const std::vector<int32_t>& cross) const {
+    const Group& F = G(f);
+    if (F.form != vm::Form::Elementwise || !(F.full == shape)) return false;
+    for (const Node* m : F.members) {
+      if (m->user_refs() > 0 || at(m).output) return false;
+      int32_t reads = 0;
+      for (const Node* r : G(c).members)
+        if (at(r).domain == d)
+          for (int j = 0; j < r->nin; ++j) reads += r->in[j] == m;
+      if (reads != cross[static_cast<size_t>(m->index)] || (reads > 0 && m->dtype != Dtype::F32)) return false;
+    }
+    return true;
   }
 
  private:

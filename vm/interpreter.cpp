@@ -757,9 +757,13 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
       // 16-bit operands are widened, and prologues computed, a K panel at a
       // time (kWidenBytes of B per panel, so it is still in cache when the
       // cube reads it), each panel continuing the sums of the last: the same
-      // steps as one call.
+      // steps as one call. With B read in place, A is made whole: the cube
+      // then blocks K as it does for a stored A.
       thread_local std::vector<float> a16, b16;
-      const int64_t K = l.K(), kc = std::max<int64_t>(16, kWidenBytes / (4 * std::max<int64_t>(at.n, 1)));
+      const bool b_in_place = ob.arg >= 0 && tb == Dtype::F32;
+      const int64_t K = l.K();
+      const int64_t kc = b_in_place ? std::max<int64_t>(K, 1)
+                                    : std::max<int64_t>(16, kWidenBytes / (4 * std::max<int64_t>(at.n, 1)));
       for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
         const int64_t kn = std::min(kc, K - k0);
         g.K = kn;
