@@ -388,6 +388,22 @@ TEST(MatMul, GeneratedProloguesMatchTheStoredOperands) {
   EXPECT_GE(fused_prologues, 50) << "the generator should exercise fused prologues";
 }
 
+// A prologue, the product and an epilogue with a residual: one kernel, with
+// the bits of the scaled input stored first.
+TEST(MatMul, LinearWithAPrologueAndAnEpilogueIsOneKernel) {
+  const Tensor x = tensor_of({9, 33}, 95), w = tensor_of({19, 33}, 96), b = tensor_of({19}, 97), r = tensor_of({9, 19}, 98);
+  for (const Tensor& t : {x, w, b, r}) t.sync();
+  const int64_t before = dvm::stats().kernels_run;
+  const Tensor y = gelu(linear(x * 0.5f, w, b)) + r;
+  y.sync();
+  EXPECT_EQ(dvm::stats().kernels_run - before, 1);
+  const Tensor xs = x * 0.5f;
+  xs.sync();
+  const std::vector<float> got = y.to_vector(), want = (gelu(linear(xs, w, b)) + r).to_vector();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
+}
+
 // An operand's elementwise value that something else also reads (here the
 // user, and a sum) is stored by its own kernel, and the product reads it.
 TEST(MatMul, AnOperandValueReadElsewhereIsStored) {
