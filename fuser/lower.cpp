@@ -156,6 +156,7 @@ struct Builder {
   // Per Space dim: the axes of g.full it covers (bit k; bit rank is a
   // product's K), set by make_space.
   uint32_t axes[kMaxRank] = {};
+  const Node* product = nullptr;  // a Contraction group's product
   Scratch& scratch;
   std::vector<std::array<int64_t, kMaxRank>>& full_strides;
   std::vector<uint8_t>& arg_domain;
@@ -175,7 +176,11 @@ struct Builder {
         scratch(thread_scratch()),
         full_strides(scratch.full_strides),
         arg_domain(scratch.arg_domain),
-        leaf_arg(scratch.leaf_arg) {}
+        leaf_arg(scratch.leaf_arg) {
+    if (g.form == vm::Form::Contraction)
+      for (const Node* m : g.members)
+        if (m->kind == NodeKind::Contract) product = m;
+  }
 
   const Placement& at(const Node* n) const { return placement[static_cast<size_t>(n->index)]; }
 
@@ -266,9 +271,8 @@ struct Builder {
 
   // The extent of the group's product's K.
   int64_t product_k() const {
-    for (const Node* m : g.members)
-      if (m->kind == NodeKind::Contract) return m->in[0]->shape[m->in[0]->shape.rank() - 1];
-    throw Error("internal: a Contraction group without its product");
+    if (!product) throw Error("internal: a Contraction group without its product");
+    return product->in[0]->shape[product->in[0]->shape.rank() - 1];
   }
 
   // Strides over [F..., K] of x read as (or broadcast to) a product's
@@ -327,8 +331,7 @@ struct Builder {
     if (g.form == vm::Form::Contraction) {
       // [P = batch, R = M, C = N, K]: F is [M, N] or [batch, M, N].
       for (int k = 0; k < rank; ++k) sp.size[k] = f[k];
-      for (const Node* m : g.members)
-        if (m->kind == NodeKind::Contract) sp.size[rank] = m->in[0]->shape[m->in[0]->shape.rank() - 1];
+      sp.size[rank] = product_k();
       sp.ndims = rank + 1;
       for (int k = 0; k <= rank; ++k) axes[k] = 1u << k;
       sp.part_end[0] = rank - 2;
@@ -449,9 +452,7 @@ struct Builder {
     rp.parts = sp.parts;
     std::copy(sp.part_end, sp.part_end + vm::kMaxParts, rp.part_end);
     std::copy(axes, axes + kMaxRank, rp.axes);
-    rp.k_node = -1;
-    for (const Node* m : g.members)
-      if (m->kind == NodeKind::Contract) rp.k_node = m->index;
+    rp.k_node = product ? product->index : -1;
     int64_t names[kMaxRank];
     for (int j = 0; j < kMaxRank; ++j) names[j] = j + 1;
     rp.args.resize(out.args.size());

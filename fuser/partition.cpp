@@ -363,7 +363,7 @@ class Partitioner {
       for (int slot = 0; slot < 2; ++slot) {
         const Node* x = n->in[slot];
         const Node* other = n->in[1 - slot];
-        if (!in_group(x) || x->shape.rank() < 2) continue;
+        if (!in_group(x)) continue;
         const int e = find(at(x).group);
         const Group& E = G(e);
         if (e == c || E.form != vm::Form::Elementwise || (in_group(other) && find(at(other).group) == e)) continue;

@@ -635,7 +635,7 @@ backends::cube::Matrix cube_operand(const ArgBinding& a, Dtype t, int64_t off, i
 
 // An operand of a Contraction's product: an argument the cube reads (as
 // `mma` does, or as a prologue that is one ldoa or ldob), or the register
-// its prologue computes. `op` names its space's load.
+// its prologue computes.
 struct CubeOperand {
   int arg = -1;
   int reg = -1;

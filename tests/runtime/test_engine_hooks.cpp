@@ -114,13 +114,22 @@ struct HostQueue {
   }
 };
 
+// Kernels compile after their first call, and the compiles go to a host
+// queue. (Members are destroyed in reverse: the queue before the settings.)
+struct HostCompiles {
+  Restore restore;
+  HostQueue q;
+  HostCompiles() {
+    set_tier_mode(TierMode::Auto);
+    set_jit_threshold(1);
+    set_compile_executor(&HostQueue::submit, &q);
+  }
+};
+
 TEST(CompileExecutor, CompilesRunWhereTheHostRunsThem) {
   SKIP_WITHOUT_MACHINE_CODE();
-  Restore restore;
-  set_tier_mode(TierMode::Auto);
-  set_jit_threshold(1);
-  HostQueue q;
-  set_compile_executor(&HostQueue::submit, &q);
+  HostCompiles host;
+  HostQueue& q = host.q;
   std::vector<double> want;
   const int64_t compiles_before = stats().jit_compiles;
   // The kernel stays on the interpreter while its compile waits in the host's queue.
@@ -147,18 +156,14 @@ TEST(CompileExecutor, CompilesRunWhereTheHostRunsThem) {
 
 TEST(CompileExecutor, NullReturnsToDvmsThread) {
   SKIP_WITHOUT_MACHINE_CODE();
-  Restore restore;
-  set_tier_mode(TierMode::Auto);
-  set_jit_threshold(1);
-  HostQueue q;
-  set_compile_executor(&HostQueue::submit, &q);
+  HostCompiles host;
   set_compile_executor(nullptr, nullptr);
   std::vector<double> want;
   run_chain(300, 2.0f, &want);
   Tensor t = Tensor::uniform({333, 7}, 3).sum(1);  // another kernel
   (void)t.to_vector();
   wait_for_jit();
-  EXPECT_EQ(q.submitted, 0);
+  EXPECT_EQ(host.q.submitted, 0);
 }
 
 // ---- set_allocator ----------------------------------------------------------

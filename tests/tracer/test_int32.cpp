@@ -170,10 +170,7 @@ TEST_P(Int32Lanes, BoolBytesCountAsOne) {
 TEST(Int32LanesTiers, InterpreterAndMachineCodeAgree) {
   DVM_SKIP_WITHOUT_JIT();
   SettingsGuard guard;
-  for (const char* isa : {"avx2", "avx512"}) {
-    backends::Isa want;
-    ASSERT_TRUE(backends::parse_isa(isa, &want));
-    if (!backends::isa_supported(want)) continue;
+  for (const char* isa : testing::machine_code_isas()) {
     dvm::set_isa(isa);
     for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{17}, int64_t{33}, int64_t{4099}}) {
       const std::vector<int64_t> a = values(Dtype::I32, n, 91), b = values(Dtype::I32, n, 92);

@@ -265,10 +265,7 @@ TEST(IntOpsTiers, InterpreterAndMachineCodeAgree) {
   DVM_SKIP_WITHOUT_JIT();
   if (dvm::isa() == std::string("portable")) GTEST_SKIP() << "no JIT on the portable ISA";
   SettingsGuard guard;
-  for (const char* isa : {"avx2", "avx512"}) {
-    backends::Isa want;
-    ASSERT_TRUE(backends::parse_isa(isa, &want));
-    if (!backends::isa_supported(want)) continue;
+  for (const char* isa : testing::machine_code_isas()) {
     dvm::set_isa(isa);
     if (dvm::isa() != std::string(isa)) continue;  // DVM_ISA lowered it
     for (int64_t n : kLengths) {

@@ -99,10 +99,7 @@ TEST(Tiers, InterpreterAndJitAgreeBitForBit) {
   DVM_SKIP_WITHOUT_JIT();
   SettingsGuard guard;
   int tested = 0;
-  for (const char* isa : {"avx2", "avx512"}) {
-    backends::Isa i;
-    ASSERT_TRUE(backends::parse_isa(isa, &i));
-    if (!backends::isa_supported(i)) continue;  // the CPU lacks it
+  for (const char* isa : testing::machine_code_isas()) {
     dvm::set_isa(isa);
     for (int64_t n : {int64_t{5 * 33}, int64_t{5 * 4099}}) {
       dvm::set_tier_mode(TierMode::Off);

@@ -56,6 +56,16 @@ inline void expect_error(const std::string& what, F&& f, const std::vector<std::
 // ---------------------------------------------------------------------------
 // Floats
 // ---------------------------------------------------------------------------
+// The machine-code ISAs this CPU has, as set_isa names them.
+inline std::vector<const char*> machine_code_isas() {
+  std::vector<const char*> out;
+  for (const char* name : {"avx2", "avx512"}) {
+    backends::Isa isa;
+    if (backends::parse_isa(name, &isa) && backends::isa_supported(isa)) out.push_back(name);
+  }
+  return out;
+}
+
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // Unit roundoff of float: every correctly rounded operation has relative
