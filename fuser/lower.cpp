@@ -9,8 +9,10 @@
 
 #include "dvm/error.h"
 #include "fuser/op_map.h"
+#include "tracer/row_copies.h"
 #include "vm/encoder.h"
 #include "vm/forms.h"
+#include "vm/launcher.h"
 
 namespace dvm::fuser {
 using detail::Node;
@@ -453,6 +455,7 @@ struct Builder {
     std::copy(sp.part_end, sp.part_end + vm::kMaxParts, rp.part_end);
     std::copy(axes, axes + kMaxRank, rp.axes);
     rp.k_node = product ? product->index : -1;
+    rp.product_b = out.product_b;
     int64_t names[kMaxRank];
     for (int j = 0; j < kMaxRank; ++j) names[j] = j + 1;
     rp.args.resize(out.args.size());
@@ -628,6 +631,7 @@ struct Builder {
         const size_t s0 = first_slot[m];
         const int a0 = leaf_arg[s0], a1 = leaf_arg[s0 + 1];
         vm::Encoder::Value r;
+        out.product_b = a1;
         if (a0 >= 0 && a1 >= 0) {
           r = enc.mma(arg_index[static_cast<size_t>(a0)], arg_index[static_cast<size_t>(a1)]);
         } else {
@@ -722,6 +726,7 @@ Lowered lower(const Group& g, const std::vector<Placement>& placement) {
 
 void replay(const Group& g, const ReplayPlan& rp, const std::vector<ScalarOrigin>& scalars,
             const std::vector<Node*>& nodes, Lowered* out) {
+  out->product_b = rp.product_b;
   out->scalars.clear();
   for (const ScalarOrigin& o : scalars) {
     const Node* n = nodes[static_cast<size_t>(o.node)];
@@ -770,6 +775,35 @@ void replay(const Group& g, const ReplayPlan& rp, const std::vector<ScalarOrigin
     for (int d = 0; d < rp.ndims; ++d) s.strides[d] = ra.src[d] < 0 ? 0 : st[ra.src[d]];
   }
 }
+
+namespace {
+
+// The products that read B from a row-major copy: the cube's small ones (its
+// small-M path reads B in place when B's rows are contiguous, and would
+// otherwise transpose it into panels on every call), of matrices worth a copy.
+constexpr int64_t kRowCopyMaxRows = 16;
+constexpr int64_t kRowCopyMinElems = 4096;
+
+// Points the product's B, when stored by columns, at its row-major copy
+// (tracer/row_copies.h) once it has one: the same elements, so the same sums.
+void read_b_by_rows(const Lowered& low, vm::Launch& l) {
+  const ArgSpec& s = low.args[static_cast<size_t>(low.product_b)];
+  vm::ArgBinding& b = l.args[static_cast<size_t>(low.product_b)];
+  const int64_t K = l.K(), N = l.C();
+  if (l.R() > kRowCopyMaxRows || K < 2 || N < 2 || K * N < kRowCopyMinElems) return;
+  // Columns contiguous in k and apart (no overlap), one matrix for every batch.
+  if (b.stride[vm::kK] != 1 || b.stride[vm::kC] < K || (l.P() > 1 && b.stride[vm::kP] != 0)) return;
+  if (s.output || s.access == vm::Op::LDG || s.node->dtype != Dtype::F32 || !b.in) return;
+  int64_t ld = 0;
+  const float* copy = detail::row_copy(s.node->storage, s.offset, K, N, b.stride[vm::kC], vm::copy_by_rows, &ld);
+  if (!copy) return;
+  b.in = copy;
+  b.stride[vm::kP] = 0;
+  b.stride[vm::kK] = ld;
+  b.stride[vm::kC] = 1;
+}
+
+}  // namespace
 
 vm::Launch bind(const Lowered& low) {
   vm::Launch l;
@@ -822,6 +856,7 @@ void bind(const Lowered& low, vm::Launch* out) {
       }
     }
   }
+  if (low.product_b >= 0) read_b_by_rows(low, l);
 }
 
 }  // namespace dvm::fuser

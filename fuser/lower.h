@@ -63,6 +63,7 @@ struct ReplayPlan {
   int part_end[vm::kMaxParts] = {};
   uint32_t axes[kMaxRank] = {};  // per Space dim: the full shape's axes whose extents multiply into its size (bit rank: K)
   int32_t k_node = -1;           // Contraction: the product, whose input 0's last extent is K
+  int32_t product_b = -1;        // Contraction: the argument the cube reads as B in place, or -1
   std::vector<ReplayArg> args;
 };
 
@@ -76,6 +77,9 @@ struct Lowered {
   std::vector<float> scalars;
   std::vector<ScalarOrigin> scalar_origins;
   ReplayPlan replay;  // from lower() only
+  // Contraction: the argument the cube reads as its operand B in place (no
+  // prologue computes B), or -1. bind() may point it at a row-major copy.
+  int32_t product_b = -1;
 };
 
 // The group's members must be computable now: every leaf they read is

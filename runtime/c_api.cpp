@@ -466,6 +466,11 @@ dvm_status dvm_set_perf_map(int on) {
   if (on != 0 && on != 1) return invalid("dvm_set_perf_map", "expected 0 or 1");
   return guarded([&] { dvm::set_perf_map(on == 1); });
 }
+
+dvm_status dvm_set_weight_copies(int on) {
+  if (on != 0 && on != 1) return invalid("dvm_set_weight_copies", "expected 0 or 1");
+  return guarded([&] { dvm::set_weight_copies(on == 1); });
+}
 dvm_status dvm_warm_up(dvm_frame_fn frame, void* ctx, dvm_warm_up_report* out) {
   DVM_NEED(frame, "dvm_warm_up");
   return guarded([&] {

@@ -10,6 +10,7 @@
 #include "backends/jit/jit.h"
 #endif
 #include "fuser/executor.h"
+#include "tracer/row_copies.h"
 #include "vm/kernel_cache.h"
 #include "vm/log.h"
 #include "vm/parallel.h"
@@ -31,6 +32,7 @@ void push(Setting s, int64_t v) {
     case Setting::KernelCache: vm::KernelCache::global().set_capacity(v); return;
     case Setting::PlanCheck: fuser::set_plan_check(v != 0); return;
     case Setting::PerfMap: backends::set_perf_map(v != 0); return;
+    case Setting::WeightCopies: detail::set_row_copies(v != 0); return;
     case Setting::JitLog:
 #if DVM_HAS_JIT
       backends::jit::set_log(v != 0);

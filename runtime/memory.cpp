@@ -4,12 +4,13 @@
 #include "dvm/error.h"
 #include "dvm/runtime.h"
 #include "tracer/buffer_pool.h"
+#include "tracer/row_copies.h"
 
 namespace dvm {
 
 MemoryStats memory_stats() {
   const detail::PoolStats p = detail::pool_stats();
-  return {p.live_bytes, p.cached_bytes, p.peak_bytes, detail::pool_limit()};
+  return {p.live_bytes, p.cached_bytes, p.peak_bytes, detail::pool_limit(), detail::row_copy_bytes()};
 }
 
 void set_memory_limit(int64_t bytes) {

@@ -42,7 +42,9 @@ inline constexpr int64_t kIntMax = std::numeric_limits<int>::max();
     "4096", Process)                                                                                       \
   X(PlanCheck, "plan_check", "DVM_PLAN_CHECK", "", Bool, 0, 1, "0|1", "0", Process)                       \
   X(JitLog, "jit_log", "DVM_JIT_LOG", "", Bool, 0, 1, "0|1", "0", Process)                               \
-  X(PerfMap, "perf_map", "DVM_PERF_MAP", "dvm::set_perf_map()", Bool, 0, 1, "0|1", "0", Process)
+  X(PerfMap, "perf_map", "DVM_PERF_MAP", "dvm::set_perf_map()", Bool, 0, 1, "0|1", "0", Process)         \
+  X(WeightCopies, "weight_copies", "DVM_WEIGHT_COPIES", "dvm::set_weight_copies()", Bool, 0, 1, "0|1", "1", \
+    Process)
 
 enum class Setting : uint8_t {
 #define DVM_SETTING_ID(id, ...) id,

@@ -10,6 +10,7 @@
 #include "dvm/runtime.h"
 #include "runtime/environment.h"
 #include "runtime/settings.h"
+#include "tracer/row_copies.h"
 #include "tracer/trace.h"
 #include "vm/kernel_cache.h"
 #include "vm/log.h"
@@ -111,6 +112,15 @@ void set_perf_map(bool on) {
 bool perf_map() {
   apply_environment();
   return backends::perf_map();
+}
+
+void set_weight_copies(bool on) {
+  apply_environment();
+  detail::set_row_copies(on);
+}
+bool weight_copies() {
+  apply_environment();
+  return detail::row_copies_on();
 }
 
 WarmUpReport warm_up(const std::function<void()>& frame) {

@@ -2,6 +2,7 @@
 #include "tracer/node.h"
 
 #include "tracer/buffer_pool.h"
+#include "tracer/row_copies.h"
 
 #include "dvm/error.h"
 
@@ -51,6 +52,7 @@ Storage* Storage::wrap(const void* data, int64_t elems, Dtype type) {
 
 void Storage::release() {
   if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    free_row_copies(this);
     if (owned) pool_free(data, bytes());
     delete this;
   }

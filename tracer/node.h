@@ -16,12 +16,17 @@ namespace dvm::detail {
 
 // A refcounted buffer of elems elements of elem_size bytes each (the
 // node's dtype). Wrapped user memory is never written or freed.
+struct RowCopies;
+
 struct Storage {
   std::atomic<int32_t> refs{1};
   void* data = nullptr;
   int64_t elems = 0;
   uint8_t elem_size = 4;
   bool owned = false;  // false: user memory (read-only to dvm)
+  // Row-major copies of matrices products read from it by columns
+  // (tracer/row_copies.h); freed with it.
+  std::atomic<RowCopies*> row_copies{nullptr};
 
   // 64-byte aligned, owned.
   static Storage* allocate(int64_t elems, Dtype type = Dtype::F32);

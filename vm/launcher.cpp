@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cube/gemm.h"
 #include "backends/microkernels.h"
 #include "dvm/error.h"
 #include "vm/forms.h"
@@ -163,6 +164,10 @@ bool launch(const Kernel& k, const Launch& l) {
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   k.calls_add(ns);
   return on_jit;
+}
+
+void copy_by_rows(const float* src, int64_t cs, int64_t K, int64_t N, float* dst, int64_t ld) {
+  backends::cube::transpose_to_rows(backends::active_microkernels().isa, src, cs, K, N, dst, ld);
 }
 
 }  // namespace dvm::vm

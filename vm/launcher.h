@@ -2,6 +2,7 @@
 // tier and ISA.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "vm/kernel.h"
@@ -30,5 +31,9 @@ struct StackEntry {
   int stage;
 };
 void launch_stack(const std::vector<StackEntry>& entries);
+
+// The cube unit's layout change for an operand stored by columns, on the
+// active ISA: dst[k * ld + n] = src[n * cs + k] for k < K, n < N (ld >= N).
+void copy_by_rows(const float* src, int64_t cs, int64_t K, int64_t N, float* dst, int64_t ld);
 
 }  // namespace dvm::vm

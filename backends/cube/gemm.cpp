@@ -139,6 +139,11 @@ void gemm(const Gemm& g, Isa isa) {
   im.run(g, 0, im.items(g), tiles_for(g, isa, im));
 }
 
+void transpose_to_rows(Isa isa, const float* src, int64_t cs, int64_t K, int64_t N, float* dst,
+                       int64_t ld) {
+  impl_for(isa).transpose(src, cs, K, N, dst, ld);
+}
+
 bool prepare_generated(Isa isa, std::string* why) {
   if (!gen::available(isa, why)) return false;
   try {

@@ -85,6 +85,12 @@ void run(const Gemm& g, Isa isa, int64_t begin, int64_t end);
 // Convenience: all items on the calling thread.
 void gemm(const Gemm& g, Isa isa);
 
+// dst[k * ld + n] = src[n * cs + k] for k < K, n < N (ld >= N): a K x N
+// matrix stored by columns (cs apart, each contiguous in k) copied into
+// rows, with the ISA's transposes. `isa` as for run().
+void transpose_to_rows(Isa isa, const float* src, int64_t cs, int64_t K, int64_t N, float* dst,
+                       int64_t ld);
+
 // Makes the generated micro-kernels of `isa` now (a machine-code tier's
 // compile), so that no product waits for them; false with the reason in
 // *why where they cannot be made (Portable, no DVM_JIT, the CPU).

@@ -36,6 +36,7 @@ struct Impl {
   int64_t (*items)(const Gemm& g);
   Block (*block)(const Gemm& g, int64_t item);
   void (*run)(const Gemm& g, int64_t begin, int64_t end, const TileSet& tiles);
+  void (*transpose)(const float* src, int64_t cs, int64_t K, int64_t N, float* dst, int64_t ld);
   const TileSet* precompiled;
   int mr, nv, small_mr, small_nv;  // rows and vectors per row of the two tile shapes
 };
@@ -416,8 +417,29 @@ struct Driver {
     }
   }
 
-  static constexpr Impl kImpl = {&items,  &block, &run,         &kPrecompiled,
-                                 MR,      P::NV,  P::kSmallMR, P::kSmallNV};
+  // dst[k * ld + n] = src[n * cs + k]: 8 x 8 blocks through P::transpose8
+  // where the ISA has it, the edges one element at a time.
+  static void transpose(const float* src, int64_t cs, int64_t K, int64_t N, float* dst, int64_t ld) {
+    int64_t n0 = 0;
+    if constexpr (requires { P::transpose8(src, cs, dst, ld); }) {
+      for (; n0 + 8 <= N; n0 += 8) {
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8) P::transpose8(src + n0 * cs + k, cs, dst + k * ld + n0, ld);
+        for (; k < K; ++k)
+          for (int64_t n = n0; n < n0 + 8; ++n) dst[k * ld + n] = src[n * cs + k];
+      }
+    }
+    // Columns in groups of 16: each of the group's rows is written once per
+    // k, as one short contiguous run.
+    for (; n0 < N; n0 += 16) {
+      const int64_t n1 = mn(N, n0 + 16);
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = n0; n < n1; ++n) dst[k * ld + n] = src[n * cs + k];
+    }
+  }
+
+  static constexpr Impl kImpl = {&items, &block,        &run,         &transpose, &kPrecompiled,
+                                 MR,     P::NV,         P::kSmallMR, P::kSmallNV};
 };
 
 }  // namespace dvm::backends::cube::detail

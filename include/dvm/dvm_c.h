@@ -177,6 +177,8 @@ typedef void (*dvm_log_fn)(void* ctx, int level, const char* message);
 dvm_status dvm_set_log_callback(dvm_log_fn fn, void* ctx);
 /* Named JIT code in /tmp/perf-<pid>.map (dvm::set_perf_map); on is 0 or 1. */
 dvm_status dvm_set_perf_map(int on);
+/* Row-major copies of weights read by columns (dvm::set_weight_copies); on is 0 or 1. */
+dvm_status dvm_set_weight_copies(int on);
 /* dvm::warm_up: runs frame(ctx) once with every kernel it launches compiled
  * to machine code first. frame returns 0, or nonzero to report a failure of
  * its own (then DVM_ERROR). A failing dvm_ call inside frame fails the warm-up

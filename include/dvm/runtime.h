@@ -135,6 +135,7 @@ struct MemoryStats {
   int64_t cached_bytes = 0;  // freed, kept for reuse
   int64_t peak_bytes = 0;    // the most live + cached held at once
   int64_t limit_bytes = 0;   // set_memory_limit's cap, 0 for none
+  int64_t weight_copy_bytes = 0;  // of live_bytes: weights' row-major copies (set_weight_copies)
 };
 MemoryStats memory_stats();
 // Caps live + cached bytes (0, the default: no cap). An allocation that
@@ -144,6 +145,16 @@ MemoryStats memory_stats();
 void set_memory_limit(int64_t bytes);
 int64_t memory_limit();
 void trim();
+// A matrix that products of at most 16 rows read by columns (linear's weight
+// W [out, in], read as W^T) is transposed into the cube's panels on every
+// call. With weight copies on (the default; environment DVM_WEIGHT_COPIES),
+// the second such product makes a row-major copy of it, which later products
+// read in place (the same sums, so the same bits). The copy is counted in
+// memory_stats() (weight_copy_bytes, part of live_bytes), is not made past
+// the memory limit, and is freed with the tensor's buffer: hold weights as
+// tensors to keep it. Off: no new copies (existing ones are still read).
+void set_weight_copies(bool on);
+bool weight_copies();
 
 // Kernels the cache keeps (default 4096; environment DVM_KERNEL_CACHE):
 // beyond it the least recently used are evicted (and recompiled if they

@@ -273,6 +273,9 @@ TEST(Settings, ApiSettersRejectWhatTheTableDoesNot) {
       case Setting::PerfMap:  // a bool: no value to reject
         EXPECT_EQ(info(s).api, "dvm::set_perf_map()");
         break;
+      case Setting::WeightCopies:  // a bool: no value to reject
+        EXPECT_EQ(info(s).api, "dvm::set_weight_copies()");
+        break;
       case Setting::PlanCheck:
       case Setting::JitLog:
         EXPECT_EQ(info(s).api, "") << info(s).env << " has an API call this test does not exercise";

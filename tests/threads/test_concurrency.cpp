@@ -227,6 +227,39 @@ TEST(Concurrency, ComputedTensorsAreSharedReadOnly) {
   EXPECT_EQ(w.node()->refs(), refs_before);  // no count lost or doubled
 }
 
+// A computed weight that every thread's one-row products read by columns:
+// the threads race to make its row-major copy (docs/API.md, "Weights read
+// by columns"); one copy is made and all read it, with the bits of the
+// transposing path.
+TEST(Concurrency, ThreadsShareAWeightsRowCopy) {
+  const int64_t K = 96, N = 80;
+  const std::vector<float> wv = values(N * K, 13);
+  Tensor w = Tensor::from_vector(wv, {N, K}) * 0.5f;
+  w.sync();
+  const int64_t copies_before = memory_stats().weight_copy_bytes;
+  std::vector<std::vector<float>> first(kThreads);
+  run_together(kThreads, [&](int t) {
+    const std::vector<float> xv = values(K, 20 + t);
+    const Tensor x = Tensor::from_vector(xv, {1, K});
+    for (int it = 0; it < 6; ++it) {
+      const std::vector<float> y = linear(x, w).to_vector();
+      if (it == 0) {
+        std::vector<double> yr(static_cast<size_t>(N));
+        for (int64_t n = 0; n < N; ++n) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k) s += 0.5 * wv[static_cast<size_t>(n * K + k)] * xv[static_cast<size_t>(k)];
+          yr[static_cast<size_t>(n)] = s;
+        }
+        expect_close(y, yr, "linear on a shared weight");
+        first[static_cast<size_t>(t)] = y;
+      } else {
+        ASSERT_EQ(y, first[static_cast<size_t>(t)]) << "thread " << t << ", call " << it;
+      }
+    }
+  });
+  EXPECT_EQ(memory_stats().weight_copy_bytes - copies_before, K * 80 * 4) << "one copy, rows of 80 floats";
+}
+
 TEST(Concurrency, HandlesCopiedAndDestroyedOnOtherThreads) {
   // Tensors made on each thread, handed to the others, copied there and
   // destroyed on a thread other than their maker.

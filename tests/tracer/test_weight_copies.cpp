@@ -1,0 +1,228 @@
+// Weights read by columns (docs/API.md, "Weights read by columns"): the
+// second small product that reads a matrix by columns makes a row-major copy
+// of it, and later products read the copy. The copy must give the bits of
+// the transposing path (the same sums in the same order), be made only where
+// it is meant to be, be counted, respect the memory limit and the setting,
+// and go with the tensor's buffer.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dvm/dvm.h"
+
+namespace dvm {
+namespace {
+
+std::vector<float> random_vec(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Restores the process-wide setting and memory limit a test changes.
+struct Restore {
+  bool copies = weight_copies();
+  int64_t limit = memory_limit();
+  ~Restore() {
+    set_weight_copies(copies);
+    set_memory_limit(limit);
+  }
+};
+
+// y = x W^T for x [M, K] and W given by element (n, k) at w[n * ws + k]:
+// every element against a double dot product. Each step of the cube's sum
+// rounds once (fused multiply-add, or a product and a sum on the portable
+// ISA: twice), so the error is at most 2K ulps of sum |x_k w_k|.
+void expect_linear(const std::vector<float>& y, const std::vector<float>& x, const float* w, int64_t ws, int64_t M,
+                   int64_t K, int64_t N, const std::string& what) {
+  ASSERT_EQ(y.size(), static_cast<size_t>(M * N)) << what;
+  int bad = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = static_cast<double>(x[static_cast<size_t>(m * K + k)]) * w[n * ws + k];
+        s += p;
+        mag += std::fabs(p);
+      }
+      const double got = y[static_cast<size_t>(m * N + n)];
+      const double tol = 2.0 * static_cast<double>(K) * std::ldexp(mag, -24) + 1e-30;
+      if (std::fabs(got - s) > tol && ++bad <= 3)
+        ADD_FAILURE() << what << ": y[" << m << "][" << n << "] = " << got << ", expected " << s << " +- " << tol;
+    }
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return false;
+  return true;
+}
+
+// The stride of a copy's rows for N columns (tracer/row_copies.cpp): whole
+// cache lines, off multiples of 4 KiB.
+int64_t copy_row_stride(int64_t N) {
+  int64_t ld = (N + 15) / 16 * 16;
+  if (ld % 1024 == 0) ld += 16;
+  return ld;
+}
+
+TEST(WeightCopies, GeneratedLinearsKeepTheirBitsOnTheCopy) {
+  Restore restore;
+  set_weight_copies(true);
+  std::mt19937 rng(20261125);
+  for (int t = 0; t < 24; ++t) {
+    // Sizes around the transposes' 8 x 8 blocks and the copy's threshold.
+    const int64_t M = std::uniform_int_distribution<int64_t>(1, 16)(rng);
+    const int64_t K = t == 0 ? 1024 : std::uniform_int_distribution<int64_t>(9, 300)(rng);
+    int64_t N = t == 0 ? 8 : std::uniform_int_distribution<int64_t>(2, 300)(rng);
+    if (t == 1) N = 1024;  // a copy whose rows are padded off 4 KiB
+    if (K * N < 4096) N = (4096 + K - 1) / K;
+    const std::string what = "linear M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N);
+    const std::vector<float> w = random_vec(N * K, static_cast<uint32_t>(t * 3 + 1));
+    const std::vector<float> x = random_vec(M * K, static_cast<uint32_t>(t * 3 + 2));
+    const int64_t before = memory_stats().weight_copy_bytes;
+    {
+      const Tensor W = Tensor::from_blob(w.data(), {N, K});
+      const Tensor X = Tensor::from_blob(x.data(), {M, K});
+      const std::vector<float> first = linear(X, W).to_vector();  // transposes W into panels
+      EXPECT_EQ(memory_stats().weight_copy_bytes, before) << what << ": a copy at the first product";
+      expect_linear(first, x, w.data(), K, M, K, N, what);
+      for (int call = 2; call <= 3; ++call) {
+        const std::vector<float> y = linear(X, W).to_vector();
+        EXPECT_TRUE(same_bits(y, first)) << what << ": call " << call << " has other bits than the first";
+      }
+      EXPECT_EQ(memory_stats().weight_copy_bytes - before, K * copy_row_stride(N) * 4)
+          << what << ": the second product made no copy of the expected size";
+    }
+    EXPECT_EQ(memory_stats().weight_copy_bytes, before) << what << ": the copy outlived its weight";
+  }
+}
+
+// What the products read once the copy exists: the copy. Seen by breaking
+// from_blob's contract on purpose (its memory changes while a tensor reads
+// it): from the third product on, the old values are the ones multiplied.
+TEST(WeightCopies, LaterProductsReadTheCopy) {
+  Restore restore;
+  set_weight_copies(true);
+  const int64_t M = 1, K = 256, N = 96;
+  std::vector<float> w = random_vec(N * K, 31);
+  const std::vector<float> x = random_vec(M * K, 32), w_old = w;
+  const Tensor W = Tensor::from_blob(w.data(), {N, K});
+  const Tensor X = Tensor::from_blob(x.data(), {M, K});
+  (void)linear(X, W).to_vector();
+  (void)linear(X, W).to_vector();  // makes the copy
+  for (float& v : w) v = -v;
+  expect_linear(linear(X, W).to_vector(), x, w_old.data(), K, M, K, N, "the product after the copy");
+  // Without copies, the memory as it is now.
+  set_weight_copies(false);
+  const Tensor W2 = Tensor::from_blob(w.data(), {N, K});
+  for (int call = 0; call < 3; ++call)
+    expect_linear(linear(X, W2).to_vector(), x, w.data(), K, M, K, N, "copies off, call " + std::to_string(call));
+}
+
+TEST(WeightCopies, SlicesOfOneBufferEachGetTheirOwn) {
+  Restore restore;
+  set_weight_copies(true);
+  // A fused [3N, K2] weight: two row slices (different offsets), and the
+  // first K columns of one (columns K2 apart, more than K).
+  const int64_t N = 96, K = 80, K2 = 88, M = 3;
+  const std::vector<float> w = random_vec(3 * N * K2, 7), x = random_vec(M * K2, 8);
+  const int64_t before = memory_stats().weight_copy_bytes;
+  {
+    const Tensor Wall = Tensor::from_blob(w.data(), {3 * N, K2});
+    const Tensor X = Tensor::from_blob(x.data(), {M, K2});
+    const Tensor Xk = Tensor::from_blob(x.data(), {M, K2}).slice(1, 0, K);
+    std::vector<float> xk(static_cast<size_t>(M * K));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) xk[static_cast<size_t>(m * K + k)] = x[static_cast<size_t>(m * K2 + k)];
+    for (int round = 0; round < 3; ++round) {
+      for (int64_t part = 0; part < 2; ++part) {
+        const Tensor Wp = Wall.slice(0, part * N, (part + 1) * N);
+        expect_linear(linear(X, Wp).to_vector(), x, w.data() + part * N * K2, K2, M, K2, N,
+                      "slice " + std::to_string(part) + " round " + std::to_string(round));
+      }
+      const Tensor Wk = Wall.slice(0, 2 * N, 3 * N).slice(1, 0, K);
+      expect_linear(linear(Xk, Wk).to_vector(), xk, w.data() + 2 * N * K2, K2, M, K, N,
+                    "narrowed slice round " + std::to_string(round));
+    }
+    EXPECT_EQ(memory_stats().weight_copy_bytes - before, (2 * K2 + K) * copy_row_stride(N) * 4);
+  }
+  EXPECT_EQ(memory_stats().weight_copy_bytes, before);
+}
+
+TEST(WeightCopies, NoneWhereTheyAreNotMeantToBe) {
+  Restore restore;
+  set_weight_copies(true);
+  const int64_t K = 128, N = 64;
+  const std::vector<float> w = random_vec(N * K, 11), x = random_vec(64 * K, 12);
+  const int64_t before = memory_stats().weight_copy_bytes;
+  const Tensor W = Tensor::from_blob(w.data(), {N, K});
+  auto run3 = [&](const Tensor& X, const Tensor& Wt, int64_t M, const std::string& what) {
+    for (int call = 0; call < 3; ++call)
+      expect_linear(matmul(X, Wt).to_vector(), x, w.data(), K, M, K, N, what);
+    EXPECT_EQ(memory_stats().weight_copy_bytes, before) << what << " made a copy";
+  };
+  // Many rows: the cube amortizes the transpose.
+  run3(Tensor::from_blob(x.data(), {64, K}), W.transpose(0, 1), 64, "64 rows");
+  // B stored by rows already.
+  std::vector<float> wt(static_cast<size_t>(K * N));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) wt[static_cast<size_t>(k * N + n)] = w[static_cast<size_t>(n * K + k)];
+  for (int call = 0; call < 3; ++call)
+    expect_linear(matmul(Tensor::from_blob(x.data(), {4, K}), Tensor::from_blob(wt.data(), {K, N})).to_vector(), x,
+                  w.data(), K, 4, K, N, "B by rows");
+  EXPECT_EQ(memory_stats().weight_copy_bytes, before) << "B by rows made a copy";
+  // Under 4096 elements.
+  const Tensor Wsmall = W.slice(0, 0, 16);  // 16 x 128 = 2048
+  for (int call = 0; call < 3; ++call)
+    expect_linear(linear(Tensor::from_blob(x.data(), {2, K}), Wsmall).to_vector(), x, w.data(), K, 2, K, 16, "small W");
+  EXPECT_EQ(memory_stats().weight_copy_bytes, before) << "a small weight made a copy";
+  // Wrapped anew each call: each buffer is read once.
+  for (int call = 0; call < 3; ++call)
+    expect_linear(linear(Tensor::from_blob(x.data(), {2, K}), Tensor::from_blob(w.data(), {N, K})).to_vector(), x,
+                  w.data(), K, 2, K, N, "rewrapped W");
+  EXPECT_EQ(memory_stats().weight_copy_bytes, before) << "a weight wrapped per call made a copy";
+}
+
+TEST(WeightCopies, TheSettingAndTheMemoryLimitStopThem) {
+  Restore restore;
+  const int64_t M = 2, K = 512, N = 512;
+  const std::vector<float> w = random_vec(N * K, 21), x = random_vec(M * K, 22);
+  const Tensor X = Tensor::from_blob(x.data(), {M, K});
+  const int64_t before = memory_stats().weight_copy_bytes;
+  {
+    set_weight_copies(false);
+    const Tensor W = Tensor::from_blob(w.data(), {N, K});
+    std::vector<float> first;
+    for (int call = 0; call < 3; ++call) {
+      const std::vector<float> y = linear(X, W).to_vector();
+      if (call == 0) expect_linear(y, x, w.data(), K, M, K, N, "copies off");
+      else EXPECT_TRUE(same_bits(y, first)) << "copies off, call " << call;
+      if (call == 0) first = y;
+    }
+    EXPECT_EQ(memory_stats().weight_copy_bytes, before) << "a copy with copies off";
+  }
+  {
+    // Room for the products' results but not for a 1 MiB copy: the products
+    // run on, without one and without an error.
+    set_weight_copies(true);
+    trim();
+    set_memory_limit(memory_stats().live_bytes + (256 << 10));
+    const Tensor W = Tensor::from_blob(w.data(), {N, K});
+    for (int call = 0; call < 4; ++call)
+      expect_linear(linear(X, W).to_vector(), x, w.data(), K, M, K, N, "under the limit, call " + std::to_string(call));
+    EXPECT_EQ(memory_stats().weight_copy_bytes, before) << "a copy past the memory limit";
+    EXPECT_LE(memory_stats().live_bytes + memory_stats().cached_bytes, memory_limit());
+  }
+}
+
+}  // namespace
+}  // namespace dvm

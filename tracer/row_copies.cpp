@@ -1,0 +1,110 @@
+#include "tracer/row_copies.h"
+
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "tracer/buffer_pool.h"
+#include "tracer/node.h"
+
+namespace dvm::detail {
+
+struct RowCopies {
+  struct Entry {
+    int64_t offset, K, N, cs;
+    int requests = 0;
+    bool failed = false;  // no memory for it: never tried again
+    float* data = nullptr;
+    size_t bytes = 0;
+    int64_t ld = 0;
+  };
+  std::mutex mu;
+  std::vector<Entry> entries;
+};
+
+namespace {
+
+// A buffer is read as a few matrices at most (a fused weight's slices).
+constexpr size_t kMaxEntries = 4;
+
+std::atomic<bool> g_on{true};
+std::atomic<int64_t> g_bytes{0};
+
+RowCopies* copies_of(Storage* s) {
+  RowCopies* c = s->row_copies.load(std::memory_order_acquire);
+  if (c) return c;
+  RowCopies* fresh = new (std::nothrow) RowCopies;
+  if (!fresh) return nullptr;
+  if (s->row_copies.compare_exchange_strong(c, fresh, std::memory_order_acq_rel)) return fresh;
+  delete fresh;
+  return c;
+}
+
+// Rows padded to whole cache lines, and off multiples of 4 KiB: rows that far
+// apart share L1 sets, and the cube reads many of them at once.
+int64_t row_stride(int64_t N) {
+  int64_t ld = (N + 15) / 16 * 16;
+  if (ld % 1024 == 0) ld += 16;
+  return ld;
+}
+
+}  // namespace
+
+const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t cs, FillRows fill,
+                      int64_t* ld) {
+  RowCopies* c = copies_of(s);
+  if (!c) return nullptr;
+  std::lock_guard<std::mutex> lock(c->mu);
+  RowCopies::Entry* e = nullptr;
+  for (RowCopies::Entry& x : c->entries)
+    if (x.offset == offset && x.K == K && x.N == N && x.cs == cs) e = &x;
+  if (!e) {
+    if (c->entries.size() == kMaxEntries || !g_on.load(std::memory_order_relaxed)) return nullptr;
+    try {
+      c->entries.push_back({offset, K, N, cs});
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
+    e = &c->entries.back();
+  }
+  if (e->data) {
+    *ld = e->ld;
+    return e->data;
+  }
+  if (e->failed || ++e->requests < 2 || !g_on.load(std::memory_order_relaxed)) return nullptr;
+  const int64_t stride = row_stride(N);
+  const size_t bytes = static_cast<size_t>(K * stride) * sizeof(float);
+  void* p = nullptr;
+  try {
+    p = pool_allocate(bytes);
+  } catch (...) {  // std::bad_alloc, or the memory limit's dvm::Error
+    e->failed = true;
+    return nullptr;
+  }
+  float* dst = static_cast<float*>(p);
+  fill(static_cast<const float*>(s->at(offset)), cs, K, N, dst, stride);
+  e->data = dst;
+  e->bytes = bytes;
+  e->ld = stride;
+  g_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  *ld = stride;
+  return dst;
+}
+
+void free_row_copies(Storage* s) {
+  RowCopies* c = s->row_copies.exchange(nullptr, std::memory_order_acq_rel);
+  if (!c) return;
+  for (const RowCopies::Entry& e : c->entries)
+    if (e.data) {
+      pool_free(e.data, e.bytes);
+      g_bytes.fetch_sub(static_cast<int64_t>(e.bytes), std::memory_order_relaxed);
+    }
+  delete c;
+}
+
+void set_row_copies(bool on) { g_on.store(on, std::memory_order_relaxed); }
+bool row_copies_on() { return g_on.load(std::memory_order_relaxed); }
+int64_t row_copy_bytes() { return g_bytes.load(std::memory_order_relaxed); }
+
+}  // namespace dvm::detail
