@@ -1,7 +1,8 @@
 // Contractions (issue 15's figures):
 //   matmul/<M>x<K>x<N>/<system>/threads:N      C = A B, A [M, K], B [K, N] row-major
 //   matmul/<B>x<M>x<K>x<N>/<system>/threads:N  the same for B matrices at once (bmm)
-//   linear_gelu/<M>x<K>x<N>/<system>/threads:N gelu_tanh(x W^T + b), W [N, K] (torch's layout)
+//   linear_gelu/<M>x<K>x<N>/<system>/threads:N gelu_tanh(x W^T + b), W [N, K] (torch's layout);
+//                                              dvm holds W as a tensor, dvm_rewrap wraps it per call
 //   matmul_dynamic/<system>                    50 pseudo-random M in [1, 512], K = N = 768,
 //                                              one pass per iteration
 //   matmul_prologue/<M>x<K>x<N>/<system>       (x * s) W, x [M, K]: dvm scales x while the
@@ -180,13 +181,18 @@ void BM_matmul_dvm_bf16(benchmark::State& state, MmShape s, int threads, const s
   set_gflops(state, flops(s));
 }
 
-void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const System& sys,
+// The weight and bias are tensors made once, as a model holds its
+// parameters; x is wrapped on every call. rewrap: the weight is wrapped anew
+// on every call too (an engine handing dvm its arrays each frame), so no
+// tensor outlives a call.
+void BM_linear_gelu_dvm(benchmark::State& state, MmShape s, int threads, const System& sys, bool rewrap,
                         const std::string& name) {
   apply_system(sys, threads);
   const std::vector<float> x = values(s.M * s.K, 3), w = values(s.N * s.K, 4), bias = values(s.N, 5);
+  const dvm::Tensor weight = dvm::Tensor::from_blob(w.data(), {s.N, s.K}), b = dvm::Tensor::from_blob(bias.data(), {s.N});
   auto once = [&] {
     return dvm::gelu(dvm::linear(dvm::Tensor::from_blob(x.data(), {s.M, s.K}),
-                                 dvm::Tensor::from_blob(w.data(), {s.N, s.K}), dvm::Tensor::from_blob(bias.data(), {s.N})),
+                                 rewrap ? dvm::Tensor::from_blob(w.data(), {s.N, s.K}) : weight, b),
                      dvm::GeluApprox::Tanh);
   };
   if (first_time(name)) {
@@ -436,8 +442,11 @@ int register_matmul() {
       const std::string tail = "/threads:" + std::to_string(threads);
       for (const System& sys : kDvmSystems) {
         const std::string dvm_name = "linear_gelu/" + dims(s) + "/" + sys.name + tail;
-        add(dvm_name, [=](benchmark::State& st) { BM_linear_gelu_dvm(st, s, threads, sys, dvm_name); }, threads);
+        add(dvm_name, [=](benchmark::State& st) { BM_linear_gelu_dvm(st, s, threads, sys, false, dvm_name); }, threads);
       }
+      const std::string rewrap_name = "linear_gelu/" + dims(s) + "/dvm_rewrap" + tail;
+      add(rewrap_name, [=](benchmark::State& st) { BM_linear_gelu_dvm(st, s, threads, kDvm, true, rewrap_name); },
+          threads);
 #ifdef DVM_BENCH_HAVE_ONEDNN
       add("linear_gelu/" + dims(s) + "/onednn" + tail,
           [=](benchmark::State& st) { BM_onednn(st, s, threads, true, false); }, threads);
