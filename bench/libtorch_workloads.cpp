@@ -23,6 +23,8 @@
 #include <torch/utils.h>
 #include <torch/version.h>
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -165,6 +167,11 @@ std::string config_value(const std::string& text, const std::string& key) {
 void libtorch_set_num_threads(int threads) {
   caching_allocator();
   torch::set_num_threads(threads);
+  // libtorch's products run in the system BLAS, whose own thread pool
+  // torch::set_num_threads leaves alone: OpenBLAS would start one thread per
+  // core. Looked up in the process, as libtorch loaded it.
+  using SetThreads = void (*)(int);
+  if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
 }
 
 void libtorch_workload(benchmark::State& state, const std::string& name, W w, int64_t n, int threads) {
