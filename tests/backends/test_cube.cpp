@@ -167,8 +167,11 @@ std::string describe(Isa isa, const Shape& s, Layout la, Layout lb) {
 // ---- numerics ------------------------------------------------------------------
 
 TEST(CubeGemm, OddSizesAllLayouts) {
-  const Shape shapes[] = {{1, 1, 1},   {7, 17, 63},  {17, 65, 7},   {63, 7, 65},
-                          {65, 63, 17}, {1, 300, 65}, {16, 129, 33}, {100, 257, 130}};
+  // One row: whole groups of 8 k and a partial one, an odd count of vectors
+  // per row (48 = 3 AVX-512 vectors, 40 = 5 AVX2 ones) and a column tail.
+  const Shape shapes[] = {{1, 1, 1},    {7, 17, 63},  {17, 65, 7},   {63, 7, 65},
+                          {65, 63, 17}, {1, 300, 65}, {1, 20, 48},   {1, 9, 40},
+                          {16, 129, 33}, {100, 257, 130}};
   uint32_t seed = 1;
   for (Isa isa : isas()) {
     for (const Shape& s : shapes) {
