@@ -497,6 +497,8 @@ def contraction_tables(medians, out):
     peak = {m["threads"]: m["gflops"] for n, m in medians.items() if n.startswith("peak/fma/") and "gflops" in m}
     out.append("## Contractions (the cube unit)\n")
     out.append("GFLOP/s (2 M K N per product). dvm runs the public API (`matmul`, `gelu(linear(x, W, b))`); "
+               "linear_gelu's dvm holds W as a tensor (as a model holds its weights: it gets a row-major "
+               "copy, docs/API.md, \"Weights read by columns\"), `dvm_rewrap` wraps W anew on every call; "
                "`openblas` is cblas_sgemm (one per matrix of a batch), `onednn` a matmul primitive created "
                "once (with bias and a gelu_tanh post-op for linear_gelu), `onednn_new_shape` creates it inside "
                "the timed loop, `libtorch` is torch::matmul or gelu(linear) with tanh. Shapes B×M×K×N are "
@@ -504,7 +506,7 @@ def contraction_tables(medians, out):
                + (f"FMA roof (peak/fma): {', '.join(f'{peak[t]:.1f} GFLOP/s on {t} thread' + ('s' if t != 1 else '') for t in sorted(peak))}." if peak else "")
                + "\n")
     for kind, wanted in (("matmul", ("openblas", "onednn", "libtorch")),
-                         ("linear_gelu", ("onednn", "onednn_new_shape", "libtorch"))):
+                         ("linear_gelu", ("dvm_rewrap", "onednn", "onednn_new_shape", "libtorch"))):
         keys = sorted({(s, t) for (k, s, t) in rows if k == kind},
                       key=lambda st: (st[1], len(st[0].split("x")), [int(x) for x in st[0].split("x")]))
         if not keys:
