@@ -235,8 +235,10 @@ class Cache {
   std::atomic<TileFn> slots_[2][kMaxRows][kMaxNV][2][kMaxCols] = {};
 };
 
+// Never destroyed: a machine-code compile on a background thread may still
+// be generating tiles while the process exits and runs static destructors.
 Cache& cache() {
-  static Cache c;
+  static Cache& c = *new Cache;
   return c;
 }
 
