@@ -31,9 +31,11 @@ constexpr size_t kMaxEntries = 4;
 std::atomic<bool> g_on{true};
 std::atomic<int64_t> g_bytes{0};
 
+// s's copies, made at its first request while copies are on; null when
+// there are none to read and none may be made.
 RowCopies* copies_of(Storage* s) {
   RowCopies* c = s->row_copies.load(std::memory_order_acquire);
-  if (c) return c;
+  if (c || !g_on.load(std::memory_order_relaxed)) return c;
   RowCopies* fresh = new (std::nothrow) RowCopies;
   if (!fresh) return nullptr;
   if (s->row_copies.compare_exchange_strong(c, fresh, std::memory_order_acq_rel)) return fresh;
@@ -41,15 +43,13 @@ RowCopies* copies_of(Storage* s) {
   return c;
 }
 
-// Rows padded to whole cache lines, and off multiples of 4 KiB: rows that far
-// apart share L1 sets, and the cube reads many of them at once.
-int64_t row_stride(int64_t N) {
+}  // namespace
+
+int64_t row_copy_stride(int64_t N) {
   int64_t ld = (N + 15) / 16 * 16;
   if (ld % 1024 == 0) ld += 16;
   return ld;
 }
-
-}  // namespace
 
 const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t cs, FillRows fill,
                       int64_t* ld) {
@@ -73,7 +73,7 @@ const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t 
     return e->data;
   }
   if (e->failed || ++e->requests < 2 || !g_on.load(std::memory_order_relaxed)) return nullptr;
-  const int64_t stride = row_stride(N);
+  const int64_t stride = row_copy_stride(N);
   const size_t bytes = static_cast<size_t>(K * stride) * sizeof(float);
   void* p = nullptr;
   try {

@@ -27,6 +27,11 @@ using FillRows = void (*)(const float* src, int64_t cs, int64_t K, int64_t N, fl
 const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t cs, FillRows fill,
                       int64_t* ld);
 
+// The row stride of a copy of N columns: whole cache lines (16 floats), and
+// off multiples of 4 KiB (rows that far apart share L1 sets, and the cube
+// reads many of them at once).
+int64_t row_copy_stride(int64_t N);
+
 // Frees s's copies (Storage::release, when its last reference goes).
 void free_row_copies(Storage* s);
 

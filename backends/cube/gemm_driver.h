@@ -374,13 +374,13 @@ struct Driver {
       const int64_t kc = mn(kGemvRows, g.K - k0);
       const float* b = b0 + k0 * g.b.rs;
       const bool first = k0 == 0 && !g.accumulate;
+      int64_t j = 0;
       if (kc == kGemvRows) {
         // A whole group: its eight values of a broadcast once, two vectors
-        // of C at a time (two chains in flight).
+        // of C at a time (two chains in flight); the rest as any group.
         typename V::T av[kGemvRows];
 #pragma GCC unroll 8
         for (int t = 0; t < kGemvRows; ++t) av[t] = V::bcast(a + (k0 + t) * g.a.cs);
-        int64_t j = 0;
         for (; j + 2 * W <= nv; j += 2 * W) {
           typename V::T c0 = first ? V::zero() : V::load(c + j), c1 = first ? V::zero() : V::load(c + j + W);
 #pragma GCC unroll 8
@@ -391,27 +391,15 @@ struct Driver {
           V::store(c + j, c0);
           V::store(c + j + W, c1);
         }
-        for (; j < nv; j += W) {
-          typename V::T c0 = first ? V::zero() : V::load(c + j);
-#pragma GCC unroll 8
-          for (int t = 0; t < kGemvRows; ++t) c0 = V::madd(av[t], V::load(b + t * g.b.rs + j), c0);
-          V::store(c + j, c0);
-        }
-        for (; j < n; ++j) {
-          float acc = first ? 0.0f : c[j];
-          for (int64_t t = 0; t < kc; ++t) acc = P::madd1(a[(k0 + t) * g.a.cs], b[t * g.b.rs + j], acc);
-          c[j] = acc;
-        }
-        continue;
       }
-      for (int64_t j = 0; j < nv; j += W) {
-        typename V::T acc = k0 == 0 && !g.accumulate ? V::zero() : V::load(c + j);
+      for (; j < nv; j += W) {
+        typename V::T acc = first ? V::zero() : V::load(c + j);
         for (int64_t t = 0; t < kc; ++t)
           acc = V::madd(V::bcast(a + (k0 + t) * g.a.cs), V::load(b + t * g.b.rs + j), acc);
         V::store(c + j, acc);
       }
-      for (int64_t j = nv; j < n; ++j) {
-        float acc = k0 == 0 && !g.accumulate ? 0.0f : c[j];
+      for (; j < n; ++j) {
+        float acc = first ? 0.0f : c[j];
         for (int64_t t = 0; t < kc; ++t) acc = P::madd1(a[(k0 + t) * g.a.cs], b[t * g.b.rs + j], acc);
         c[j] = acc;
       }

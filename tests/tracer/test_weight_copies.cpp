@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "tracer/row_copies.h"
 
 namespace dvm {
 namespace {
@@ -66,11 +67,14 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return true;
 }
 
-// The stride of a copy's rows for N columns (tracer/row_copies.cpp): whole
-// cache lines, off multiples of 4 KiB.
+// The stride of a copy's rows for N columns (tracer/row_copies.h), checked
+// for what it promises: room for the row, whole cache lines, off 4 KiB.
 int64_t copy_row_stride(int64_t N) {
-  int64_t ld = (N + 15) / 16 * 16;
-  if (ld % 1024 == 0) ld += 16;
+  const int64_t ld = detail::row_copy_stride(N);
+  EXPECT_GE(ld, N);
+  EXPECT_EQ(ld % 16, 0) << "N = " << N;
+  EXPECT_NE(ld % 1024, 0) << "N = " << N;
+  EXPECT_LT(ld, N + 32) << "N = " << N;
   return ld;
 }
 
