@@ -358,49 +358,47 @@ struct Driver {
     }
   }
 
-  // One row of A times B whose rows are contiguous: a vector-matrix product
-  // that streams whole rows of B (kGemvRows at a time, so the hardware
-  // prefetchers follow a few long streams), keeping the block's row of C in
-  // memory between passes. Each element still sums ascending k from +0 (or
-  // the stored partial sum), one V::madd per step, as the tiles do.
-  static constexpr int64_t kGemvRows = 8;
-  static void row_times_b(const Gemm& g, const Block& blk) {
+  // One row of A times B whose rows are contiguous: a vector-matrix product.
+  // Per panel of kRowKC rows of B, strips of S vectors of C stay in
+  // registers while the panel's rows stream by, S vectors of each; the
+  // strips of one panel read its rows side by side, so a panel is read as one
+  // contiguous run of memory. Each element still sums ascending k from +0
+  // (or the stored partial sum), one V::madd per step, as the tiles do.
+  static constexpr int64_t kRowKC = 256;
+  template <int S>
+  static int64_t row_strips(const Gemm& g, float* c, const float* a, const float* b, int64_t j, int64_t n,
+                            int64_t k0, int64_t k1) {
     constexpr int W = V::kLanes;
+    const bool first = k0 == 0 && !g.accumulate;
+    for (; j + S * W <= n; j += S * W) {
+      typename V::T acc[S];
+#pragma GCC unroll 8
+      for (int s = 0; s < S; ++s) acc[s] = first ? V::zero() : V::load(c + j + s * W);
+      const float* bk = b + k0 * g.b.rs + j;
+      for (int64_t k = k0; k < k1; ++k, bk += g.b.rs) {
+        const typename V::T ak = V::bcast(a + k * g.a.cs);
+#pragma GCC unroll 8
+        for (int s = 0; s < S; ++s) acc[s] = V::madd(ak, V::load(bk + s * W), acc[s]);
+      }
+#pragma GCC unroll 8
+      for (int s = 0; s < S; ++s) V::store(c + j + s * W, acc[s]);
+    }
+    return j;
+  }
+  static void row_times_b(const Gemm& g, const Block& blk) {
     float* c = g.c + blk.i0 * g.ldc + blk.j0;
     const float* a = g.a.data + blk.i0 * g.a.rs;
-    const float* b0 = g.b.data + blk.j0;
-    const int64_t n = blk.cols, nv = n / W * W;
-    for (int64_t k0 = 0; k0 < g.K; k0 += kGemvRows) {
-      const int64_t kc = mn(kGemvRows, g.K - k0);
-      const float* b = b0 + k0 * g.b.rs;
-      const bool first = k0 == 0 && !g.accumulate;
-      int64_t j = 0;
-      if (kc == kGemvRows) {
-        // A whole group: its eight values of a broadcast once, two vectors
-        // of C at a time (two chains in flight); the rest as any group.
-        typename V::T av[kGemvRows];
-#pragma GCC unroll 8
-        for (int t = 0; t < kGemvRows; ++t) av[t] = V::bcast(a + (k0 + t) * g.a.cs);
-        for (; j + 2 * W <= nv; j += 2 * W) {
-          typename V::T c0 = first ? V::zero() : V::load(c + j), c1 = first ? V::zero() : V::load(c + j + W);
-#pragma GCC unroll 8
-          for (int t = 0; t < kGemvRows; ++t) {
-            c0 = V::madd(av[t], V::load(b + t * g.b.rs + j), c0);
-            c1 = V::madd(av[t], V::load(b + t * g.b.rs + j + W), c1);
-          }
-          V::store(c + j, c0);
-          V::store(c + j + W, c1);
-        }
-      }
-      for (; j < nv; j += W) {
-        typename V::T acc = first ? V::zero() : V::load(c + j);
-        for (int64_t t = 0; t < kc; ++t)
-          acc = V::madd(V::bcast(a + (k0 + t) * g.a.cs), V::load(b + t * g.b.rs + j), acc);
-        V::store(c + j, acc);
-      }
+    const float* b = g.b.data + blk.j0;
+    const int64_t n = blk.cols;
+    for (int64_t k0 = 0; k0 < g.K; k0 += kRowKC) {
+      const int64_t k1 = mn(g.K, k0 + kRowKC);
+      int64_t j = row_strips<8>(g, c, a, b, 0, n, k0, k1);
+      j = row_strips<4>(g, c, a, b, j, n, k0, k1);
+      j = row_strips<2>(g, c, a, b, j, n, k0, k1);
+      j = row_strips<1>(g, c, a, b, j, n, k0, k1);
       for (; j < n; ++j) {
-        float acc = first ? 0.0f : c[j];
-        for (int64_t t = 0; t < kc; ++t) acc = P::madd1(a[(k0 + t) * g.a.cs], b[t * g.b.rs + j], acc);
+        float acc = k0 == 0 && !g.accumulate ? 0.0f : c[j];
+        for (int64_t k = k0; k < k1; ++k) acc = P::madd1(a[k * g.a.cs], b[k * g.b.rs + j], acc);
         c[j] = acc;
       }
     }
@@ -416,6 +414,21 @@ struct Driver {
     float* apack = abuf.get(static_cast<size_t>(p.mb * kcmax));
     float* bpack = bbuf.get(static_cast<size_t>(kMaxNR * kcmax));
     const bool small = g.M <= P::kSmallM;
+    if (g.M == 1 && g.b.cs == 1 && g.K > 0) {
+      // One row of C, so the run's blocks lie side by side in it: one pass
+      // over all their columns reads each panel of B as one run. The
+      // epilogue still sees each block.
+      Block row = block_of(g, p, begin);
+      const Block last = block_of(g, p, end - 1);
+      row.cols = last.j0 + last.cols - row.j0;
+      row_times_b(g, row);
+      if (g.hook)
+        for (int64_t item = begin; item < end; ++item) {
+          const Block blk = block_of(g, p, item);
+          g.hook(g.hook_ctx, g.c, g.ldc, blk.i0, blk.j0, blk.rows, blk.cols);
+        }
+      return;
+    }
     for (int64_t item = begin; item < end; ++item) {
       const Block blk = block_of(g, p, item);
       if (g.K == 0 && !g.accumulate) {

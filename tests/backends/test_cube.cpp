@@ -167,11 +167,12 @@ std::string describe(Isa isa, const Shape& s, Layout la, Layout lb) {
 // ---- numerics ------------------------------------------------------------------
 
 TEST(CubeGemm, OddSizesAllLayouts) {
-  // One row: whole groups of 8 k and a partial one, an odd count of vectors
-  // per row (48 = 3 AVX-512 vectors, 40 = 5 AVX2 ones) and a column tail.
-  const Shape shapes[] = {{1, 1, 1},    {7, 17, 63},  {17, 65, 7},   {63, 7, 65},
-                          {65, 63, 17}, {1, 300, 65}, {1, 20, 48},   {1, 9, 40},
-                          {16, 129, 33}, {100, 257, 130}};
+  // One row: panels of 256 k and a partial one; strips of 8, 4, 2 and 1
+  // vectors and a column tail (247 = 16 * (8 + 4 + 2) + 23 on AVX-512,
+  // 123 = 8 * (8 + 4 + 2 + 1) + 3 on AVX2).
+  const Shape shapes[] = {{1, 1, 1},    {7, 17, 63},  {17, 65, 7},    {63, 7, 65},
+                          {65, 63, 17}, {1, 300, 65}, {1, 20, 48},    {1, 9, 40},
+                          {1, 600, 247}, {1, 513, 123}, {16, 129, 33}, {100, 257, 130}};
   uint32_t seed = 1;
   for (Isa isa : isas()) {
     for (const Shape& s : shapes) {
@@ -393,6 +394,42 @@ TEST(CubeGemm, HookOncePerBlockAfterFinalValues) {
         for (int64_t j = 0; j < s.N; ++j) wrong += got.at(i, j) != 2.0f * want.at(i, j);
       EXPECT_EQ(wrong, 0) << what << ": the epilogue's writes were overwritten";
       EXPECT_EQ(got.guards_broken(), 0) << what;
+    }
+  }
+}
+
+// One row of C with B's rows contiguous: a run of several blocks computes
+// them in one pass, then calls the hook once per block, each with its final
+// values. Runs of every length cover the row exactly once.
+TEST(CubeGemm, OneRowRunsOfSeveralBlocks) {
+  uint32_t seed = 1400;
+  for (Isa isa : isas()) {
+    for (Shape s : {Shape{1, 700, 1000}, Shape{1, 40, 300}}) {
+      const Operand a = make_operand(s.M, s.K, Layout::RowMajor, seed++);
+      const Operand b = make_operand(s.K, s.N, Layout::RowMajor, seed++);
+      Output want(s.M, s.N, 4);
+      gemm(make_gemm(a, b, want), isa);
+      Gemm probe = make_gemm(a, b, want);
+      const int64_t n = items(probe, isa);
+      ASSERT_GE(n, 3) << "the shape must give several blocks";
+      for (int64_t len = 1; len <= n; ++len) {
+        Output got(s.M, s.N, 4);
+        Gemm g = make_gemm(a, b, got);
+        HookLog log{&want, std::vector<int>(s.M * s.N, 0), 0, 0, 0, got.c(), got.ldc};
+        g.hook = &log_hook;
+        g.hook_ctx = &log;
+        for (int64_t it = 0; it < n; it += len) run(g, isa, it, std::min(n, it + len));
+        const std::string what = describe(isa, s, Layout::RowMajor, Layout::RowMajor) + " runs of " +
+                                 std::to_string(len);
+        EXPECT_EQ(log.calls, n) << what;
+        EXPECT_EQ(log.bad_args, 0) << what;
+        EXPECT_EQ(log.stale, 0) << what;
+        EXPECT_TRUE(std::all_of(log.covered.begin(), log.covered.end(), [](int x) { return x == 1; })) << what;
+        int64_t wrong = 0;
+        for (int64_t j = 0; j < s.N; ++j) wrong += got.at(0, j) != 2.0f * want.at(0, j);
+        EXPECT_EQ(wrong, 0) << what;
+        EXPECT_EQ(got.guards_broken(), 0) << what;
+      }
     }
   }
 }
