@@ -319,9 +319,12 @@ struct Driver {
 
   // One block, all K panels, with GMR x (GNV * lanes) tiles. kDirect: full
   // strips of B are read in place (rows contiguous), the next one prefetched.
+  // A's panels are packed at apack one at a time, or with a_all at
+  // apack + rows * k0, all of them, so that the next block of the same rows
+  // reuses them (a_ready: already there).
   template <int S, int64_t GKC, bool kDirect>
   static void block_body(const TileSet& ts, const Gemm& g, const Block& blk, float* apack,
-                         float* bpack) {
+                         float* bpack, bool a_all = false, bool a_ready = false) {
     constexpr int GMR = kRows<S>;
     constexpr int GNV = kNV<S>;
     constexpr int GNR = GNV * V::kLanes;
@@ -329,10 +332,11 @@ struct Driver {
     for (int64_t k0 = 0; k0 < g.K; k0 += GKC) {
       const int64_t kc = mn(GKC, g.K - k0);
       const bool load = k0 > 0 || g.accumulate;
-      pack_a<GMR>(g.a, blk.i0, blk.rows, k0, kc, apack);
+      float* apanel = a_all ? apack + blk.rows * k0 : apack;
+      if (!a_ready) pack_a<GMR>(g.a, blk.i0, blk.rows, k0, kc, apanel);
       for (int64_t jr = 0; jr < blk.cols; jr += GNR) {
         const int64_t nc = mn(GNR, blk.cols - jr);
-        const float* ap = apack;
+        const float* ap = apanel;
         if (kDirect && nc == GNR) {
           const float* bp = g.b.data + k0 * g.b.rs + (blk.j0 + jr);
           for (int64_t ir = 0; ir < blk.rows; ir += GMR) {
@@ -404,6 +408,7 @@ struct Driver {
     }
   }
 
+  static constexpr int64_t kKeepA = int64_t{1} << 18;
   static void run(const Gemm& g, int64_t begin, int64_t end, const TileSet& ts) {
     if (begin >= end) return;
     const Plan p = plan(g);
@@ -411,7 +416,11 @@ struct Driver {
     constexpr int64_t kMaxKC = mx(KC, mx(P::kSmallKC, P::kSmallPackedKC));
     const int64_t kcmax = mn(kMaxKC, g.K > 0 ? g.K : 1);
     constexpr int64_t kMaxNR = NR > P::kSmallNV * V::kLanes ? NR : P::kSmallNV * V::kLanes;
-    float* apack = abuf.get(static_cast<size_t>(p.mb * kcmax));
+    // A block's packed rows of A for every K panel fit kKeepA floats: they
+    // stay packed for the run's next blocks of the same rows.
+    const bool keep_a = g.M > P::kSmallM && p.mb * g.K <= kKeepA;
+    float* apack = abuf.get(static_cast<size_t>(p.mb * (keep_a ? g.K : kcmax)));
+    int64_t packed_i0 = -1;
     float* bpack = bbuf.get(static_cast<size_t>(kMaxNR * kcmax));
     const bool small = g.M <= P::kSmallM;
     if (g.M == 1 && g.b.cs == 1 && g.K > 0) {
@@ -443,7 +452,8 @@ struct Driver {
       } else if (small) {
         block_body<1, P::kSmallPackedKC, false>(ts, g, blk, apack, bpack);
       } else {
-        block_body<0, KC, false>(ts, g, blk, apack, bpack);
+        block_body<0, KC, false>(ts, g, blk, apack, bpack, keep_a, keep_a && blk.i0 == packed_i0);
+        packed_i0 = blk.i0;
       }
       if (g.hook) g.hook(g.hook_ctx, g.c, g.ldc, blk.i0, blk.j0, blk.rows, blk.cols);
     }
