@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "backends/convert.h"
 #include "backends/cube/gemm_driver.h"
 #include "backends/cube/xbyak/tile_gen.h"
 #include "dvm/error.h"
@@ -26,6 +27,8 @@ struct VScalar {
   static void store(float* p, T x) { *p = x; }
   static T bcast(const float* p) { return *p; }
   static T madd(T a, T b, T acc) { return acc + a * b; }
+  static T load_bf16(const uint16_t* p) { return bf16_to_f32(*p); }
+  static T load_f16(const uint16_t* p) { return f16_to_f32(*p); }
 };
 
 struct Params {
@@ -129,12 +132,22 @@ TileFn precompiled_tile(Isa isa, int shape, int rows, bool pf) {
   return im.precompiled->full[s][pf ? 1 : 0][rows];
 }
 
+namespace {
+void check_b16(const Gemm& g) {
+  if (g.b16 && (g.M > 1 || g.b.cs != 1))
+    throw Error("cube::gemm: a 16-bit B needs one row of A and B's rows contiguous (M = " + std::to_string(g.M) +
+                ", B's column stride " + std::to_string(g.b.cs) + ")");
+}
+}  // namespace
+
 void run(const Gemm& g, Isa isa, int64_t begin, int64_t end) {
+  check_b16(g);
   const detail::Impl& im = impl_for(isa);
   im.run(g, begin, end, tiles_for(g, isa, im));
 }
 
 void gemm(const Gemm& g, Isa isa) {
+  check_b16(g);
   const detail::Impl& im = impl_for(isa);
   im.run(g, 0, im.items(g), tiles_for(g, isa, im));
 }

@@ -21,6 +21,13 @@ struct V256 {
   [[gnu::always_inline]] static inline void store(float* p, T x) { _mm256_storeu_ps(p, x); }
   [[gnu::always_inline]] static inline T bcast(const float* p) { return _mm256_set1_ps(*p); }
   [[gnu::always_inline]] static inline T madd(T a, T b, T acc) { return _mm256_fmadd_ps(a, b, acc); }
+  [[gnu::always_inline]] static inline T load_bf16(const uint16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  [[gnu::always_inline]] static inline T load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
 };
 
 struct Params {

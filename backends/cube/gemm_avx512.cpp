@@ -21,6 +21,13 @@ struct V512 {
   [[gnu::always_inline]] static inline void store(float* p, T x) { _mm512_storeu_ps(p, x); }
   [[gnu::always_inline]] static inline T bcast(const float* p) { return _mm512_set1_ps(*p); }
   [[gnu::always_inline]] static inline T madd(T a, T b, T acc) { return _mm512_fmadd_ps(a, b, acc); }
+  [[gnu::always_inline]] static inline T load_bf16(const uint16_t* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  [[gnu::always_inline]] static inline T load_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
 };
 
 struct Params {

@@ -4,7 +4,8 @@
 // Included by one translation unit per ISA, each compiled with that ISA's
 // flags and supplying the vector primitives V:
 //   V::T, V::kLanes, V::zero(), V::load(p), V::store(p, x), V::bcast(p),
-//   V::madd(a, b, acc)   (acc + a * b in the ISA's rounding: fused or not).
+//   V::madd(a, b, acc)   (acc + a * b in the ISA's rounding: fused or not),
+//   V::load_bf16(p), V::load_f16(p)   (kLanes 16-bit floats at p, widened).
 #pragma once
 
 #include <cstddef>
@@ -367,45 +368,73 @@ struct Driver {
   // registers while the panel's rows stream by, S vectors of each; the
   // strips of one panel read its rows side by side, so a panel is read as one
   // contiguous run of memory. Each element still sums ascending k from +0
-  // (or the stored partial sum), one V::madd per step, as the tiles do.
+  // (or the stored partial sum), one V::madd per step, as the tiles do. B's
+  // elements are L::E, a vector of them widened by L::vec (column tails
+  // too, from a padded copy: no scalar conversion of this ISA's build is
+  // shared with another's).
   static constexpr int64_t kRowKC = 256;
-  template <int S>
-  static int64_t row_strips(const Gemm& g, float* c, const float* a, const float* b, int64_t j, int64_t n,
-                            int64_t k0, int64_t k1) {
+  struct RowsF32 {
+    using E = float;
+    static typename V::T vec(const float* p) { return V::load(p); }
+  };
+  struct RowsBf16 {
+    using E = uint16_t;
+    static typename V::T vec(const uint16_t* p) { return V::load_bf16(p); }
+  };
+  struct RowsF16 {
+    using E = uint16_t;
+    static typename V::T vec(const uint16_t* p) { return V::load_f16(p); }
+  };
+  template <class L, int S>
+  static int64_t row_strips(const Gemm& g, float* c, const float* a, const typename L::E* b, int64_t j,
+                            int64_t n, int64_t k0, int64_t k1) {
     constexpr int W = V::kLanes;
     const bool first = k0 == 0 && !g.accumulate;
     for (; j + S * W <= n; j += S * W) {
       typename V::T acc[S];
 #pragma GCC unroll 8
       for (int s = 0; s < S; ++s) acc[s] = first ? V::zero() : V::load(c + j + s * W);
-      const float* bk = b + k0 * g.b.rs + j;
+      const typename L::E* bk = b + k0 * g.b.rs + j;
       for (int64_t k = k0; k < k1; ++k, bk += g.b.rs) {
         const typename V::T ak = V::bcast(a + k * g.a.cs);
 #pragma GCC unroll 8
-        for (int s = 0; s < S; ++s) acc[s] = V::madd(ak, V::load(bk + s * W), acc[s]);
+        for (int s = 0; s < S; ++s) acc[s] = V::madd(ak, L::vec(bk + s * W), acc[s]);
       }
 #pragma GCC unroll 8
       for (int s = 0; s < S; ++s) V::store(c + j + s * W, acc[s]);
     }
     return j;
   }
-  static void row_times_b(const Gemm& g, const Block& blk) {
+  template <class L>
+  static void row_times(const Gemm& g, const Block& blk, const typename L::E* b) {
     float* c = g.c + blk.i0 * g.ldc + blk.j0;
     const float* a = g.a.data + blk.i0 * g.a.rs;
-    const float* b = g.b.data + blk.j0;
     const int64_t n = blk.cols;
     for (int64_t k0 = 0; k0 < g.K; k0 += kRowKC) {
       const int64_t k1 = mn(g.K, k0 + kRowKC);
-      int64_t j = row_strips<8>(g, c, a, b, 0, n, k0, k1);
-      j = row_strips<4>(g, c, a, b, j, n, k0, k1);
-      j = row_strips<2>(g, c, a, b, j, n, k0, k1);
-      j = row_strips<1>(g, c, a, b, j, n, k0, k1);
-      for (; j < n; ++j) {
-        float acc = k0 == 0 && !g.accumulate ? 0.0f : c[j];
-        for (int64_t k = k0; k < k1; ++k) acc = P::madd1(a[k * g.a.cs], b[k * g.b.rs + j], acc);
-        c[j] = acc;
+      int64_t j = row_strips<L, 8>(g, c, a, b, 0, n, k0, k1);
+      j = row_strips<L, 4>(g, c, a, b, j, n, k0, k1);
+      j = row_strips<L, 2>(g, c, a, b, j, n, k0, k1);
+      j = row_strips<L, 1>(g, c, a, b, j, n, k0, k1);
+      if (j < n) {
+        constexpr int W = V::kLanes;
+        const int64_t t = n - j;  // < W
+        typename L::E raw[W] = {};
+        alignas(64) float wide[W], acc[W];
+        for (int64_t q = 0; q < t; ++q) acc[q] = k0 == 0 && !g.accumulate ? 0.0f : c[j + q];
+        for (int64_t k = k0; k < k1; ++k) {
+          std::memcpy(raw, b + k * g.b.rs + j, static_cast<size_t>(t) * sizeof(raw[0]));
+          V::store(wide, L::vec(raw));
+          for (int64_t q = 0; q < t; ++q) acc[q] = P::madd1(a[k * g.a.cs], wide[q], acc[q]);
+        }
+        for (int64_t q = 0; q < t; ++q) c[j + q] = acc[q];
       }
     }
+  }
+  static void row_times_b(const Gemm& g, const Block& blk) {
+    if (!g.b16) return row_times<RowsF32>(g, blk, g.b.data + blk.j0);
+    if (g.b16_type == Wide16::F16) return row_times<RowsF16>(g, blk, g.b16 + blk.j0);
+    row_times<RowsBf16>(g, blk, g.b16 + blk.j0);
   }
 
   static constexpr int64_t kKeepA = int64_t{1} << 18;

@@ -16,8 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "backends/convert.h"
 #include "backends/cube/gemm.h"
 #include "backends/isa.h"
+#include "dvm/error.h"
 
 namespace dvm::backends::cube {
 namespace {
@@ -432,6 +434,61 @@ TEST(CubeGemm, OneRowRunsOfSeveralBlocks) {
       }
     }
   }
+}
+
+// One row times a 16-bit B (Gemm::b16): the cube widens B as it reads it,
+// which must give the bits of the same product on B widened to f32 first
+// (subnormal 16-bit values included), on every ISA, with panels, strips and
+// column tails, B rows further apart than N, and guards intact.
+TEST(CubeGemm, OneRowTimesSixteenBitB) {
+  uint32_t seed = 1500;
+  for (Isa isa : isas()) {
+    for (Wide16 type : {Wide16::BF16, Wide16::F16}) {
+      for (Shape s : {Shape{1, 600, 247}, Shape{1, 513, 123}, Shape{1, 9, 5}, Shape{1, 300, 1}}) {
+        const Operand a = make_operand(s.M, s.K, Layout::RowMajor, seed++);
+        const int64_t ldb = s.N + 3;
+        std::vector<uint16_t> b16(static_cast<size_t>(s.K * ldb), 0);
+        std::vector<float> wide(b16.size(), 0.0f);
+        std::mt19937 rng(seed++);
+        std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+        for (size_t i = 0; i < b16.size(); ++i) {
+          const float x = i % 97 == 5 ? 1e-6f : d(rng);  // 1e-6: a float16 subnormal
+          b16[i] = type == Wide16::F16 ? f32_to_f16(x) : f32_to_bf16(i % 89 == 3 ? 1e-39f : x);
+          wide[i] = type == Wide16::F16 ? f16_to_f32(b16[i]) : bf16_to_f32(b16[i]);
+        }
+        Output want(s.M, s.N, 2), got(s.M, s.N, 2);
+        Gemm gw = make_gemm(a, a, want);
+        gw.N = s.N;
+        gw.b = Matrix{wide.data(), ldb, 1};
+        gemm(gw, isa);
+        Gemm g = make_gemm(a, a, got);
+        g.N = s.N;
+        g.b = Matrix{nullptr, ldb, 1};
+        g.b16 = b16.data();
+        g.b16_type = type;
+        gemm(g, isa);
+        const std::string what = std::string(isa_name(isa)) + (type == Wide16::F16 ? " f16 " : " bf16 ") +
+                                 std::to_string(s.K) + "x" + std::to_string(s.N);
+        int64_t diff = 0;
+        for (int64_t j = 0; j < s.N; ++j)
+          diff += std::bit_cast<uint32_t>(got.at(0, j)) != std::bit_cast<uint32_t>(want.at(0, j));
+        EXPECT_EQ(diff, 0) << what;
+        EXPECT_EQ(got.guards_broken(), 0) << what;
+      }
+    }
+  }
+  // Anything but one row read by rows is refused.
+  const Operand a = make_operand(2, 4, Layout::RowMajor, 1);
+  std::vector<uint16_t> b16(32, 0);
+  Output c(2, 8, 0);
+  Gemm g = make_gemm(a, a, c);
+  g.N = 8;
+  g.b = Matrix{nullptr, 8, 1};
+  g.b16 = b16.data();
+  EXPECT_THROW(gemm(g, Isa::Portable), Error);
+  g.M = 1;
+  g.b = Matrix{nullptr, 1, 4};
+  EXPECT_THROW(gemm(g, Isa::Portable), Error);
 }
 
 // Block sizes depend on the shape and ISA only: the same Gemm gives the same
