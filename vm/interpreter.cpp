@@ -782,7 +782,7 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
         if (b_wide16) {
           g.b = {nullptr, B.stride[kK], 1};
           g.b16 = static_cast<const uint16_t*>(typed_in(B, b0 + k0 * B.stride[kK], tb));
-          g.b16_type = tb == Dtype::F16 ? backends::cube::Wide16::F16 : backends::cube::Wide16::BF16;
+          g.b16_type = tb;
         } else if (ob.arg >= 0) {
           g.b = cube_operand(B, tb, b0 + k0 * B.stride[kK], kn, at.n, B.stride[kK], B.stride[kC], b16, mk);
         } else {

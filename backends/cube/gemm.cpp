@@ -134,7 +134,10 @@ TileFn precompiled_tile(Isa isa, int shape, int rows, bool pf) {
 
 namespace {
 void check_b16(const Gemm& g) {
-  if (g.b16 && (g.M > 1 || g.b.cs != 1))
+  if (!g.b16) return;
+  if (g.b16_type != Dtype::BF16 && g.b16_type != Dtype::F16)
+    throw Error(std::string("cube::gemm: a 16-bit B must be bfloat16 or float16, not ") + dtype_name(g.b16_type));
+  if (g.M > 1 || g.b.cs != 1)
     throw Error("cube::gemm: a 16-bit B needs one row of A and B's rows contiguous (M = " + std::to_string(g.M) +
                 ", B's column stride " + std::to_string(g.b.cs) + ")");
 }

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backends/isa.h"
+#include "dvm/dtype.h"
 
 namespace dvm::backends::cube {
 
@@ -51,9 +52,6 @@ using TileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb,
 // caller's consent to executable memory. Both give the same bits.
 enum class Kernels : uint8_t { Precompiled, Generated };
 
-// The 16-bit float types a one-row product's B may hold (Gemm::b16).
-enum class Wide16 : uint8_t { BF16, F16 };
-
 struct Gemm {
   int64_t M, N, K;
   Matrix a;  // M x K
@@ -77,9 +75,10 @@ struct Gemm {
   // b16[k * b.rs + j * b.cs] (b.data is not read), widened exactly as they
   // are read: the same sums as on a widened f32 copy, with B's bytes read
   // once. Only a product of one row (M <= 1) whose B rows are contiguous
-  // (b.cs == 1) takes them; otherwise run() throws dvm::Error.
+  // (b.cs == 1) takes them, and b16_type is BF16 or F16; otherwise run()
+  // throws dvm::Error.
   const uint16_t* b16 = nullptr;
-  Wide16 b16_type = Wide16::BF16;
+  Dtype b16_type = Dtype::BF16;
 };
 
 // Work items: the M x N output is cut into blocks whose sizes depend on the

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include "backends/cube/gemm.h"
@@ -423,9 +424,14 @@ struct Driver {
         alignas(64) float wide[W], acc[W];
         for (int64_t q = 0; q < t; ++q) acc[q] = k0 == 0 && !g.accumulate ? 0.0f : c[j + q];
         for (int64_t k = k0; k < k1; ++k) {
-          std::memcpy(raw, b + k * g.b.rs + j, static_cast<size_t>(t) * sizeof(raw[0]));
-          V::store(wide, L::vec(raw));
-          for (int64_t q = 0; q < t; ++q) acc[q] = P::madd1(a[k * g.a.cs], wide[q], acc[q]);
+          const float* bk = wide;
+          if constexpr (std::is_same_v<typename L::E, float>) {
+            bk = b + k * g.b.rs + j;
+          } else {
+            std::memcpy(raw, b + k * g.b.rs + j, static_cast<size_t>(t) * sizeof(raw[0]));
+            V::store(wide, L::vec(raw));
+          }
+          for (int64_t q = 0; q < t; ++q) acc[q] = P::madd1(a[k * g.a.cs], bk[q], acc[q]);
         }
         for (int64_t q = 0; q < t; ++q) c[j + q] = acc[q];
       }
@@ -433,7 +439,7 @@ struct Driver {
   }
   static void row_times_b(const Gemm& g, const Block& blk) {
     if (!g.b16) return row_times<RowsF32>(g, blk, g.b.data + blk.j0);
-    if (g.b16_type == Wide16::F16) return row_times<RowsF16>(g, blk, g.b16 + blk.j0);
+    if (g.b16_type == Dtype::F16) return row_times<RowsF16>(g, blk, g.b16 + blk.j0);
     row_times<RowsBf16>(g, blk, g.b16 + blk.j0);
   }
 
@@ -441,21 +447,10 @@ struct Driver {
   static void run(const Gemm& g, int64_t begin, int64_t end, const TileSet& ts) {
     if (begin >= end) return;
     const Plan p = plan(g);
-    thread_local Buffer abuf, bbuf;
-    constexpr int64_t kMaxKC = mx(KC, mx(P::kSmallKC, P::kSmallPackedKC));
-    const int64_t kcmax = mn(kMaxKC, g.K > 0 ? g.K : 1);
-    constexpr int64_t kMaxNR = NR > P::kSmallNV * V::kLanes ? NR : P::kSmallNV * V::kLanes;
-    // A block's packed rows of A for every K panel fit kKeepA floats: they
-    // stay packed for the run's next blocks of the same rows.
-    const bool keep_a = g.M > P::kSmallM && p.mb * g.K <= kKeepA;
-    float* apack = abuf.get(static_cast<size_t>(p.mb * (keep_a ? g.K : kcmax)));
-    int64_t packed_i0 = -1;
-    float* bpack = bbuf.get(static_cast<size_t>(kMaxNR * kcmax));
-    const bool small = g.M <= P::kSmallM;
     if (g.M == 1 && g.b.cs == 1 && g.K > 0) {
       // One row of C, so the run's blocks lie side by side in it: one pass
-      // over all their columns reads each panel of B as one run. The
-      // epilogue still sees each block.
+      // over all their columns reads each panel of B as one run (nothing is
+      // packed). The epilogue still sees each block.
       Block row = block_of(g, p, begin);
       const Block last = block_of(g, p, end - 1);
       row.cols = last.j0 + last.cols - row.j0;
@@ -467,6 +462,17 @@ struct Driver {
         }
       return;
     }
+    thread_local Buffer abuf, bbuf;
+    constexpr int64_t kMaxKC = mx(KC, mx(P::kSmallKC, P::kSmallPackedKC));
+    const int64_t kcmax = mn(kMaxKC, g.K > 0 ? g.K : 1);
+    constexpr int64_t kMaxNR = NR > P::kSmallNV * V::kLanes ? NR : P::kSmallNV * V::kLanes;
+    // A block's packed rows of A for every K panel fit kKeepA floats: they
+    // stay packed for the run's next blocks of the same rows.
+    const bool keep_a = g.M > P::kSmallM && p.mb * g.K <= kKeepA;
+    float* apack = abuf.get(static_cast<size_t>(p.mb * (keep_a ? g.K : kcmax)));
+    int64_t packed_i0 = -1;
+    float* bpack = bbuf.get(static_cast<size_t>(kMaxNR * kcmax));
+    const bool small = g.M <= P::kSmallM;
     for (int64_t item = begin; item < end; ++item) {
       const Block blk = block_of(g, p, item);
       if (g.K == 0 && !g.accumulate) {

@@ -443,7 +443,7 @@ TEST(CubeGemm, OneRowRunsOfSeveralBlocks) {
 TEST(CubeGemm, OneRowTimesSixteenBitB) {
   uint32_t seed = 1500;
   for (Isa isa : isas()) {
-    for (Wide16 type : {Wide16::BF16, Wide16::F16}) {
+    for (Dtype type : {Dtype::BF16, Dtype::F16}) {
       for (Shape s : {Shape{1, 600, 247}, Shape{1, 513, 123}, Shape{1, 9, 5}, Shape{1, 300, 1}}) {
         const Operand a = make_operand(s.M, s.K, Layout::RowMajor, seed++);
         const int64_t ldb = s.N + 3;
@@ -453,8 +453,8 @@ TEST(CubeGemm, OneRowTimesSixteenBitB) {
         std::uniform_real_distribution<float> d(-2.0f, 2.0f);
         for (size_t i = 0; i < b16.size(); ++i) {
           const float x = i % 97 == 5 ? 1e-6f : d(rng);  // 1e-6: a float16 subnormal
-          b16[i] = type == Wide16::F16 ? f32_to_f16(x) : f32_to_bf16(i % 89 == 3 ? 1e-39f : x);
-          wide[i] = type == Wide16::F16 ? f16_to_f32(b16[i]) : bf16_to_f32(b16[i]);
+          b16[i] = type == Dtype::F16 ? f32_to_f16(x) : f32_to_bf16(i % 89 == 3 ? 1e-39f : x);
+          wide[i] = type == Dtype::F16 ? f16_to_f32(b16[i]) : bf16_to_f32(b16[i]);
         }
         Output want(s.M, s.N, 2), got(s.M, s.N, 2);
         Gemm gw = make_gemm(a, a, want);
@@ -467,7 +467,7 @@ TEST(CubeGemm, OneRowTimesSixteenBitB) {
         g.b16 = b16.data();
         g.b16_type = type;
         gemm(g, isa);
-        const std::string what = std::string(isa_name(isa)) + (type == Wide16::F16 ? " f16 " : " bf16 ") +
+        const std::string what = std::string(isa_name(isa)) + (type == Dtype::F16 ? " f16 " : " bf16 ") +
                                  std::to_string(s.K) + "x" + std::to_string(s.N);
         int64_t diff = 0;
         for (int64_t j = 0; j < s.N; ++j)
@@ -489,6 +489,11 @@ TEST(CubeGemm, OneRowTimesSixteenBitB) {
   g.M = 1;
   g.b = Matrix{nullptr, 1, 4};
   EXPECT_THROW(gemm(g, Isa::Portable), Error);
+  g.b = Matrix{nullptr, 8, 1};
+  g.b16_type = Dtype::I32;
+  EXPECT_THROW(gemm(g, Isa::Portable), Error);
+  g.b16_type = Dtype::F16;
+  EXPECT_NO_THROW(gemm(g, Isa::Portable));
 }
 
 // Block sizes depend on the shape and ISA only: the same Gemm gives the same
