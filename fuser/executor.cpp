@@ -552,8 +552,11 @@ int64_t execute(const std::vector<Node*>& nodes) {
     throw;
   }
   t_fault = {};
+  // (A view whose input was not stored was read by a product from its
+  // prologue in registers; nothing else can read it.)
   for (Node* n : nodes)
-    if (n->kind == NodeKind::View && n->pending) resolve_view(n);
+    if (n->kind == NodeKind::View && n->pending && !n->storage && (n->in[0]->storage || n->user_refs() > 0))
+      resolve_view(n);
   return computed;
 }
 

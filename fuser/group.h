@@ -59,6 +59,16 @@ bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b);
 // given, stands in for x's strides.
 void broadcast_strides(const detail::Node* x, const Shape& s, int64_t* out, const int64_t* xs = nullptr);
 
+// Strides of a node of shape xshape with strides xs when broadcast to s.
+void broadcast_strides(const Shape& xshape, const int64_t* xs, const Shape& s, int64_t* out);
+
+// Whether pending view v reads its input element for element along whole
+// axes: no offset, and each axis of v longer than 1 either broadcasts
+// (stride 0) or walks one distinct axis of the input's contiguous layout
+// (a permute or transpose, axes of extent 1 added or dropped, an expand).
+// axis[i]: the input's axis that v's axis i walks, or -1.
+bool view_axes(const detail::Node* v, int8_t* axis);
+
 // Strides over a Reduced-domain shape s (of a group with full shape `full`
 // and reduced axes [a, b)), moved onto the full shape's axes (the folded
 // axes get stride 0).

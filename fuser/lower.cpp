@@ -228,6 +228,10 @@ struct Builder {
       for (int i = 0; i < n->nin; ++i) {
         Node* x = n->in[i];
         int arg = -1;
+        if (n == product && prologue_view(i)) {  // the prologue's value, in registers
+          leaf_arg.push_back(arg);
+          continue;
+        }
         if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);
         if (!same_group(x, n) && x->kind != NodeKind::Const) {
           // Zeros past the full shape: an epilogue's read does not move
@@ -254,12 +258,24 @@ struct Builder {
     const Node* x = n->in[slot];
     if (!x->storage) throw Error("internal: group reads an input that was not computed");
     if (n->kind == NodeKind::Contract) {
-      operand_strides(x, slot, product_k(), fs, xs);
+      operand_strides(x->shape, xs ? xs : x->strides, slot, product_k(), fs);
       return Domain::Full;
     }
     const Domain d = at(n).domain;
     if (d == Domain::OperandA || d == Domain::OperandB) {  // a prologue reads x over its operand
-      operand_strides(x, d == Domain::OperandA ? 0 : 1, product_k(), fs, xs);
+      const int operand = d == Domain::OperandA ? 0 : 1;
+      if (const Node* v = prologue_view(operand)) {
+        // Through the view: x's strides over the view's input, each taken
+        // to the view's axis that walks that input axis.
+        int64_t over_input[kMaxRank], over_view[kMaxRank];
+        int8_t axis[kMaxRank];
+        broadcast_strides(x, v->in[0]->shape, over_input, xs);
+        if (!view_axes(v, axis)) throw Error("internal: a prologue read through a view that does not walk whole axes");
+        for (int k = 0; k < v->shape.rank(); ++k) over_view[k] = axis[k] < 0 ? 0 : over_input[axis[k]];
+        operand_strides(v->shape, over_view, operand, product_k(), fs);
+      } else {
+        operand_strides(x->shape, xs ? xs : x->strides, operand, product_k(), fs);
+      }
       return d;
     }
     const bool full = reads_full(n);
@@ -277,17 +293,24 @@ struct Builder {
     return product->in[0]->shape[product->in[0]->shape.rank() - 1];
   }
 
-  // Strides over [F..., K] of x read as (or broadcast to) a product's
-  // operand: a [batch, M, K] (slot 0) or b [batch, K, N] (slot 1), the batch
-  // dim broadcast to F's.
-  void operand_strides(const Node* x, int slot, int64_t K, int64_t* fs, const int64_t* xs) const {
+  // The view through which the group's product reads operand `slot` from
+  // the prologue in this group (partition: view_axes), or null.
+  const Node* prologue_view(int slot) const {
+    const Node* v = product->in[slot];
+    return v->kind == NodeKind::View && v->pending && !v->storage && same_group(v->in[0], product) ? v : nullptr;
+  }
+
+  // Strides over [F..., K] of a value of shape xshape and strides xs read
+  // as (or broadcast to) a product's operand: a [batch, M, K] (slot 0) or
+  // b [batch, K, N] (slot 1), the batch dim broadcast to F's.
+  void operand_strides(const Shape& xshape, const int64_t* xs, int slot, int64_t K, int64_t* fs) const {
     const int r = g.full.rank();
     Shape s;
     for (int i = 0; i < r - 2; ++i) s.push_back(g.full[i]);
     s.push_back(slot == 0 ? g.full[r - 2] : K);
     s.push_back(slot == 0 ? K : g.full[r - 1]);
     int64_t bs[kMaxRank];
-    broadcast_strides(x, s, bs, xs);
+    broadcast_strides(xshape, xs, s, bs);
     std::copy(bs, bs + r - 2, fs);
     fs[r - 2] = slot == 0 ? bs[r - 2] : 0;  // M
     fs[r - 1] = slot == 0 ? 0 : bs[r - 1];  // N
@@ -638,8 +661,9 @@ struct Builder {
           vm::Encoder::Value v[2];
           for (int i = 0; i < 2; ++i) {
             const int a = i == 0 ? a0 : a1;
+            const Node* x = prologue_view(i) ? n->in[i]->in[0] : n->in[i];
             v[i] = a >= 0 ? enc.load(i == 0 ? vm::Op::LDOA : vm::Op::LDOB, arg_index[static_cast<size_t>(a)])
-                          : as(values[static_cast<size_t>(n->in[i]->index)], false);
+                          : as(values[static_cast<size_t>(x->index)], false);
           }
           r = enc.mma_values(v[0], v[1]);
         }

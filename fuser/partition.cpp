@@ -30,11 +30,33 @@ void broadcast_strides(const Node* x, const Shape& s, int64_t* out, const int64_
   } else if (!xs) {
     xs = x->strides;
   }
-  const int lead = s.rank() - x->shape.rank();
+  broadcast_strides(x->shape, xs, s, out);
+}
+
+void broadcast_strides(const Shape& xshape, const int64_t* xs, const Shape& s, int64_t* out) {
+  const int lead = s.rank() - xshape.rank();
   for (int k = 0; k < s.rank(); ++k) {
     int j = k - lead;
-    out[k] = (j < 0 || (x->shape[j] == 1 && s[k] != 1)) ? 0 : xs[j];
+    out[k] = (j < 0 || (xshape[j] == 1 && s[k] != 1)) ? 0 : xs[j];
   }
+}
+
+bool view_axes(const Node* v, int8_t* axis) {
+  const Node* x = v->in[0];
+  if (v->offset != 0 || !x || x->kind == NodeKind::View) return false;
+  int64_t cs[kMaxRank];
+  detail::contiguous_strides(x->shape, cs);
+  uint32_t taken = 0;
+  for (int i = 0; i < v->shape.rank(); ++i) {
+    axis[i] = -1;
+    if (v->shape[i] == 1 || v->strides[i] == 0) continue;
+    int j = 0;
+    while (j < x->shape.rank() && !(x->shape[j] == v->shape[i] && x->shape[j] > 1 && cs[j] == v->strides[i])) ++j;
+    if (j == x->shape.rank() || (taken >> j & 1u)) return false;
+    taken |= 1u << j;
+    axis[i] = static_cast<int8_t>(j);
+  }
+  return true;
 }
 
 void to_full_space(const Shape& full, int a, int b, const Shape& s, const int64_t* in, int64_t* out) {
@@ -78,6 +100,8 @@ namespace {
 class Partitioner {
  public:
   Plan plan;
+  // Per node: a view a product reads in registers, from its prologue.
+  std::vector<uint8_t> read_in_registers;
 
   Placement& at(const Node* n) { return plan.placement[static_cast<size_t>(n->index)]; }
   const Placement& at(const Node* n) const { return plan.placement[static_cast<size_t>(n->index)]; }
@@ -96,11 +120,7 @@ class Partitioner {
   }
 
   void place(Node* n) {
-    if (n->kind == NodeKind::View) {
-      // Views of pending nodes read their input from memory: it is stored.
-      if (n->in[0]->pending) at(n->in[0]).output = true;
-      return;
-    }
+    if (n->kind == NodeKind::View) return;  // (finish() stores what views read)
     if (n->kind == NodeKind::Reduce) place_reduce(n);
     else if (n->kind == NodeKind::Contract) place_contract(n);
     else if (n->kind == NodeKind::Copy && n->dtype != n->in[0]->dtype) place_conversion(n);
@@ -109,7 +129,14 @@ class Partitioner {
 
   void finish(const std::vector<Node*>& nodes) {
     for (Node* n : nodes) {
-      if (n->kind == NodeKind::View) continue;
+      if (n->kind == NodeKind::View) {
+        // A view reads its pending input from memory, which is then stored,
+        // unless a product reads the view of its own prologue's value.
+        if (n->in[0]->pending && !(static_cast<size_t>(n->index) < read_in_registers.size() &&
+                                   read_in_registers[static_cast<size_t>(n->index)]))
+          at(n->in[0]).output = true;
+        continue;
+      }
       if (n->user_refs() > 0) at(n).output = true;
       for (int i = 0; i < n->nin; ++i) {
         Node* x = n->in[i];
@@ -341,6 +368,9 @@ class Partitioner {
   // Operand prologues: an elementwise group whose values feed only one
   // operand of one product joins the product's Contraction group, to be
   // evaluated while the cube packs that operand (vm/opcodes.h: ldoa, ldob).
+  // The product may read the value through a view that walks whole axes
+  // (view_axes: linear(x, w * s) reads w * s transposed); the prologue's
+  // loads then walk its leaves along the view's axes.
   // The operand must be f32: a prologue's values stay in f32 registers,
   // and a 16-bit operand is rounded to its type by a store alone (so a
   // conversion joins only when it is to f32).
@@ -348,25 +378,39 @@ class Partitioner {
     bool any = false;
     for (const Group& g : plan.groups) any |= g.alive && g.form == vm::Form::Contraction;
     if (!any) return;
-    // Reads of each node by other groups' members.
+    // Reads of each node by other groups' members and by views, and of
+    // each view by any node.
     std::vector<int32_t> cross(nodes.size(), 0);
     for (const Node* n : nodes) {
-      if (n->kind == NodeKind::View || !in_group(n)) continue;
+      if (n->kind == NodeKind::View) {
+        if (in_group(n->in[0])) ++cross[static_cast<size_t>(n->in[0]->index)];
+        continue;
+      }
       for (int i = 0; i < n->nin; ++i) {
         const Node* x = n->in[i];
-        if (in_group(x) && find(at(x).group) != find(at(n).group)) ++cross[static_cast<size_t>(x->index)];
+        if (x->kind == NodeKind::View && x->pending) ++cross[static_cast<size_t>(x->index)];
+        else if (in_group(n) && in_group(x) && find(at(x).group) != find(at(n).group))
+          ++cross[static_cast<size_t>(x->index)];
       }
     }
+    read_in_registers.assign(nodes.size(), 0);
+    int8_t axis[kMaxRank];
     for (const Node* n : nodes) {
       if (n->kind != NodeKind::Contract) continue;
       const int c = find(at(n).group);
       for (int slot = 0; slot < 2; ++slot) {
         const Node* x = n->in[slot];
-        const Node* other = n->in[1 - slot];
+        const Node* view = nullptr;
+        if (x->kind == NodeKind::View && x->pending) {
+          if (x->user_refs() > 0 || cross[static_cast<size_t>(x->index)] != 1 || !view_axes(x, axis)) continue;
+          view = x;
+          x = x->in[0];
+        }
+        const Node* other = computed_value(n->in[1 - slot]);
         if (!in_group(x)) continue;
         const int e = find(at(x).group);
         const Group& E = G(e);
-        if (e == c || E.form != vm::Form::Elementwise || (in_group(other) && find(at(other).group) == e)) continue;
+        if (e == c || E.form != vm::Form::Elementwise || (other && find(at(other).group) == e)) continue;
         if (x->dtype != Dtype::F32) continue;
         bool only = true;
         for (const Node* m : E.members)
@@ -374,6 +418,7 @@ class Partitioner {
         if (!only) continue;
         const Domain d = slot == 0 ? Domain::OperandA : Domain::OperandB;
         absorb(e, c, d);
+        if (view) read_in_registers[static_cast<size_t>(view->index)] = 1;
         // Groups feeding the prologue join it on the same terms (their
         // values f32, of the operand's shape, read by the prologue alone):
         // a conversion to f32 and then a scale is one prologue.
@@ -395,6 +440,13 @@ class Partitioner {
         }
       }
     }
+  }
+
+  // The group member whose values x reads: x, or a pending view's input;
+  // null for a leaf or a constant.
+  const Node* computed_value(const Node* x) const {
+    if (x->kind == NodeKind::View && x->pending) x = x->in[0];
+    return in_group(x) ? x : nullptr;
   }
 
   // Is group f elementwise over `shape`, each of its members read only
@@ -511,11 +563,13 @@ std::vector<int> split_group(Plan& plan, int gi) {
       at(n).group = pieces.back();
     }
   }
-  // Values read across pieces are stored by the piece computing them.
+  // Values read across pieces (directly or through a view) are stored by
+  // the piece computing them.
   for (int p : pieces)
     for (const Node* n : plan.groups[static_cast<size_t>(p)].members)
       for (int i = 0; i < n->nin; ++i) {
         const Node* x = n->in[i];
+        if (x->kind == NodeKind::View && x->pending) x = x->in[0];
         if (!x->pending || static_cast<size_t>(x->index) >= plan.placement.size()) continue;
         Placement& px = plan.placement[static_cast<size_t>(x->index)];
         if (px.group >= 0 && px.group != p) px.output = true;

@@ -20,7 +20,8 @@
 namespace dvm::fuser {
 
 // nodes: the pending nodes to compute, in record order (Views included; they
-// join no group but force their input to be stored). Numbers them
+// join no group, and their input is stored unless the view is a product's
+// operand read from its prologue in registers). Numbers them
 // (Node::index = position in nodes); the plan's placement is indexed by it.
 Plan partition(const std::vector<detail::Node*>& nodes);
 
