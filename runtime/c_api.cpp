@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -268,6 +269,51 @@ dvm_status dvm_reduce(int op, dvm_tensor x, const int* axes, int naxes, int keep
   });
 }
 
+dvm_status dvm_var(dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_var");
+  DVM_NEED(out, "dvm_var");
+  if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes)) return invalid("dvm_var", "naxes must be 0..8 with an axes array");
+  return guarded([&] { give(x->t.var(std::vector<int>(axes, axes + naxes), correction, keepdim != 0), out); });
+}
+
+dvm_status dvm_std(dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_std");
+  DVM_NEED(out, "dvm_std");
+  if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes)) return invalid("dvm_std", "naxes must be 0..8 with an axes array");
+  return guarded([&] { give(x->t.std(std::vector<int>(axes, axes + naxes), correction, keepdim != 0), out); });
+}
+
+dvm_status dvm_clamp(dvm_tensor x, float lo, float hi, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_clamp");
+  DVM_NEED(out, "dvm_clamp");
+  return guarded([&] { give(dvm::clamp(x->t, lo, hi), out); });
+}
+
+dvm_status dvm_silu(dvm_tensor x, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_silu");
+  DVM_NEED(out, "dvm_silu");
+  return guarded([&] { give(dvm::silu(x->t), out); });
+}
+
+dvm_status dvm_masked_fill(dvm_tensor x, dvm_tensor mask, float value, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_masked_fill");
+  DVM_NEED(mask, "dvm_masked_fill");
+  DVM_NEED(out, "dvm_masked_fill");
+  return guarded([&] { give(dvm::masked_fill(x->t, mask->t, value), out); });
+}
+
+dvm_status dvm_tril(dvm_tensor x, int64_t diagonal, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_tril");
+  DVM_NEED(out, "dvm_tril");
+  return guarded([&] { give(dvm::tril(x->t, diagonal), out); });
+}
+
+dvm_status dvm_triu(dvm_tensor x, int64_t diagonal, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_triu");
+  DVM_NEED(out, "dvm_triu");
+  return guarded([&] { give(dvm::triu(x->t, diagonal), out); });
+}
+
 dvm_status dvm_softmax(dvm_tensor x, int axis, dvm_tensor* out) {
   DVM_NEED(x, "dvm_softmax");
   DVM_NEED(out, "dvm_softmax");
@@ -354,6 +400,43 @@ dvm_status dvm_slice(dvm_tensor x, int axis, int64_t start, int64_t end, int64_t
   DVM_NEED(x, "dvm_slice");
   DVM_NEED(out, "dvm_slice");
   return guarded([&] { give(x->t.slice(axis, start, end, step), out); });
+}
+
+dvm_status dvm_squeeze(dvm_tensor x, int axis, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_squeeze");
+  DVM_NEED(out, "dvm_squeeze");
+  return guarded([&] { give(axis == DVM_ALL_AXES ? x->t.squeeze() : x->t.squeeze(axis), out); });
+}
+
+dvm_status dvm_unsqueeze(dvm_tensor x, int axis, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_unsqueeze");
+  DVM_NEED(out, "dvm_unsqueeze");
+  return guarded([&] { give(x->t.unsqueeze(axis), out); });
+}
+
+dvm_status dvm_flatten(dvm_tensor x, int start_axis, int end_axis, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_flatten");
+  DVM_NEED(out, "dvm_flatten");
+  return guarded([&] { give(x->t.flatten(start_axis, end_axis), out); });
+}
+
+dvm_status dvm_narrow(dvm_tensor x, int axis, int64_t start, int64_t length, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_narrow");
+  DVM_NEED(out, "dvm_narrow");
+  return guarded([&] { give(x->t.narrow(axis, start, length), out); });
+}
+
+dvm_status dvm_split(dvm_tensor x, const int64_t* sizes, int n, int axis, dvm_tensor* outs) {
+  DVM_NEED(x, "dvm_split");
+  if (n < 0 || (n > 0 && (!sizes || !outs))) return invalid("dvm_split", "n must be >= 0 with sizes and outs arrays");
+  return guarded([&] {
+    const std::vector<dvm::Tensor> pieces = x->t.split(std::vector<int64_t>(sizes, sizes + n), axis);
+    // Every handle first, then the outputs: all or none.
+    std::vector<std::unique_ptr<dvm_tensor_s>> handles;
+    handles.reserve(pieces.size());
+    for (const dvm::Tensor& p : pieces) handles.push_back(std::make_unique<dvm_tensor_s>(dvm_tensor_s{p}));
+    for (size_t i = 0; i < handles.size(); ++i) outs[i] = handles[i].release();
+  });
 }
 
 dvm_status dvm_expand(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out) {

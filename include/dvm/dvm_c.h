@@ -56,6 +56,8 @@ typedef enum dvm_reduce_op { DVM_SUM, DVM_MEAN, DVM_MAX, DVM_MIN } dvm_reduce_op
 typedef enum dvm_tier_mode { DVM_TIER_OFF = 0, DVM_TIER_AUTO = 1, DVM_TIER_EAGER = 2 } dvm_tier_mode;
 
 enum { DVM_MAX_RANK = 8 };
+/* dvm_squeeze's axis for "every axis of extent 1". */
+enum { DVM_ALL_AXES = -1000 };
 
 /* Ops, dtypes and modes are passed as int (a dvm_unary_op, dvm_dtype, ...):
  * a value outside its enum is DVM_INVALID_ARGUMENT, never undefined
@@ -108,6 +110,16 @@ dvm_status dvm_log_softmax(dvm_tensor x, int axis, dvm_tensor* out);
 /* weight and bias may be NULL. */
 dvm_status dvm_layer_norm(dvm_tensor x, const int64_t* normalized_shape, int rank, dvm_tensor weight, dvm_tensor bias,
                           float eps, dvm_tensor* out);
+/* torch's var and std over axes[0..naxes) (naxes = 0: all axes), dividing
+ * by count - correction. */
+dvm_status dvm_var(dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim, dvm_tensor* out);
+dvm_status dvm_std(dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim, dvm_tensor* out);
+dvm_status dvm_clamp(dvm_tensor x, float lo, float hi, dvm_tensor* out);
+dvm_status dvm_silu(dvm_tensor x, dvm_tensor* out);
+/* value where the bool mask is true, else x (x's type). */
+dvm_status dvm_masked_fill(dvm_tensor x, dvm_tensor mask, float value, dvm_tensor* out);
+dvm_status dvm_tril(dvm_tensor x, int64_t diagonal, dvm_tensor* out);
+dvm_status dvm_triu(dvm_tensor x, int64_t diagonal, dvm_tensor* out);
 dvm_status dvm_matmul(dvm_tensor a, dvm_tensor b, dvm_tensor* out);
 dvm_status dvm_bmm(dvm_tensor a, dvm_tensor b, dvm_tensor* out);
 /* bias may be NULL. */
@@ -122,6 +134,13 @@ dvm_status dvm_transpose(dvm_tensor x, int a, int b, dvm_tensor* out);
 dvm_status dvm_slice(dvm_tensor x, int axis, int64_t start, int64_t end, int64_t step, dvm_tensor* out);
 dvm_status dvm_expand(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out);
 dvm_status dvm_contiguous(dvm_tensor x, dvm_tensor* out);
+/* axis = DVM_ALL_AXES: every axis of extent 1. */
+dvm_status dvm_squeeze(dvm_tensor x, int axis, dvm_tensor* out);
+dvm_status dvm_unsqueeze(dvm_tensor x, int axis, dvm_tensor* out);
+dvm_status dvm_flatten(dvm_tensor x, int start_axis, int end_axis, dvm_tensor* out);
+dvm_status dvm_narrow(dvm_tensor x, int axis, int64_t start, int64_t length, dvm_tensor* out);
+/* Pieces of sizes[0..n) along axis into outs[0..n) (all or none). */
+dvm_status dvm_split(dvm_tensor x, const int64_t* sizes, int n, int axis, dvm_tensor* outs);
 
 /* ---- settings and statistics ---------------------------------------------------- */
 dvm_status dvm_set_num_threads(int n);

@@ -120,6 +120,24 @@ class Tensor {
   Tensor expand(Shape shape) const;  // broadcast_to
   Tensor broadcast_to(Shape shape) const { return expand(shape); }
   Tensor contiguous() const;
+  // torch's view helpers, all views: squeeze() drops every axis of extent
+  // 1, squeeze(axis) that axis when its extent is 1 (else it is a no-op);
+  // unsqueeze inserts an axis of extent 1 at axis (-rank-1 <= axis <= rank);
+  // flatten merges [start_axis, end_axis] into one (a 0-d tensor gives [1]).
+  Tensor squeeze() const;
+  Tensor squeeze(int axis) const;
+  Tensor unsqueeze(int axis) const;
+  Tensor flatten(int start_axis = 0, int end_axis = -1) const;
+  // Elements [start, start + length) of axis; start may be negative (from
+  // the end); the range must lie within the axis.
+  Tensor narrow(int axis, int64_t start, int64_t length) const;
+  // torch.chunk: pieces of ceil(extent / chunks) along axis, the last one
+  // smaller, so possibly fewer than `chunks` pieces; chunks >= 1.
+  std::vector<Tensor> chunk(int64_t chunks, int axis = 0) const;
+  // torch.split: pieces of `size` along axis (the last one smaller), or of
+  // the given sizes, which must add up to the axis's extent.
+  std::vector<Tensor> split(int64_t size, int axis = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int axis = 0) const;
 
   // ---- element type ------------------------------------------------------------
   // torch's Tensor.to(dtype): floats round to nearest even; float to
@@ -145,6 +163,16 @@ class Tensor {
   Tensor min(const std::vector<int>& axes, bool keepdim = false) const;
   Tensor min(int axis, bool keepdim = false) const { return min({axis}, keepdim); }
   Tensor min() const;
+  // torch's var and std over axes with Bessel's correction (divide by
+  // count - correction; at or below zero the result is inf or NaN, as in
+  // torch). Floating types only; a 16-bit type is computed in float32 and
+  // rounded once.
+  Tensor var(const std::vector<int>& axes, int64_t correction = 1, bool keepdim = false) const;
+  Tensor var(int axis, int64_t correction = 1, bool keepdim = false) const { return var(std::vector<int>{axis}, correction, keepdim); }
+  Tensor var() const;  // all axes, correction 1
+  Tensor std(const std::vector<int>& axes, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(int axis, int64_t correction = 1, bool keepdim = false) const { return std(std::vector<int>{axis}, correction, keepdim); }
+  Tensor std() const;
 
   // ---- internal ------------------------------------------------------------
   explicit Tensor(detail::Node* node);  // takes a new user reference
@@ -235,6 +263,19 @@ Tensor log_softmax(const Tensor& x, int axis);
 // may be undefined Tensors.
 Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
                   const Tensor& bias, float eps = 1e-5f);
+// torch.clamp: min(max(x, lo), hi); NaN stays NaN, and lo > hi gives hi.
+Tensor clamp(const Tensor& x, float lo, float hi);
+Tensor clamp_min(const Tensor& x, float lo);
+Tensor clamp_max(const Tensor& x, float hi);
+// torch.nn.functional.silu: x * sigmoid(x). Floating types.
+Tensor silu(const Tensor& x);
+// torch's masked_fill: value where the bool mask (broadcast to x's shape)
+// is true, else x; of x's type (value converted as to(x's type) converts).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
+// torch.tril / torch.triu over the last two axes: elements with
+// column - row <= diagonal (tril) or >= diagonal (triu) kept, the rest 0.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
 // ---- operators ------------------------------------------------------------------
 Tensor operator-(const Tensor& x);

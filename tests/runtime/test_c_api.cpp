@@ -135,6 +135,16 @@ TEST(CApi, ReductionsCompositionsProductsAndViews) {
       {[&](dvm_tensor* o) { return dvm_slice(x.t, 1, 1, 4, 2, o); }, cx.slice(1, 1, 4, 2), "slice"},
       {[&](dvm_tensor* o) { return dvm_expand(x.t, es, 3, o); }, cx.expand({2, 3, 4}), "expand"},
       {[&](dvm_tensor* o) { return dvm_to(x.t, DVM_F16, o); }, cx.to(Dtype::F16), "to f16"},
+      {[&](dvm_tensor* o) { return dvm_var(x.t, axis1, 1, 0, 1, o); }, cx.var(1, 0, true), "var"},
+      {[&](dvm_tensor* o) { return dvm_std(x.t, nullptr, 0, 1, 0, o); }, cx.std(), "std()"},
+      {[&](dvm_tensor* o) { return dvm_clamp(x.t, -0.5f, 0.5f, o); }, clamp(cx, -0.5f, 0.5f), "clamp"},
+      {[&](dvm_tensor* o) { return dvm_silu(x.t, o); }, silu(cx), "silu"},
+      {[&](dvm_tensor* o) { return dvm_tril(x.t, 1, o); }, tril(cx, 1), "tril"},
+      {[&](dvm_tensor* o) { return dvm_triu(x.t, -1, o); }, triu(cx, -1), "triu"},
+      {[&](dvm_tensor* o) { return dvm_unsqueeze(x.t, 1, o); }, cx.unsqueeze(1), "unsqueeze"},
+      {[&](dvm_tensor* o) { return dvm_squeeze(x.t, DVM_ALL_AXES, o); }, cx.squeeze(), "squeeze()"},
+      {[&](dvm_tensor* o) { return dvm_flatten(x.t, 0, -1, o); }, cx.flatten(), "flatten"},
+      {[&](dvm_tensor* o) { return dvm_narrow(x.t, 1, -3, 2, o); }, cx.narrow(1, -3, 2), "narrow"},
   };
   for (const Case& c : cases) {
     H r;
@@ -155,6 +165,25 @@ TEST(CApi, ReductionsCompositionsProductsAndViews) {
   EXPECT_TRUE(same_bits(read_f32(mm.t), matmul(cx, cm).to_vector()));
   ASSERT_EQ(dvm_addmm(x.t, x.t, m.t, 0.5f, 2.0f, a.out()), DVM_OK);
   EXPECT_TRUE(same_bits(read_f32(a.t), addmm(cx, cx, cm, 0.5f, 2.0f).to_vector()));
+  // masked_fill with a comparison's mask; split into handles, all or none.
+  H mask, filled;
+  ASSERT_EQ(dvm_binary_scalar(DVM_GT, x.t, 0.0f, 0, mask.out()), DVM_OK);
+  ASSERT_EQ(dvm_masked_fill(x.t, mask.t, 9.0f, filled.out()), DVM_OK);
+  EXPECT_TRUE(same_bits(read_f32(filled.t), masked_fill(cx, gt(cx, 0.0f), 9.0f).to_vector()));
+  const int64_t sizes[2] = {1, 3}, bad[2] = {1, 2};
+  H p0, p1;
+  dvm_tensor pieces[2] = {nullptr, nullptr};
+  EXPECT_EQ(dvm_split(x.t, bad, 2, 1, pieces), DVM_ERROR);
+  EXPECT_TRUE(std::string(dvm_last_error()).find("add up to 4") != std::string::npos) << dvm_last_error();
+  EXPECT_EQ(pieces[0], nullptr);
+  ASSERT_EQ(dvm_split(x.t, sizes, 2, -1, pieces), DVM_OK);
+  *p0.out() = pieces[0];
+  *p1.out() = pieces[1];
+  const std::vector<Tensor> want = cx.split(std::vector<int64_t>{1, 3}, 1);
+  EXPECT_TRUE(same_bits(read_f32(p0.t), want[0].to_vector()));
+  EXPECT_TRUE(same_bits(read_f32(p1.t), want[1].to_vector()));
+  EXPECT_EQ(dvm_split(x.t, nullptr, 2, 1, pieces), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_var(x.t, nullptr, 1, 1, 0, pieces), DVM_INVALID_ARGUMENT);
 }
 
 TEST(CApi, EveryDtypeRoundTrips) {
