@@ -69,6 +69,18 @@ void give(dvm::Tensor t, dvm_tensor* out) { *out = new dvm_tensor_s{std::move(t)
 #define DVM_NEED(ptr, fn) \
   if (!(ptr)) return invalid(fn, #ptr " is null")
 
+// dvm_var (std = false) and dvm_std.
+dvm_status spread(const char* fn, bool std, dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim,
+                  dvm_tensor* out) {
+  DVM_NEED(x, fn);
+  DVM_NEED(out, fn);
+  if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes)) return invalid(fn, "naxes must be 0..8 with an axes array");
+  return guarded([&] {
+    const std::vector<int> a(axes, axes + naxes);
+    give(std ? x->t.std(a, correction, keepdim != 0) : x->t.var(a, correction, keepdim != 0), out);
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -270,17 +282,11 @@ dvm_status dvm_reduce(int op, dvm_tensor x, const int* axes, int naxes, int keep
 }
 
 dvm_status dvm_var(dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim, dvm_tensor* out) {
-  DVM_NEED(x, "dvm_var");
-  DVM_NEED(out, "dvm_var");
-  if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes)) return invalid("dvm_var", "naxes must be 0..8 with an axes array");
-  return guarded([&] { give(x->t.var(std::vector<int>(axes, axes + naxes), correction, keepdim != 0), out); });
+  return spread("dvm_var", false, x, axes, naxes, correction, keepdim, out);
 }
 
 dvm_status dvm_std(dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim, dvm_tensor* out) {
-  DVM_NEED(x, "dvm_std");
-  DVM_NEED(out, "dvm_std");
-  if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes)) return invalid("dvm_std", "naxes must be 0..8 with an axes array");
-  return guarded([&] { give(x->t.std(std::vector<int>(axes, axes + naxes), correction, keepdim != 0), out); });
+  return spread("dvm_std", true, x, axes, naxes, correction, keepdim, out);
 }
 
 dvm_status dvm_clamp(dvm_tensor x, float lo, float hi, dvm_tensor* out) {

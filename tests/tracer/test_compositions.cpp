@@ -18,18 +18,8 @@ using testing::expect_error;
 using testing::kInf;
 using testing::kNaN;
 
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(static_cast<size_t>(s.rank()));
-  int64_t t = 1;
-  for (int i = s.rank() - 1; i >= 0; --i) {
-    st[static_cast<size_t>(i)] = t;
-    t *= s[i];
-  }
-  return st;
-}
-
 int64_t index_at(int64_t flat, const Shape& s, int axis) {
-  return flat / strides_of(s)[static_cast<size_t>(axis)] % s[axis];
+  return flat / testing::row_major_strides(s)[static_cast<size_t>(axis)] % s[axis];
 }
 
 std::vector<float> random_values(int64_t n, std::mt19937& rng, float lo, float hi) {
@@ -75,7 +65,7 @@ TEST(Compositions, VarAndStdMatchATwoPassReference) {
     for (int i = 0; i < rank; ++i)
       if (!red[static_cast<size_t>(i)]) out.push_back(s[i]);
       else if (keepdim) out.push_back(1);
-    const std::vector<int64_t> st = strides_of(s);
+    const std::vector<int64_t> st = testing::row_major_strides(s);
     auto out_index = [&](int64_t flat) {
       int64_t o = 0;
       for (int i = 0; i < rank; ++i)

@@ -22,21 +22,10 @@ std::vector<float> iota_values(int64_t n, float base) {
   return v;
 }
 
-// Row-major strides of s.
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(static_cast<size_t>(s.rank()));
-  int64_t t = 1;
-  for (int i = s.rank() - 1; i >= 0; --i) {
-    st[static_cast<size_t>(i)] = t;
-    t *= s[i];
-  }
-  return st;
-}
-
 // Elements [start, start + len) of axis of (values, s), in row-major order.
 std::vector<float> narrow_ref(const std::vector<float>& values, const Shape& s, int axis, int64_t start, int64_t len) {
   std::vector<float> out;
-  const std::vector<int64_t> st = strides_of(s);
+  const std::vector<int64_t> st = testing::row_major_strides(s);
   for (size_t i = 0; i < values.size(); ++i) {
     const int64_t idx = static_cast<int64_t>(i) / st[static_cast<size_t>(axis)] % s[axis];
     if (idx >= start && idx < start + len) out.push_back(values[i]);
@@ -60,7 +49,7 @@ Tensor source(const Shape& s, const std::vector<float>& values, int form) {
     std::swap(t[0], t[1]);
     // Values laid out so that the transpose reads `values` in row-major order.
     std::vector<float> laid(values.size());
-    const std::vector<int64_t> ss = strides_of(s), ts = strides_of(t);
+    const std::vector<int64_t> ss = testing::row_major_strides(s), ts = testing::row_major_strides(t);
     for (size_t i = 0; i < values.size(); ++i) {
       int64_t off = 0;
       for (int k = 0; k < s.rank(); ++k) {

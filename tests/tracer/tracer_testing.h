@@ -261,6 +261,17 @@ inline int64_t numel_of(const std::vector<int64_t>& s) {
 
 inline std::string shape_str(const std::vector<int64_t>& s) { return Shape(s).to_string(); }
 
+// Row-major strides of s.
+inline std::vector<int64_t> row_major_strides(const Shape& s) {
+  std::vector<int64_t> st(static_cast<size_t>(s.rank()));
+  int64_t t = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    st[static_cast<size_t>(i)] = t;
+    t *= s[i];
+  }
+  return st;
+}
+
 // Row-major multi-index of flat position i in shape s.
 inline void unravel(int64_t i, const std::vector<int64_t>& s, int64_t* idx) {
   for (int k = static_cast<int>(s.size()) - 1; k >= 0; --k) {
