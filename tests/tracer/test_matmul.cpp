@@ -383,10 +383,12 @@ TEST(MatMul, ProloguesReadThroughViewsRunInTheProductsKernel) {
     const char* env = std::getenv("DVM_PLAN_CHECK");
     fuser::set_plan_check(env && std::string(env) == "1");
     // Every value computed alone, its handle held: each op its own kernel.
-    const int64_t limit = dvm::trace_limit();
-    dvm::set_trace_limit(1);
-    const std::vector<float> stored = c.product(a, b).to_vector();
-    dvm::set_trace_limit(limit);
+    std::vector<float> stored;
+    {
+      const testing::TraceLimitGuard guard;
+      dvm::set_trace_limit(1);
+      stored = c.product(a, b).to_vector();
+    }
     const std::vector<float> got = fused.to_vector();
     ASSERT_EQ(got.size(), stored.size()) << c.name;
     ASSERT_EQ(replayed.size(), stored.size()) << c.name;
