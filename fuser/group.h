@@ -43,6 +43,9 @@ struct Placement {
   int32_t group = -1;             // fused group, -1 for none (views)
   Domain domain = Domain::Full;   // within the group
   bool output = false;            // stored by its group (observed or read elsewhere)
+  // A view a product reads from its prologue in registers: its input is
+  // not stored for it.
+  bool in_registers = false;
 };
 
 struct Plan {

@@ -294,10 +294,10 @@ struct Builder {
   }
 
   // The view through which the group's product reads operand `slot` from
-  // the prologue in this group (partition: view_axes), or null.
+  // the prologue in this group (Placement::in_registers), or null.
   const Node* prologue_view(int slot) const {
     const Node* v = product->in[slot];
-    return v->kind == NodeKind::View && v->pending && !v->storage && same_group(v->in[0], product) ? v : nullptr;
+    return v->kind == NodeKind::View && v->pending && at(v).in_registers ? v : nullptr;
   }
 
   // Strides over [F..., K] of a value of shape xshape and strides xs read

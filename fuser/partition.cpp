@@ -43,7 +43,7 @@ void broadcast_strides(const Shape& xshape, const int64_t* xs, const Shape& s, i
 
 bool view_axes(const Node* v, int8_t* axis) {
   const Node* x = v->in[0];
-  if (v->offset != 0 || !x || x->kind == NodeKind::View) return false;
+  if (v->offset != 0) return false;
   int64_t cs[kMaxRank];
   detail::contiguous_strides(x->shape, cs);
   uint32_t taken = 0;
@@ -100,8 +100,6 @@ namespace {
 class Partitioner {
  public:
   Plan plan;
-  // Per node: a view a product reads in registers, from its prologue.
-  std::vector<uint8_t> read_in_registers;
 
   Placement& at(const Node* n) { return plan.placement[static_cast<size_t>(n->index)]; }
   const Placement& at(const Node* n) const { return plan.placement[static_cast<size_t>(n->index)]; }
@@ -132,9 +130,7 @@ class Partitioner {
       if (n->kind == NodeKind::View) {
         // A view reads its pending input from memory, which is then stored,
         // unless a product reads the view of its own prologue's value.
-        if (n->in[0]->pending && !(static_cast<size_t>(n->index) < read_in_registers.size() &&
-                                   read_in_registers[static_cast<size_t>(n->index)]))
-          at(n->in[0]).output = true;
+        if (n->in[0]->pending && !at(n).in_registers) at(n->in[0]).output = true;
         continue;
       }
       if (n->user_refs() > 0) at(n).output = true;
@@ -393,7 +389,6 @@ class Partitioner {
           ++cross[static_cast<size_t>(x->index)];
       }
     }
-    read_in_registers.assign(nodes.size(), 0);
     int8_t axis[kMaxRank];
     for (const Node* n : nodes) {
       if (n->kind != NodeKind::Contract) continue;
@@ -418,7 +413,7 @@ class Partitioner {
         if (!only) continue;
         const Domain d = slot == 0 ? Domain::OperandA : Domain::OperandB;
         absorb(e, c, d);
-        if (view) read_in_registers[static_cast<size_t>(view->index)] = 1;
+        if (view) at(view).in_registers = true;
         // Groups feeding the prologue join it on the same terms (their
         // values f32, of the operand's shape, read by the prologue alone):
         // a conversion to f32 and then a scale is one prologue.
@@ -569,7 +564,10 @@ std::vector<int> split_group(Plan& plan, int gi) {
     for (const Node* n : plan.groups[static_cast<size_t>(p)].members)
       for (int i = 0; i < n->nin; ++i) {
         const Node* x = n->in[i];
-        if (x->kind == NodeKind::View && x->pending) x = x->in[0];
+        if (x->kind == NodeKind::View && x->pending) {
+          plan.placement[static_cast<size_t>(x->index)].in_registers = false;
+          x = x->in[0];
+        }
         if (!x->pending || static_cast<size_t>(x->index) >= plan.placement.size()) continue;
         Placement& px = plan.placement[static_cast<size_t>(x->index)];
         if (px.group >= 0 && px.group != p) px.output = true;

@@ -7,21 +7,23 @@
 #include <vector>
 
 #include "dvm/tensor.h"
+#include "tracer/operands.h"
 #include "tracer/shape_rules.h"
 
 namespace dvm {
 
 namespace {
 
-const Tensor& defined_or_throw(const Tensor& t, const char* op) {
-  if (!t.defined()) throw Error(std::string(op) + ": the tensor is undefined (default-constructed or moved from)");
+// t, once detail::need has checked it (for ops that hand t on).
+const Tensor& checked(const Tensor& t, const char* op) {
+  detail::need(t, op);
   return t;
 }
 
-std::string describe(const Tensor& t) { return std::string(dtype_name(t.dtype())) + t.shape().to_string(); }
+std::string describe(const Tensor& t) { return detail::describe(t.node()); }
 
 void need_floating(const Tensor& t, const char* op) {
-  defined_or_throw(t, op);
+  detail::need(t, op);
   if (!is_floating(t.dtype()))
     throw Error(std::string(op) + ": " + describe(t) + " is not of a floating type (expected float32, float16 or bfloat16)");
 }
@@ -54,9 +56,9 @@ Tensor Tensor::std(const std::vector<int>& axes, int64_t correction, bool keepdi
 }
 Tensor Tensor::std() const { return std(std::vector<int>{}, 1, false); }
 
-Tensor clamp(const Tensor& x, float lo, float hi) { return minimum(maximum(defined_or_throw(x, "clamp"), lo), hi); }
-Tensor clamp_min(const Tensor& x, float lo) { return maximum(defined_or_throw(x, "clamp_min"), lo); }
-Tensor clamp_max(const Tensor& x, float hi) { return minimum(defined_or_throw(x, "clamp_max"), hi); }
+Tensor clamp(const Tensor& x, float lo, float hi) { return minimum(maximum(checked(x, "clamp"), lo), hi); }
+Tensor clamp_min(const Tensor& x, float lo) { return maximum(checked(x, "clamp_min"), lo); }
+Tensor clamp_max(const Tensor& x, float hi) { return minimum(checked(x, "clamp_max"), hi); }
 
 Tensor silu(const Tensor& x) {
   need_floating(x, "silu");
@@ -64,8 +66,8 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
-  defined_or_throw(x, "masked_fill");
-  defined_or_throw(mask, "masked_fill");
+  detail::need(x, "masked_fill");
+  detail::need(mask, "masked_fill");
   if (mask.dtype() != Dtype::Bool)
     throw Error("masked_fill: mask " + describe(mask) + " must be bool (a comparison result such as lt(x, y))");
   bool fits = false;
@@ -92,7 +94,7 @@ namespace {
 // x where column - row (of its last two axes) is <= diagonal (lower) or
 // >= diagonal, else 0. The indices compare in int32 lanes: exact.
 Tensor triangle(const Tensor& x, int64_t diagonal, bool lower, const char* op) {
-  defined_or_throw(x, op);
+  detail::need(x, op);
   const Shape& s = x.shape();
   if (s.rank() < 2) throw Error(std::string(op) + ": " + describe(x) + " has fewer than 2 dimensions (expected a matrix or a batch of them)");
   const int64_t rows = s[s.rank() - 2], cols = s[s.rank() - 1];

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tracer/node.h"
+#include "tracer/operands.h"
 #include "tracer/ops.h"
 #include "tracer/shape_rules.h"
 #include "tracer/trace.h"
@@ -16,6 +17,8 @@ namespace dvm {
 using detail::Node;
 using detail::NodeKind;
 using detail::OpKind;
+using detail::describe;
+using detail::need;
 
 // ---------------------------------------------------------------------------
 // Handles
@@ -40,37 +43,28 @@ Tensor::~Tensor() {
   if (node_) node_->release(Node::kUserRef);
 }
 
-namespace {
+void detail::undefined_operand(const char* op) {
+  throw Error(std::string(op) + ": tensor is undefined (default-constructed)");
+}
 
-Node* defined_node(const Tensor& t, const char* op) {
-  if (!t.node()) throw Error(std::string(op) + ": tensor is undefined (default-constructed)");
-  return t.node();
+// Only the thread that recorded a pending node can compute it (flushing
+// another thread's trace would need a lock on every record).
+void detail::foreign_operand(const char* op, const Node* n) {
+  throw Error(std::string(op) + ": operand " + std::string(dtype_name(n->dtype)) + n->shape.to_string() +
+              " is pending in another thread's trace (not computed yet); only the thread that recorded"
+              " it can compute it: observe it there (sync()) before sharing it");
 }
 
 // A tensor whose flush failed has no values: its reads and its uses as an
 // operand say which error lost them.
-[[noreturn, gnu::cold, gnu::noinline]] void failed_operand(const char* op, const Node* n) {
+void detail::failed_operand(const char* op, const Node* n) {
   throw Error(std::string(op) + ": tensor " + dtype_name(n->dtype) + n->shape.to_string() +
               " has no value: the flush that should have computed it failed: " + detail::failure_message(n));
 }
 
-// The node of an operand or an observed tensor. A node pending in another
-// thread's trace is an error here, before anything reads the fields that
-// thread's flush may be writing: only that thread can compute it (flushing
-// another thread's trace would need a lock on every record).
-Node* need(const Tensor& t, const char* op) {
-  Node* n = defined_node(t, op);
-  if (!n->readable_by([] { return &detail::Trace::current(); }))
-    throw Error(std::string(op) + ": operand " + std::string(dtype_name(n->dtype)) + n->shape.to_string() +
-                " is pending in another thread's trace (not computed yet); only the thread that recorded"
-                " it can compute it: observe it there (sync()) before sharing it");
-  if (n->failed) [[unlikely]] failed_operand(op, n);
-  return n;
-}
+std::string detail::describe(const Node* n) { return std::string(dtype_name(n->dtype)) + n->shape.to_string(); }
 
-std::string describe(const Node* n) {
-  return std::string(dtype_name(n->dtype)) + n->shape.to_string();
-}
+namespace {
 
 // Element i of a buffer of type t as float32, as the vector unit's loads
 // convert it (backends/convert.h).
@@ -568,8 +562,14 @@ Tensor Tensor::normal(Shape shape, uint64_t seed, float mean, float stddev) {
 // Properties and observers
 // ---------------------------------------------------------------------------
 // Shape and dtype never change after recording: readable on any thread.
-const Shape& Tensor::shape() const { return defined_node(*this, "shape")->shape; }
-Dtype Tensor::dtype() const { return defined_node(*this, "dtype")->dtype; }
+const Shape& Tensor::shape() const {
+  if (!node_) detail::undefined_operand("shape");
+  return node_->shape;
+}
+Dtype Tensor::dtype() const {
+  if (!node_) detail::undefined_operand("dtype");
+  return node_->dtype;
+}
 int64_t Tensor::size(int axis) const {
   const Shape& s = shape();
   return s[detail::normalize_axis("size", axis, s.rank(), s)];

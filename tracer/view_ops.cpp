@@ -5,16 +5,14 @@
 #include <vector>
 
 #include "dvm/tensor.h"
+#include "tracer/operands.h"
 #include "tracer/shape_rules.h"
 
 namespace dvm {
 
 namespace {
 
-const Shape& shape_of(const Tensor& t, const char* op) {
-  if (!t.defined()) throw Error(std::string(op) + ": the tensor is undefined (default-constructed or moved from)");
-  return t.shape();
-}
+const Shape& shape_of(const Tensor& t, const char* op) { return detail::need(t, op)->shape; }
 
 std::string str(int64_t v) { return std::to_string(v); }
 

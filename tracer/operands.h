@@ -1,0 +1,33 @@
+// The checks every op of the tensor API makes on its operands, shared by
+// the files that define the ops (tensor.cpp, view_ops.cpp, compositions.cpp).
+#pragma once
+
+#include <string>
+
+#include "dvm/tensor.h"
+#include "tracer/node.h"
+#include "tracer/trace.h"
+
+namespace dvm::detail {
+
+// The errors need() raises, out of the recording path.
+[[noreturn, gnu::cold, gnu::noinline]] void undefined_operand(const char* op);
+[[noreturn, gnu::cold, gnu::noinline]] void foreign_operand(const char* op, const Node* n);
+[[noreturn, gnu::cold, gnu::noinline]] void failed_operand(const char* op, const Node* n);
+
+// The node of an operand or an observed tensor: defined, not pending in
+// another thread's trace (checked before anything reads the fields that
+// thread's flush may be writing: only that thread can compute it), and not
+// lost by a failed flush; else dvm::Error naming op.
+inline Node* need(const Tensor& t, const char* op) {
+  Node* n = t.node();
+  if (!n) [[unlikely]] undefined_operand(op);
+  if (!n->readable_by([] { return &Trace::current(); })) [[unlikely]] foreign_operand(op, n);
+  if (n->failed) [[unlikely]] failed_operand(op, n);
+  return n;
+}
+
+// "dtype[shape]" of n, as error messages name tensors.
+std::string describe(const Node* n);
+
+}  // namespace dvm::detail
