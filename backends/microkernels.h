@@ -33,6 +33,10 @@ using ReduceFinishFn = float (*)(const float* acc);
 // backends/convert.h (the same bits on every ISA).
 using LoadCvtFn = void (*)(float* d, const void* src, int64_t n);
 using StoreCvtFn = void (*)(void* d, const float* src, int64_t n);
+// An int64-lane op (vm::int64_op) over n elements; its operands' element
+// types are the op's lanes (backends/microkernels_int64.h). c is lselect's
+// third operand; unused ones may be null.
+using LongFn = void (*)(void* d, const void* a, const void* b, const void* c, int64_t n);
 
 struct MicroKernels {
   Isa isa;
@@ -45,6 +49,7 @@ struct MicroKernels {
   BinaryVsFn binary_vs[vm::kNumOps]; // b is one value for all i
   BinarySvFn binary_sv[vm::kNumOps]; // a is one value for all i
   TernaryFn ternary[vm::kNumOps];    // set for OpClass::Ternary
+  LongFn wide[vm::kNumOps];          // set for vm::int64_op, instead of the above
   float reduce_identity[vm::kNumOps];      // set for OpClass::Reduce
   ReduceAccFn reduce_acc[vm::kNumOps];     // set for OpClass::Reduce
   ReduceFinishFn reduce_finish[vm::kNumOps];

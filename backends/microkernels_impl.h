@@ -19,6 +19,7 @@
 #include "backends/convert.h"
 #include "backends/math/vmath.h"
 #include "backends/microkernels.h"
+#include "backends/microkernels_int64.h"
 
 namespace dvm::backends {
 
@@ -432,7 +433,9 @@ constexpr MicroKernels with_16bit_floats(MicroKernels t, LoadCvtFn load_f16, Sto
 template <class V, Op kOp, vm::OpClass kCls>
 constexpr void set_entry(MicroKernels& t) {
   constexpr int i = static_cast<int>(kOp);
-  if constexpr (kCls == vm::OpClass::Unary) {
+  if constexpr (vm::int64_op(kOp)) {
+    t.wide[i] = &long_kernel<V, kOp>;
+  } else if constexpr (kCls == vm::OpClass::Unary) {
     t.unary[i] = &unary_kernel<V, kOp>;
   } else if constexpr (kCls == vm::OpClass::Binary) {
     t.binary[i] = &binary_kernel<V, kOp>;

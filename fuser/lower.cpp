@@ -38,20 +38,27 @@ void resolve_view(Node* v) {
 
 namespace {
 
-// int32 lanes (docs/DTYPES.md): int32 and uint8 values computed by
+// Integer lanes (docs/DTYPES.md): int32 and uint8 values computed by
 // elementwise ops live in registers as int32 bit patterns and compute with
-// the I* opcodes, wrapping as torch's integers do (uint8 after every op);
-// every other value is f32. A value read in the other representation is
-// converted: int32 to f32 to nearest even (what a load of an int32 gives, so
-// `i32 + f32` is torch's), f32 to int32 toward zero (bool masks, uint8
-// reductions: exact).
-bool int_dtype(Dtype t) { return t == Dtype::I32 || t == Dtype::U8; }
+// the I* opcodes, int64 values as int64s with the L* opcodes, wrapping as
+// torch's integers do (uint8 after every op); every other value is f32. A
+// value read in other lanes is converted: an integer to f32 to nearest even
+// (what a load of it gives, so `i32 + f32` is torch's), int32 to int64
+// exactly, int64 to int32 to its low 32 bits (torch's cast), f32 to int32
+// toward zero (bool masks, uint8 reductions: exact).
+enum class Lanes : uint8_t { F32, I32, I64 };
+Lanes lanes_of(Dtype t) {
+  if (t == Dtype::I64) return Lanes::I64;
+  return t == Dtype::I32 || t == Dtype::U8 ? Lanes::I32 : Lanes::F32;
+}
 
-// Whether member n's value lives in int32 lanes.
-bool int_value(const Node* n) {
-  if (n->kind == NodeKind::Elementwise) return int_dtype(n->dtype);
-  if (n->kind == NodeKind::Copy) return int_dtype(n->dtype) && int_dtype(n->in[0]->dtype);
-  return false;
+// The lanes member n's value lives in: an integer copied from an integer
+// stays in integer lanes (a float copied to an integer converts at its
+// store).
+Lanes value_lanes(const Node* n) {
+  if (n->kind == NodeKind::Elementwise) return lanes_of(n->dtype);
+  if (n->kind == NodeKind::Copy && lanes_of(n->in[0]->dtype) != Lanes::F32) return lanes_of(n->dtype);
+  return Lanes::F32;
 }
 
 bool is_comparison(detail::OpKind op) {
@@ -60,54 +67,57 @@ bool is_comparison(detail::OpKind op) {
          op == OpKind::Ge;
 }
 
-// A comparison of integers (torch compares int32 and uint8 operands, and
-// bool with them, as integers): no float operand.
-bool int_comparison(const Node* n) {
-  if (n->kind != NodeKind::Elementwise || !is_comparison(n->op) || n->scalar_pos >= 0) return false;
-  bool any_int = false;
+// The lanes a comparison compares in: torch compares integers (and bool
+// with them) as integers, in the widest operand's lanes; with a float
+// operand or a scalar, or bools alone, in f32.
+Lanes comparison_lanes(const Node* n) {
+  if (n->kind != NodeKind::Elementwise || !is_comparison(n->op) || n->scalar_pos >= 0) return Lanes::F32;
+  Lanes l = Lanes::F32;
   for (int i = 0; i < n->nin; ++i) {
     const Dtype t = n->in[i]->dtype;
-    if (t != Dtype::Bool && !int_dtype(t)) return false;
-    any_int |= int_dtype(t);
+    if (t != Dtype::Bool && lanes_of(t) == Lanes::F32) return Lanes::F32;
+    l = std::max(l, lanes_of(t));
   }
-  return any_int;
+  return l;
 }
 
-// Whether member n reads its input `slot` as int32 lanes.
-bool reads_int(const Node* n, int slot) {
-  if (n->kind == NodeKind::Copy) return int_value(n);
-  if (n->kind != NodeKind::Elementwise) return false;
-  if (n->op == detail::OpKind::Where && slot == 0) return false;  // the mask: 0.0f / 1.0f
-  return int_dtype(n->dtype) || int_comparison(n);
+// The lanes member n reads its input `slot` in.
+Lanes reads_lanes(const Node* n, int slot) {
+  if (n->kind == NodeKind::Copy) return value_lanes(n) == Lanes::F32 ? Lanes::F32 : lanes_of(n->in[0]->dtype);
+  if (n->kind != NodeKind::Elementwise) return Lanes::F32;
+  if (n->op == detail::OpKind::Where && slot == 0) return Lanes::F32;  // the mask: 0.0f / 1.0f
+  const Lanes v = lanes_of(n->dtype);
+  return v != Lanes::F32 ? v : comparison_lanes(n);
 }
 
-// The int32-lane opcode of an elementwise op on int32 lanes.
-vm::Op int_opcode(detail::OpKind op) {
+// The integer-lane opcode of an elementwise op on int32 (or int64) lanes.
+vm::Op int_opcode(detail::OpKind op, bool wide) {
   using detail::OpKind;
+  using vm::Op;
   switch (op) {
-    case OpKind::Neg: return vm::Op::INEG;
-    case OpKind::Abs: return vm::Op::IABS;
-    case OpKind::Relu: return vm::Op::IMAX;  // with 0
-    case OpKind::Add: return vm::Op::IADD;
-    case OpKind::Sub: return vm::Op::ISUB;
-    case OpKind::Mul: return vm::Op::IMUL;
-    case OpKind::Maximum: return vm::Op::IMAX;
-    case OpKind::Minimum: return vm::Op::IMIN;
-    case OpKind::Eq: return vm::Op::IEQ;
-    case OpKind::Ne: return vm::Op::INE;
-    case OpKind::Lt: return vm::Op::ILT;
-    case OpKind::Le: return vm::Op::ILE;
-    case OpKind::Gt: return vm::Op::IGT;
-    case OpKind::Ge: return vm::Op::IGE;
-    case OpKind::Where: return vm::Op::SELECT;  // moves bits
-    case OpKind::FloorDivide: return vm::Op::IFLOORDIV;
-    case OpKind::Remainder: return vm::Op::IREM;
-    case OpKind::BitwiseAnd: return vm::Op::IAND;
-    case OpKind::BitwiseOr: return vm::Op::IOR;
-    case OpKind::BitwiseXor: return vm::Op::IXOR;
-    case OpKind::BitwiseNot: return vm::Op::INOT;
+    case OpKind::Neg: return wide ? Op::LNEG : Op::INEG;
+    case OpKind::Abs: return wide ? Op::LABS : Op::IABS;
+    case OpKind::Relu: return wide ? Op::LMAX : Op::IMAX;  // with 0
+    case OpKind::Add: return wide ? Op::LADD : Op::IADD;
+    case OpKind::Sub: return wide ? Op::LSUB : Op::ISUB;
+    case OpKind::Mul: return wide ? Op::LMUL : Op::IMUL;
+    case OpKind::Maximum: return wide ? Op::LMAX : Op::IMAX;
+    case OpKind::Minimum: return wide ? Op::LMIN : Op::IMIN;
+    case OpKind::Eq: return wide ? Op::LEQ : Op::IEQ;
+    case OpKind::Ne: return wide ? Op::LNE : Op::INE;
+    case OpKind::Lt: return wide ? Op::LLT : Op::ILT;
+    case OpKind::Le: return wide ? Op::LLE : Op::ILE;
+    case OpKind::Gt: return wide ? Op::LGT : Op::IGT;
+    case OpKind::Ge: return wide ? Op::LGE : Op::IGE;
+    case OpKind::Where: return wide ? Op::LSELECT : Op::SELECT;  // moves bits
+    case OpKind::FloorDivide: return wide ? Op::LFLOORDIV : Op::IFLOORDIV;
+    case OpKind::Remainder: return wide ? Op::LREM : Op::IREM;
+    case OpKind::BitwiseAnd: return wide ? Op::LAND : Op::IAND;
+    case OpKind::BitwiseOr: return wide ? Op::LOR : Op::IOR;
+    case OpKind::BitwiseXor: return wide ? Op::LXOR : Op::IXOR;
+    case OpKind::BitwiseNot: return wide ? Op::LNOT : Op::INOT;
     default:
-      throw Error(std::string("internal: op '") + detail::op_name(op) + "' has no int32-lane opcode");
+      throw Error(std::string("internal: op '") + detail::op_name(op) + "' has no integer-lane opcode");
   }
 }
 
@@ -146,8 +156,9 @@ struct Builder {
     // Strides of every argument over the axes of g.full, before collapsing.
     std::vector<std::array<int64_t, kMaxRank>> full_strides, strides;
     std::vector<uint8_t> arg_domain;  // Domain of the readers (loads) or member (stores)
-    std::vector<uint8_t> arg_ints, val_int;  // int32 lanes per argument, per encoder value
-    std::vector<int32_t> converted;          // per encoder value: its other representation
+    std::vector<uint8_t> arg_ints;  // per argument: it moves integer lanes
+    std::vector<Lanes> val_lanes;   // per encoder value: its lanes
+    std::vector<std::array<int32_t, 3>> converted;  // per encoder value: it in each lanes, once made
     std::vector<int> leaf_arg;        // per (member, input): arg index or -1
     std::vector<int> arg_index, out_arg;
     std::vector<vm::Encoder::Value> loaded, scalar_of;
@@ -509,49 +520,67 @@ struct Builder {
     std::vector<vm::Encoder::Value>& loaded = scratch.loaded;
     arg_index.assign(out.args.size(), -1);
     loaded.assign(out.args.size(), -1);
-    // Arguments that move int32 lanes: outputs of int32-lane values, inputs
-    // some member reads as int32 lanes.
+    // Arguments that move integer lanes: outputs of integer-lane values,
+    // inputs some member reads in integer lanes (int64 ones for an int64
+    // argument, int32 ones for the others: no member reads an int64 in
+    // int32 lanes).
     std::vector<uint8_t>& arg_ints = scratch.arg_ints;
     arg_ints.assign(out.args.size(), 0);
     {
       size_t s = 0;
       for (const Node* n : g.members)
         for (int i = 0; i < n->nin; ++i, ++s)
-          if (leaf_arg[s] >= 0 && reads_int(n, i)) arg_ints[static_cast<size_t>(leaf_arg[s])] = 1;
+          if (leaf_arg[s] >= 0 && reads_lanes(n, i) != Lanes::F32) arg_ints[static_cast<size_t>(leaf_arg[s])] = 1;
       for (size_t a = 0; a < out.args.size(); ++a)
-        if (out.args[a].output && int_value(out.args[a].node)) arg_ints[a] = 1;
+        if (out.args[a].output && value_lanes(out.args[a].node) != Lanes::F32) arg_ints[a] = 1;
     }
     for (size_t a = 0; a < out.args.size(); ++a)
       arg_index[a] = enc.add_arg(out.args[a].output ? vm::ArgRole::Output : vm::ArgRole::Input,
                                out.args[a].node->dtype, arg_ints[a] != 0);
-    // Per encoder value: 1 when it is int32 lanes; its conversion to the
-    // other representation once made (or -1).
-    std::vector<uint8_t>& val_int = scratch.val_int;
-    std::vector<vm::Encoder::Value>& converted = scratch.converted;
-    val_int.clear();
+    auto arg_lanes = [&](size_t a) {
+      if (!arg_ints[a]) return Lanes::F32;
+      return out.args[a].node->dtype == Dtype::I64 ? Lanes::I64 : Lanes::I32;
+    };
+    // Per encoder value: its lanes, and its conversions to the others once
+    // made (or -1).
+    std::vector<Lanes>& val_lanes = scratch.val_lanes;
+    std::vector<std::array<int32_t, 3>>& converted = scratch.converted;
+    val_lanes.clear();
     converted.clear();
-    auto mark = [&](vm::Encoder::Value v, bool ints) {
+    auto mark = [&](vm::Encoder::Value v, Lanes lanes) {
       if (v < 0) return v;
-      if (val_int.size() <= static_cast<size_t>(v)) {
-        val_int.resize(static_cast<size_t>(v) + 1, 0);
-        converted.resize(static_cast<size_t>(v) + 1, -1);
+      if (val_lanes.size() <= static_cast<size_t>(v)) {
+        val_lanes.resize(static_cast<size_t>(v) + 1, Lanes::F32);
+        converted.resize(static_cast<size_t>(v) + 1, {-1, -1, -1});
       }
-      val_int[static_cast<size_t>(v)] = ints ? 1 : 0;
+      val_lanes[static_cast<size_t>(v)] = lanes;
       return v;
     };
-    auto is_int = [&](vm::Encoder::Value v) {
-      return v >= 0 && static_cast<size_t>(v) < val_int.size() && val_int[static_cast<size_t>(v)] != 0;
+    auto lanes = [&](vm::Encoder::Value v) {
+      return v >= 0 && static_cast<size_t>(v) < val_lanes.size() ? val_lanes[static_cast<size_t>(v)] : Lanes::F32;
     };
-    // v as int32 lanes (ints) or as f32.
-    auto as = [&](vm::Encoder::Value v, bool ints) -> vm::Encoder::Value {
-      if (v < 0 || is_int(v) == ints) return v;
-      if (converted[static_cast<size_t>(v)] < 0) {
-        const vm::Encoder::Value r = enc.unary(ints ? vm::Op::FTOI : vm::Op::ITOF, v);
-        mark(r, ints);  // (may grow `converted`: no reference into it is held)
-        converted[static_cast<size_t>(v)] = r;
-        converted[static_cast<size_t>(r)] = v;
+    // v in the given lanes. f32 reaches int64 lanes through int32 ones (the
+    // f32 values integer ops read are bools, 0.0f or 1.0f).
+    auto as = [&](vm::Encoder::Value v, Lanes want) -> vm::Encoder::Value {
+      if (v < 0) return v;
+      const Lanes have = lanes(v);
+      if (have == want) return v;
+      if (static_cast<size_t>(v) >= converted.size()) mark(v, have);  // a value never marked: f32
+      vm::Encoder::Value& made = converted[static_cast<size_t>(v)][static_cast<size_t>(want)];
+      if (made >= 0) return made;
+      vm::Encoder::Value r;
+      if (want == Lanes::I64) {
+        const vm::Encoder::Value i32 = have == Lanes::I32 ? v : mark(enc.unary(vm::Op::FTOI, v), Lanes::I32);
+        r = enc.unary(vm::Op::ITOL, i32);
+      } else if (have == Lanes::I64) {
+        r = enc.unary(want == Lanes::I32 ? vm::Op::LTOI : vm::Op::LTOF, v);
+      } else {
+        r = enc.unary(want == Lanes::I32 ? vm::Op::FTOI : vm::Op::ITOF, v);
       }
-      return converted[static_cast<size_t>(v)];
+      mark(r, want);  // (may grow `converted`: `made` is not used after)
+      converted[static_cast<size_t>(v)][static_cast<size_t>(want)] = r;
+      converted[static_cast<size_t>(r)][static_cast<size_t>(have)] = v;
+      return r;
     };
 
     std::vector<std::pair<uint32_t, vm::Encoder::Value>>& consts = scratch.consts;
@@ -609,14 +638,14 @@ struct Builder {
     // Operand i of member m, in the representation m reads it in.
     auto operand = [&](size_t m, int i) -> vm::Encoder::Value {
       const Node* x = g.members[m]->in[i];
-      const bool ints = reads_int(g.members[m], i);
+      const Lanes want = reads_lanes(g.members[m], i);
       int arg = leaf_arg[first_slot[m] + static_cast<size_t>(i)];
       if (arg >= 0) {
         if (loaded[static_cast<size_t>(arg)] < 0)
           loaded[static_cast<size_t>(arg)] =
               mark(enc.load(out.args[static_cast<size_t>(arg)].access, arg_index[static_cast<size_t>(arg)]),
-                   arg_ints[static_cast<size_t>(arg)] != 0);
-        return as(loaded[static_cast<size_t>(arg)], ints);
+                   arg_lanes(static_cast<size_t>(arg)));
+        return as(loaded[static_cast<size_t>(arg)], want);
       }
       if (x->kind == NodeKind::Const) {
         if (x->immediate) return constant(x->value);
@@ -626,7 +655,7 @@ struct Builder {
         if (p < 0) p = user_scalar(g.members[m], i, x->value);
         return p;
       }
-      return as(values[static_cast<size_t>(x->index)], ints);
+      return as(values[static_cast<size_t>(x->index)], want);
     };
     // ColReduce keeps its reductions in one block: the loads and constants
     // they read come before the first, their stores after the last.
@@ -663,7 +692,7 @@ struct Builder {
             const int a = i == 0 ? a0 : a1;
             const Node* x = prologue_view(i) ? n->in[i]->in[0] : n->in[i];
             v[i] = a >= 0 ? enc.load(i == 0 ? vm::Op::LDOA : vm::Op::LDOB, arg_index[static_cast<size_t>(a)])
-                          : as(values[static_cast<size_t>(x->index)], false);
+                          : as(values[static_cast<size_t>(x->index)], Lanes::F32);
           }
           r = enc.mma_values(v[0], v[1]);
         }
@@ -679,27 +708,33 @@ struct Builder {
         v[n->scalar_pos] = n->immediate ? constant(n->value) : user_scalar(n, -1, n->value);
       }
       vm::Encoder::Value r;
-      const bool ints = int_value(n);
-      if (ints) {
-        // int32 lanes; uint8 wraps to its 8 bits after every op that can
+      const Lanes value = value_lanes(n);
+      if (value != Lanes::F32) {
+        // Integer lanes; uint8 wraps to its 8 bits after every op that can
         // leave them (torch computes uint8 in uint8).
+        const bool wide = value == Lanes::I64;
         bool wrap = n->dtype == Dtype::U8;
         if (n->kind == NodeKind::Copy) {
-          r = v[0];
+          r = as(v[0], value);
           wrap &= n->in[0]->dtype != Dtype::U8;
         } else {
-          const vm::Op op = int_opcode(n->op);
+          const vm::Op op = int_opcode(n->op, wide);
           wrap &= op == vm::Op::IADD || op == vm::Op::ISUB || op == vm::Op::IMUL || op == vm::Op::INEG ||
                   op == vm::Op::INOT;
-          if (n->op == detail::OpKind::Relu) r = enc.binary(op, v[0], constant(0.0f));  // int 0's bits
-          else if (vm::op_class(op) == vm::OpClass::Unary) r = enc.unary(op, v[0]);
-          else if (vm::op_class(op) == vm::OpClass::Binary) r = enc.binary(op, v[0], v[1]);
-          else r = enc.ternary(op, v[0], v[1], v[2]);
+          if (n->op == detail::OpKind::Relu) {  // max with int 0 (the bits of 0.0f)
+            r = enc.binary(op, v[0], wide ? mark(enc.unary(vm::Op::ITOL, constant(0.0f)), Lanes::I64) : constant(0.0f));
+          } else if (vm::op_class(op) == vm::OpClass::Unary) {
+            r = enc.unary(op, v[0]);
+          } else if (vm::op_class(op) == vm::OpClass::Binary) {
+            r = enc.binary(op, v[0], v[1]);
+          } else {
+            r = enc.ternary(op, v[0], v[1], v[2]);
+          }
         }
         if (wrap) r = enc.binary(vm::Op::IAND, r, constant(std::bit_cast<float>(0xffu)));
-        mark(r, true);
-      } else if (int_comparison(n)) {
-        r = mark(enc.binary(int_opcode(n->op), v[0], v[1]), false);  // 0.0f / 1.0f
+        mark(r, value);
+      } else if (const Lanes cmp = comparison_lanes(n); cmp != Lanes::F32) {
+        r = mark(enc.binary(int_opcode(n->op, cmp == Lanes::I64), v[0], v[1]), Lanes::F32);  // 0.0f / 1.0f
       } else if (bool_op(n)) {
         const vm::Op op = bool_opcode(n->op);
         r = enc.binary(op, v[0], n->op == detail::OpKind::BitwiseNot ? constant(0.0f) : v[1]);

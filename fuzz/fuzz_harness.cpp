@@ -531,11 +531,11 @@ size_t repair(uint8_t* data, size_t size, size_t max_size, uint32_t seed) {
     b[pos] &= 1;
     (b[pos] ? outs : ins).push_back(a);
     // Mostly f32; one argument in four of another element type, half of
-    // those moving int32 lanes where the type has them.
+    // those moving integer lanes (int64 ones for int64).
     const uint8_t tb = b[pos + 1];
     b[pos + 1] = tb < 192 ? static_cast<uint8_t>(Dtype::F32) : static_cast<uint8_t>(tb % kNumDtypes);
     const Dtype dt = static_cast<Dtype>(b[pos + 1]);
-    if (tb >= 192 && (tb & 8) && dt != Dtype::I64 && (b[pos] || !is_floating(dt))) b[pos + 1] |= vm::kIntLanes;
+    if (tb >= 192 && (tb & 8) && (b[pos] || !is_floating(dt))) b[pos + 1] |= vm::kIntLanes;
     pos += vm::kArgBytes;
   }
   const size_t count_at = pos;

@@ -85,6 +85,12 @@ void record_programs() {
   keep.push_back(dvm::where(dvm::lt(xi, ui), ui * ui + ui, xi.to(dvm::Dtype::U8)));
   keep.push_back(dvm::relu(xi - ui) * 0.5f + x);
   keep.push_back(x.to(dvm::Dtype::Bool));
+  // int64 lanes: int64 arithmetic with int32 and bool operands, comparisons,
+  // where, Python division, conversions to int32 and f32.
+  const Tensor li = (x * 1e6f).to(dvm::Dtype::I64);
+  keep.push_back(dvm::floor_divide(li * li - xi, li + mask) + dvm::remainder(li, xi));
+  keep.push_back(dvm::where(dvm::lt(li, xi), dvm::abs(li) & li, ~li).to(dvm::Dtype::I32));
+  keep.push_back(dvm::maximum(li, -li).to(dvm::Dtype::F32) * 0.5f + dvm::ge(li, (b * 100.0f).to(dvm::Dtype::I64)));
   for (Tensor& t : keep) t.sync();
 }
 

@@ -146,8 +146,8 @@ std::string describe_all(Node* const* nodes, int k) {
   return s;
 }
 
-// Ops the vector unit computes in int32 lanes for int32 and uint8 results,
-// with torch's wrap-around (fuser/lower.cpp).
+// Ops the vector unit computes in integer lanes for integer results, with
+// torch's wrap-around (fuser/lower.cpp).
 bool int_lanes_op(OpKind op) {
   switch (op) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Neg: case OpKind::Abs:
@@ -195,20 +195,14 @@ Dtype result_dtype(OpKind op, Dtype t, Node* const* nodes, int k) {
     case detail::DtypeRule::Float:
       return is_floating(t) ? t : Dtype::F32;
     case detail::DtypeRule::Bool:
-      if (t != Dtype::I64) return Dtype::Bool;  // int32 and uint8 compare in int32 lanes
-      throw Error(std::string(name) + ": comparing " + describe_all(nodes, k) + " as " + dtype_name(t) +
-                  " is not supported yet (the vector unit computes in float32, which holds " + dtype_name(t) +
-                  " exactly only up to 2^24); convert with .to(dvm::Dtype::F32) first");
+      return Dtype::Bool;  // integers compare in integer lanes
     case detail::DtypeRule::Bits:
-      if (t == Dtype::Bool || t == Dtype::I32 || t == Dtype::U8) return t;
-      if (is_floating(t))
-        throw Error(std::string(name) + ": " + describe_all(nodes, k) + " promote to " + dtype_name(t) +
-                    "; bitwise ops take bool and integer operands only (torch refuses floating types too)");
-      throw Error(std::string(name) + ": " + dtype_name(t) + " operands (" + describe_all(nodes, k) +
-                  ") are not supported yet (the vector unit has no int64 lanes)");
+      if (!is_floating(t)) return t;
+      throw Error(std::string(name) + ": " + describe_all(nodes, k) + " promote to " + dtype_name(t) +
+                  "; bitwise ops take bool and integer operands only (torch refuses floating types too)");
     default:
       if (is_floating(t) || (selects(op) && exact_in_f32(t))) return t;
-      if ((t == Dtype::I32 || t == Dtype::U8) && int_lanes_op(op)) return t;
+      if (is_integral(t) && int_lanes_op(op)) return t;
       if (t == Dtype::Bool) return bool_result(op, nodes, k);
       throw Error(std::string(name) + ": " + dtype_name(t) + " arithmetic on " + describe_all(nodes, k) +
                   " is not supported yet (the vector unit computes in float32); convert with"
@@ -811,11 +805,6 @@ Tensor Tensor::to(Dtype dtype) const {
   Node* x = need(*this, "to");
   check_dtype("to", dtype);
   if (x->dtype == dtype) return *this;
-  // int32 converts to uint8 and bool in int32 lanes; int64 has none.
-  if ((x->dtype == Dtype::I64 && !is_floating(dtype)) || (x->dtype == Dtype::I32 && dtype == Dtype::I64))
-    throw Error(std::string("to: converting ") + describe(x) + " to " + dtype_name(dtype) +
-                " is not supported yet (the vector unit has no int64 lanes, and float32 holds " +
-                dtype_name(x->dtype) + " exactly only up to 2^24)");
   // A Copy node of another type: its value is its input's, rounded to its
   // type when stored (the fuser stores every conversion, fuser/partition.cpp).
   Node* n = detail::new_node(NodeKind::Copy, OpKind::None, dtype, x->shape);

@@ -38,7 +38,8 @@ inline constexpr int kArgBytes = 2;     // per argument: role, element type
 // bits, a u8 zero-extended, a bool as 0 or 1; stores write an int32 lane as
 // its bits (i32), its low byte (u8), nonzero (bool), or converted to f32 to
 // nearest even, then stored as an f32 is (f32, f16, bf16). Only outputs may
-// be floating; int64 has no int32 lanes.
+// be floating. On an int64 argument the flag moves int64 lanes instead (the
+// L* opcodes), loaded and stored as they are.
 inline constexpr uint8_t kIntLanes = 0x80;
 
 // The kernel forms, in encoding order; vm/forms.h holds each one's row (its
@@ -111,13 +112,14 @@ struct Program {
   int nregs = 0;
   std::vector<ArgRole> roles;
   std::vector<Dtype> types;  // one per argument, beside its role
-  // Per argument: 1 where it moves int32 lanes (kIntLanes); shorter than
+  // Per argument: 1 where it moves integer lanes (kIntLanes); shorter than
   // roles (empty) means 0 for the rest.
   std::vector<uint8_t> int_lanes;
   int nscalars = 0;          // scalar parameters the launch binds (PARAM)
   std::vector<Instr> code;
 };
-// Whether argument a of p moves int32 lanes (kIntLanes).
+// Whether argument a of p moves integer lanes (kIntLanes): int64 ones for an
+// int64 argument, int32 ones for the others.
 inline bool int_lanes(const Program& p, size_t a) { return a < p.int_lanes.size() && p.int_lanes[a] != 0; }
 // The bytes of a program (verify()'s inverse); verify() them before use.
 Bytecode encode(const Program& p);

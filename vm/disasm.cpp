@@ -18,7 +18,7 @@ std::string disassemble(const Bytecode& bc) {
     if (a) out += ", ";
     out += p.roles[a] == ArgRole::Input ? "in a" : "out a";
     out += std::to_string(a) + ":" + elem_name(p.types[a]);
-    if (int_lanes(p, a)) out += "/i32";  // moves int32 lanes
+    if (int_lanes(p, a)) out += p.types[a] == Dtype::I64 ? "/i64" : "/i32";  // moves integer lanes
   }
   out += ")";
   if (p.nscalars > 0) out += " scalars=" + std::to_string(p.nscalars);

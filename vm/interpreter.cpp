@@ -20,16 +20,21 @@ namespace {
 // Per-thread register file, grown to the largest kernel seen.
 // ---------------------------------------------------------------------------
 struct Frame {
-  float* scratch = nullptr;  // nregs * tile floats, then temporaries
+  // nregs registers of `stride` floats, then temporaries. A program with
+  // int64 lanes gets registers of two floats an element, so that any
+  // register can hold tile int64s.
+  float* scratch = nullptr;
   size_t capacity = 0;
-  std::vector<const float*> ptr;  // current data of each vec register
-  std::vector<float> sval;        // value of each row register
+  std::vector<const float*> ptr;  // current data of each vec register (int64s too)
+  std::vector<float> sval;        // value of each row register of 4-byte lanes
+  std::vector<int64_t> lval;      // value of each row register of int64 lanes
   std::vector<float> acc;         // row reductions: mk.reduce_lanes floats per instruction
   std::vector<float> result;      // row reductions finished in an earlier pass
   // Per instruction: the output argument it may write straight into (its
   // value is stored by the next instruction), or -1.
   std::vector<int> direct;
   int64_t tile = 0;
+  int64_t stride = 0;  // floats per register
   // Contraction: the current tile's row of the MMA's product (its register's data).
   const float* mma = nullptr;
   const Dtype* types = nullptr;  // the program's argument types
@@ -39,11 +44,13 @@ struct Frame {
   ~Frame() { std::free(scratch); }
 
   // col_accs: one accumulator tile per instruction (outer reductions).
-  void prepare(const Program& p, int64_t tile_len, int lanes, bool col_accs = false) {
+  void prepare(const VerifiedProgram& vp, int64_t tile_len, int lanes, bool col_accs = false) {
+    const Program& p = vp.program;
     tile = (tile_len + 15) / 16 * 16;
-    // registers, 3 broadcast temporaries, the column accumulators
+    stride = vp.int64_lanes ? 2 * tile : tile;
+    // registers, kTemps temporaries, the column accumulators
     const size_t accs = col_accs ? p.code.size() : 0;
-    size_t need = static_cast<size_t>(tile) * (static_cast<size_t>(p.nregs) + 3 + accs);
+    size_t need = static_cast<size_t>(stride) * (static_cast<size_t>(p.nregs) + kTemps + accs);
     if (need > capacity) {
       std::free(scratch);
       size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
@@ -53,6 +60,7 @@ struct Frame {
     }
     ptr.assign(static_cast<size_t>(p.nregs), nullptr);
     sval.assign(static_cast<size_t>(p.nregs), 0.0f);
+    if (vp.int64_lanes) lval.assign(static_cast<size_t>(p.nregs), 0);
     acc.assign(p.code.size() * static_cast<size_t>(lanes), 0.0f);
     result.assign(p.code.size(), 0.0f);
     direct.assign(p.code.size(), -1);
@@ -67,9 +75,12 @@ struct Frame {
         direct[i] = b.r[0];
     }
   }
-  float* reg(int r) { return scratch + static_cast<size_t>(r) * static_cast<size_t>(tile); }
+  // Broadcasts of up to three row operands, and an int64-lane op's result
+  // while its destination register still holds a source of other lanes.
+  static constexpr int kTemps = 4;
+  float* reg(int r) { return scratch + static_cast<size_t>(r) * static_cast<size_t>(stride); }
   float* temp(int k, int nregs) { return reg(nregs + k); }
-  float* colacc(size_t instr, int nregs) { return reg(nregs + 3 + static_cast<int>(instr)); }
+  float* colacc(size_t instr, int nregs) { return reg(nregs + kTemps + static_cast<int>(instr)); }
 };
 
 thread_local Frame t_frame;
@@ -103,8 +114,8 @@ inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
 // Gathers n elements of an LDG argument along C from index c0: the C part's
 // mixed-radix digits advance one element at a time, which wraps as
 // part_offset's modulo does, without a division per element.
-template <class Read>
-void gather_c(float* dst, Read base, const ArgBinding& a, int64_t c0, int64_t n) {
+template <class T, class Read>
+void gather_c(T* dst, Read base, const ArgBinding& a, int64_t c0, int64_t n) {
   if (n <= 0) return;  // nothing to read: base may be null (an empty tensor's)
   const int nd = a.ndims[kC];
   if (nd == 0) {
@@ -164,6 +175,46 @@ struct ConvertingRead {
   }
 };
 
+// A load of int64 lanes: the argument's int64s as they are, read in place
+// when contiguous along C.
+void load_long(const Instr& ins, const ArgBinding& a, Frame& f, const Tile& t) {
+  const size_t d = ins.r[0];
+  const int64_t* base = static_cast<const int64_t*>(a.in);
+  auto* dst = reinterpret_cast<int64_t*>(f.reg(ins.r[0]));
+  switch (ins.op) {
+    case Op::LDB:
+      f.lval[d] = base[base_offset(a, t.p, t.r)];
+      return;
+    case Op::LD:
+      f.ptr[d] = reinterpret_cast<const float*>(base + base_offset(a, t.p, t.r) + t.c0);
+      return;
+    case Op::LDS:
+    case Op::LDOA:
+    case Op::LDOB: {
+      const int64_t* src = base + base_offset(a, t.p, t.r) + t.c0 * a.stride[kC];
+      for (int64_t i = 0; i < t.n; ++i) dst[i] = src[i * a.stride[kC]];
+      break;
+    }
+    default:  // LDG
+      gather_c(dst, base + part_offset(a, 0, t.p) + part_offset(a, 1, t.r), a, t.c0, t.n);
+      break;
+  }
+  f.ptr[d] = reinterpret_cast<const float*>(dst);
+}
+
+// A store of int64 lanes, as they are.
+void store_long(const Instr& ins, const InstrInfo& info, const ArgBinding& a, Frame& f, const Tile& t) {
+  const size_t s = ins.r[1];
+  int64_t* out = static_cast<int64_t*>(a.out) + base_offset(a, t.p, t.r);
+  if (ins.op == Op::STB) {
+    *out = f.lval[s];
+  } else if (info.src_kind[0] == Kind::Row) {
+    std::fill(out + t.c0, out + t.c0 + t.n, f.lval[s]);
+  } else if (t.n > 0) {
+    std::memcpy(out + t.c0, f.ptr[s], static_cast<size_t>(t.n) * sizeof(int64_t));
+  }
+}
+
 // A load from an argument that is not f32: converted into the register's
 // scratch (or, for LDB, into its row value).
 void load_converted(const Instr& ins, const ArgBinding& a, Dtype type, Frame& f, const Tile& t,
@@ -172,6 +223,10 @@ void load_converted(const Instr& ins, const ArgBinding& a, Dtype type, Frame& f,
   const int64_t n = t.n;
   float* dst = f.reg(d);
   const bool ints = f.ints(ins.r[1]);
+  if (ints && type == Dtype::I64) {
+    load_long(ins, a, f, t);
+    return;
+  }
   switch (ins.op) {
     case Op::LD:
       (ints ? mk.load_int : mk.load_cvt)[static_cast<int>(type)](
@@ -207,6 +262,10 @@ void store_converted(const Instr& ins, const InstrInfo& info, const ArgBinding& 
                      const Tile& t, const backends::MicroKernels& mk) {
   const int s = ins.r[1];
   const bool ints = f.ints(ins.r[0]);
+  if (ints && type == Dtype::I64) {
+    store_long(ins, info, a, f, t);
+    return;
+  }
   if (ins.op == Op::STB) {
     void* out = typed_out(a, base_offset(a, t.p, t.r), type);
     if (ints) backends::store_int_elem(type, out, 0, f.sval[static_cast<size_t>(s)]);
@@ -221,6 +280,45 @@ void store_converted(const Instr& ins, const InstrInfo& info, const ArgBinding& 
   }
   (ints ? mk.store_int : mk.store_cvt)[static_cast<int>(type)](
       typed_out(a, base_offset(a, t.p, t.r) + t.c0, type), src, t.n);
+}
+
+// An int64-lane op (vm::int64_op) on one tile: row operands are broadcast
+// into temporaries (int64 ones from lval, 4-byte ones from sval), an op of
+// rows alone computes one value into lval or sval.
+void exec_long(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, const Tile& t,
+               const backends::MicroKernels& mk) {
+  const backends::LongFn fn = mk.wide[static_cast<int>(ins.op)];
+  const int nsrc = ins.nr - 1;
+  const void* src[3] = {nullptr, nullptr, nullptr};
+  auto row = [&](int k) -> void* {
+    const size_t r = ins.r[k];
+    return vm::int64_operand(ins.op, k) ? static_cast<void*>(&f.lval[r]) : static_cast<void*>(&f.sval[r]);
+  };
+  if (info.dst_kind == Kind::Row) {
+    for (int k = 0; k < nsrc; ++k) src[k] = row(k + 1);
+    fn(row(0), src[0], src[1], src[2], 1);
+    return;
+  }
+  const bool wide_dst = vm::int64_operand(ins.op, 0);
+  float* out = f.reg(ins.r[0]);
+  bool moved = false;  // out holds a source of other lanes: compute into a temporary
+  for (int k = 0; k < nsrc; ++k) {
+    const size_t r = ins.r[k + 1];
+    const bool wide = vm::int64_operand(ins.op, k + 1);
+    if (info.src_kind[k] == Kind::Vec) {
+      src[k] = f.ptr[r];
+      moved |= src[k] == out && wide != wide_dst;
+      continue;
+    }
+    float* tmp = f.temp(k, nregs);
+    if (wide) std::fill_n(reinterpret_cast<int64_t*>(tmp), t.n, f.lval[r]);
+    else std::fill_n(tmp, t.n, f.sval[r]);
+    src[k] = tmp;
+  }
+  float* into = moved ? f.temp(3, nregs) : out;
+  fn(into, src[0], src[1], src[2], t.n);
+  if (moved) std::memcpy(out, into, static_cast<size_t>(t.n) * (wide_dst ? 8 : 4));
+  f.ptr[ins.r[0]] = out;
 }
 
 // ---------------------------------------------------------------------------
@@ -299,6 +397,10 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       f.sval[ins.r[0]] = ins.op == Op::PARAM ? l.scalars[ins.scalar] : ins.imm;
       return;
     case OpClass::Unary: {
+      if (vm::int64_op(ins.op)) [[unlikely]] {
+        exec_long(ins, info, f, nregs, t, mk);
+        return;
+      }
       const int d = ins.r[0], a = ins.r[1];
       auto fn = mk.unary[static_cast<int>(ins.op)];
       if (info.src_kind[0] == Kind::Row) {
@@ -313,6 +415,10 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       return;
     }
     case OpClass::Binary: {
+      if (vm::int64_op(ins.op)) [[unlikely]] {
+        exec_long(ins, info, f, nregs, t, mk);
+        return;
+      }
       const int d = ins.r[0], a = ins.r[1], b = ins.r[2];
       const int op = static_cast<int>(ins.op);
       const bool va = info.src_kind[0] == Kind::Vec, vb = info.src_kind[1] == Kind::Vec;
@@ -333,6 +439,10 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       return;
     }
     case OpClass::Ternary: {
+      if (ins.op == Op::LSELECT) [[unlikely]] {
+        exec_long(ins, info, f, nregs, t, mk);
+        return;
+      }
       const int d = ins.r[0];
       auto fn = mk.ternary[static_cast<int>(ins.op)];
       if (info.dst_kind == Kind::Row) {
@@ -380,7 +490,7 @@ void run_elementwise(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   const Program& p = k.program();
   const auto& info = k.verified().info;
   Frame& f = t_frame;
-  f.prepare(p, kTile, mk.lanes);
+  f.prepare(k.verified(), kTile, mk.lanes);
   const int64_t chunks = elementwise_chunks(l);
   const size_t ni = p.code.size();
   for (int64_t item = begin; item < end; ++item) {
@@ -452,7 +562,7 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
   const int lanes = mk.reduce_lanes;
   const bool whole_row = l.C() <= kRowTileMax;
   Frame& f = t_frame;
-  f.prepare(p, whole_row ? std::max<int64_t>(l.C(), 1) : kTile, lanes);
+  f.prepare(vp, whole_row ? std::max<int64_t>(l.C(), 1) : kTile, lanes);
   for (int64_t item = begin; item < end; ++item) {
     Tile t{item / l.R(), item % l.R(), 0, l.C()};
     if (whole_row) {
@@ -494,7 +604,7 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
   const size_t ni = p.code.size();
   const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
   Frame& f = t_frame;
-  f.prepare(p, kTile, mk.lanes, true);
+  f.prepare(vp, kTile, mk.lanes, true);
   const int64_t ctiles = col_tiles(l);
   for (int64_t item = begin; item < end; ++item) {
     const ItemStart at = col_item(l, ctiles, item);
@@ -546,7 +656,7 @@ void interpret_split_cols(const Kernel& k, const Launch& l, const backends::Micr
   std::vector<float> partial(sp.floats());
   parallel_items(sp.items * sp.chunks, sp.rows * std::min(l.C(), kTile), [&](int64_t b, int64_t e) {
     Frame& f = t_frame;
-    f.prepare(p, kTile, mk.lanes);
+    f.prepare(vp, kTile, mk.lanes);
     for (int64_t idx = b; idx < e; ++idx) {
       const int64_t item = idx / sp.chunks, chunk = idx % sp.chunks;
       const ItemStart at = col_item(l, sp.ctiles, item);
@@ -582,7 +692,7 @@ void finish_split_cols(const Kernel& k, const Launch& l, const ColSplit& sp, con
   // with log2(chunks), not with chunks. Then each tile's epilogue.
   parallel_items(sp.items, l.C() < kTile ? l.C() : kTile, [&](int64_t b, int64_t e) {
     Frame& f = t_frame;
-    f.prepare(p, kTile, mk.lanes);
+    f.prepare(vp, kTile, mk.lanes);
     for (int64_t item = b; item < e; ++item) {
       const ItemStart at = col_item(l, sp.ctiles, item);
       Tile t{at.p, 0, at.c0, at.n};
@@ -701,7 +811,7 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   const Program& p = k.program();
   const auto& info = k.verified().info;
   Frame& f = t_frame;
-  f.prepare(p, kTile, mk.lanes);
+  f.prepare(k.verified(), kTile, mk.lanes);
   const Instr* mma = nullptr;
   for (const Instr& ins : p.code)
     if (op_class(ins.op) == OpClass::Contract) mma = &ins;
@@ -875,7 +985,7 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
     if (!last || vec_stores)
       parallel_items(rows * chunks, kRowChunk, [&](int64_t b, int64_t e) {
         Frame& f = t_frame;
-        f.prepare(p, kTile, mk.reduce_lanes);
+        f.prepare(vp, kTile, mk.reduce_lanes);
         std::vector<float> rest(folds * lanes);  // the interpreter's share of a chunk
         for (int64_t item = b; item < e; ++item) {
           const int64_t row = item / chunks, chunk = item % chunks;
@@ -902,7 +1012,7 @@ void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKer
       if (row_stores)
         parallel_items(rows, 1, [&](int64_t b, int64_t e) {
           Frame& f = t_frame;
-          f.prepare(p, kTile, mk.reduce_lanes);
+          f.prepare(vp, kTile, mk.reduce_lanes);
           for (int64_t row = b; row < e; ++row) {
             const float* done = results.data() + static_cast<size_t>(row) * ni;
             run_pass(k, l, Tile{row / l.R(), row % l.R(), 0, 0}, 0, std::min<int64_t>(l.C(), 1), pass, mk, f,

@@ -108,7 +108,35 @@ namespace dvm::vm {
      Values of one space never mix with another's (vm/verifier.cpp). */      \
   X(LDOA,      "ldoa",      Load,     "DA")                                    \
   X(LDOB,      "ldob",      Load,     "DA")                                    \
-  X(MMAR,      "mmar",      Contract, "DRR")
+  X(MMAR,      "mmar",      Contract, "DRR")                                  \
+  /* int64 lanes: a register holds an int64 per element (docs/DTYPES.md),  \
+     loaded from int64 arguments or widened from int32 lanes. Wrapping     \
+     two's-complement arithmetic as the i* ops; comparisons give 0.0f /    \
+     1.0f; lselect's mask is f32. x // 0 = 0, x % 0 = x, INT64_MIN // -1 = \
+     INT64_MIN. */                                                           \
+  X(ITOL,      "itol",      Unary,    "DR")  /* int32 -> int64, exact       */ \
+  X(LTOI,      "ltoi",      Unary,    "DR")  /* int64 -> int32, low 32 bits */ \
+  X(LTOF,      "ltof",      Unary,    "DR")  /* int64 -> f32, nearest even  */ \
+  X(LNEG,      "lneg",      Unary,    "DR")                                    \
+  X(LABS,      "labs",      Unary,    "DR")  /* INT64_MIN stays INT64_MIN   */ \
+  X(LNOT,      "lnot",      Unary,    "DR")                                    \
+  X(LADD,      "ladd",      Binary,   "DRR")                                   \
+  X(LSUB,      "lsub",      Binary,   "DRR")                                   \
+  X(LMUL,      "lmul",      Binary,   "DRR") /* the low 64 bits             */ \
+  X(LMAX,      "lmax",      Binary,   "DRR")                                   \
+  X(LMIN,      "lmin",      Binary,   "DRR")                                   \
+  X(LEQ,       "leq",       Binary,   "DRR")                                   \
+  X(LNE,       "lne",       Binary,   "DRR")                                   \
+  X(LLT,       "llt",       Binary,   "DRR")                                   \
+  X(LLE,       "lle",       Binary,   "DRR")                                   \
+  X(LGT,       "lgt",       Binary,   "DRR")                                   \
+  X(LGE,       "lge",       Binary,   "DRR")                                   \
+  X(LAND,      "land",      Binary,   "DRR")                                   \
+  X(LOR,       "lor",       Binary,   "DRR")                                   \
+  X(LXOR,      "lxor",      Binary,   "DRR")                                   \
+  X(LFLOORDIV, "lfloordiv", Binary,   "DRR")                                   \
+  X(LREM,      "lrem",      Binary,   "DRR")                                   \
+  X(LSELECT,   "lselect",   Ternary,  "DRRR") /* m != 0 ? a : b             */
 
 enum class Op : uint8_t {
 #define DVM_X(name, mn, cls, sig) name,
@@ -139,6 +167,21 @@ inline constexpr OpInfo kOpInfo[kNumOps] = {
 constexpr const OpInfo& op_info(Op op) { return kOpInfo[static_cast<int>(op)]; }
 constexpr OpClass op_class(Op op) { return op_info(op).cls; }
 constexpr const char* op_name(Op op) { return op_info(op).mnemonic; }
+
+// The int64-lane opcodes, itol .. lselect: each reads or gives registers of
+// 8-byte lanes, so the interpreter runs them from its own table
+// (MicroKernels::wide).
+constexpr bool int64_op(Op op) { return op >= Op::ITOL && op <= Op::LSELECT; }
+// Whether operand k of an int64-lane op (0 the destination, then its
+// sources) holds int64 lanes; the others hold 4-byte lanes: itol's source
+// (int32), ltoi's result (int32), ltof's and the comparisons' results (f32),
+// lselect's mask (f32).
+constexpr bool int64_operand(Op op, int k) {
+  if (op == Op::ITOL) return k == 0;
+  if (op == Op::LSELECT) return k != 1;
+  if (op == Op::LTOI || op == Op::LTOF || (op >= Op::LEQ && op <= Op::LGE)) return k != 0;
+  return true;
+}
 
 // Bytes one operand letter takes in the encoding.
 constexpr int operand_bytes(char letter) { return letter == 'F' ? 4 : letter == 'S' ? 2 : 1; }

@@ -11,14 +11,16 @@
 namespace dvm::vm {
 namespace {
 
-// What a register holds: f32 lanes, int32 lanes, or a constant's bits (either).
-enum Lane : uint8_t { kF32 = 0, kInt = 1, kAny = 2 };
+// What a register holds: f32 lanes, int32 lanes, int64 lanes, or a
+// constant's bits (f32 or int32).
+enum Lane : uint8_t { kF32 = 0, kInt = 1, kAny = 2, kLong = 3 };
 
-// The lanes an op reads (every register operand but SELECT's a and b) and
-// gives. Float ops read and give f32 lanes; the I* ops read int32 lanes,
-// comparisons give f32 0.0f / 1.0f, itof and ftoi convert. Keeping them apart
-// keeps float results' bits (a NaN's payload is not the same in every tier)
-// out of integer arithmetic, and integer bits out of float arithmetic.
+// The lanes an op reads (every register operand but SELECT's and LSELECT's
+// mask) and gives. Float ops read and give f32 lanes; the I* ops read int32
+// lanes, the L* ops int64 lanes; comparisons give f32 0.0f / 1.0f; itof,
+// ftoi, itol, ltoi and ltof convert. Keeping them apart keeps float
+// results' bits (a NaN's payload is not the same in every tier) out of
+// integer arithmetic, and integer bits out of float arithmetic.
 struct LaneRule {
   Lane in, out;
 };
@@ -30,10 +32,16 @@ LaneRule lane_rule(Op op) {
     case Op::INEG: case Op::IABS: case Op::INOT: case Op::IADD: case Op::ISUB: case Op::IMUL: case Op::IMAX:
     case Op::IMIN: case Op::IAND: case Op::IOR: case Op::IXOR: case Op::IFLOORDIV: case Op::IREM:
       return {kInt, kInt};
-    default: return {kF32, kF32};
+    case Op::ITOL: return {kInt, kLong};
+    case Op::LTOI: return {kLong, kInt};
+    case Op::LTOF: return {kLong, kF32};
+    case Op::LEQ: case Op::LNE: case Op::LLT: case Op::LLE: case Op::LGT: case Op::LGE: return {kLong, kF32};
+    default: return int64_op(op) ? LaneRule{kLong, kLong} : LaneRule{kF32, kF32};
   }
 }
-const char* lane_name(Lane l) { return l == kInt ? "int32 lanes" : "f32 lanes"; }
+const char* lane_name(Lane l) {
+  return l == kInt ? "int32 lanes" : l == kLong ? "int64 lanes" : l == kAny ? "a constant" : "f32 lanes";
+}
 
 struct Checker {
   const std::vector<uint8_t>& b;
@@ -80,6 +88,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   p.roles.clear();
   p.types.clear();
   p.int_lanes.clear();
+  out->int64_lanes = false;
   p.roles.reserve(static_cast<size_t>(nargs));
   p.types.reserve(static_cast<size_t>(nargs));
   for (int i = 0; i < nargs; ++i) {
@@ -94,9 +103,10 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
     p.types.push_back(static_cast<Dtype>(t));
     if (ints) {
       const Dtype dt = static_cast<Dtype>(t);
-      if (dt == Dtype::I64 || (is_floating(dt) && r == static_cast<uint8_t>(ArgRole::Input)))
-        return c.fail("argument " + std::to_string(i) + " (" + (r ? "output" : "input") + " of element type " +
-                      elem_name(dt) + ") cannot move int32 lanes");
+      if (is_floating(dt) && r == static_cast<uint8_t>(ArgRole::Input))
+        return c.fail("argument " + std::to_string(i) + " (input of element type " + elem_name(dt) +
+                      ") cannot move integer lanes");
+      out->int64_lanes |= dt == Dtype::I64;
       p.int_lanes.resize(static_cast<size_t>(nargs), 0);
       p.int_lanes[static_cast<size_t>(i)] = 1;
     }
@@ -197,18 +207,28 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       const LaneRule rule = lane_rule(ins.op);
       Lane want[4] = {rule.in, rule.in, rule.in, rule.in};
       const OpClass lc = oi.cls;
-      if (ins.op == Op::SELECT) {  // the mask f32; a and b alike, either lanes
+      // The lanes an argument moves: int64 ones for an int64 argument with
+      // kIntLanes, int32 ones for any other with it, else f32.
+      auto arg_lane = [&](int a) {
+        if (a >= nargs || !int_lanes(p, static_cast<size_t>(a))) return kF32;
+        return p.types[static_cast<size_t>(a)] == Dtype::I64 ? kLong : kInt;
+      };
+      if (ins.op == Op::SELECT) {  // the mask f32; a and b alike, f32 or int32 lanes
         const Lane a = lane[ins.r[2]], b2 = lane[ins.r[3]];
         const Lane ab = a != kAny ? a : b2;
-        want[1] = want[2] = ab;
-        dst_lane = ab;
+        want[1] = want[2] = ab == kLong ? kF32 : ab;
+        dst_lane = want[1];
         want[0] = kF32;
+      } else if (ins.op == Op::LSELECT) {  // the mask f32; a and b int64 lanes
+        want[0] = kF32;
+        want[1] = want[2] = kLong;
+        dst_lane = kLong;
       } else if (lc == OpClass::Load) {
-        dst_lane = ins.r[1] < nargs && int_lanes(p, ins.r[1]) ? kInt : kF32;
+        dst_lane = arg_lane(ins.r[1]);
       } else if (lc == OpClass::Const) {
         dst_lane = kAny;
       } else if (lc == OpClass::Store) {
-        want[0] = ins.r[0] < nargs && int_lanes(p, ins.r[0]) ? kInt : kF32;
+        want[0] = arg_lane(ins.r[0]);
       } else {
         dst_lane = rule.out;
       }
@@ -219,8 +239,12 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         const int v = ins.r[slot];
         if (*s == 'R') {  // (in range and written: checked above)
           const Lane have = lane[static_cast<size_t>(v)];
-          const Lane need_lane = ins.op == Op::SELECT ? want[slot - 1] : lc == OpClass::Store ? want[0] : want[k];
-          if (have != kAny && need_lane != kAny && have != need_lane)
+          const Lane need_lane = ins.op == Op::SELECT || ins.op == Op::LSELECT ? want[slot - 1]
+                                 : lc == OpClass::Store                        ? want[0]
+                                                                               : want[k];
+          // A constant's 4 bytes are f32 or int32 lanes, never int64 ones.
+          const bool fits = have == need_lane || (have == kAny && need_lane != kLong) || need_lane == kAny;
+          if (!fits)
             return c.fail("instruction " + std::to_string(i) + " (" + op_name(ins.op) + "): r" + std::to_string(v) +
                           " holds " + lane_name(have) + ", the op reads " + lane_name(need_lane));
         }
@@ -349,6 +373,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
     out->max_level = std::max<int>(out->max_level, lvl);
     if (dst >= 0) {
       lane[static_cast<size_t>(dst)] = dst_lane;
+      out->int64_lanes |= dst_lane == kLong;
       written[static_cast<size_t>(dst)] = 1;
       phase[static_cast<size_t>(dst)] =
           cls == OpClass::Const ? 0 : (after_reduce_block || cls == OpClass::Reduce ? 2 : 1);

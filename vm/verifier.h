@@ -38,6 +38,9 @@ struct VerifiedProgram {
   Program program;
   std::vector<InstrInfo> info;  // one per instruction
   int max_level = 0;
+  // Some register or argument holds int64 lanes (8 bytes an element): the
+  // interpreter then sizes its registers for them.
+  bool int64_lanes = false;
   int first_reduce = -1;  // index of the first reduction, -1 if none
   int last_reduce = -1;
 };

@@ -126,6 +126,10 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
     *reason = "contraction kernels run on the interpreter's cube unit (no machine-code cube unit yet)";
     return nullptr;
   }
+  if (vp.int64_lanes) {
+    *reason = "the kernel computes in int64 lanes, which machine code has no registers for yet";
+    return nullptr;
+  }
   // Loads convert every element type to f32 and stores convert back
   // (backends/convert.h); int64 needs AVX-512DQ's vcvtqq2ps / vcvttps2qq.
   for (size_t a = 0; a < vp.program.types.size(); ++a)

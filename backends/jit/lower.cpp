@@ -25,7 +25,8 @@ using ApplyFn = JitVec (*)(const JitVec* s);
 
 template <Op kOp, OpClass kCls>
 JitVec apply_op(const JitVec* s) {
-  if constexpr (kCls == OpClass::Unary) return detail::unary_op<JitVec, kOp>(s[0]);
+  if constexpr (vm::int64_op(kOp)) return s[0];  // never lowered: kernels with int64 lanes stay interpreted
+  else if constexpr (kCls == OpClass::Unary) return detail::unary_op<JitVec, kOp>(s[0]);
   else if constexpr (kCls == OpClass::Binary) return detail::binary_op<JitVec, kOp>(s[0], s[1]);
   else if constexpr (kCls == OpClass::Ternary)
     return detail::ternary_op<JitVec, kOp>(s[0], s[1], s[2]);

@@ -77,7 +77,7 @@ void every_elementwise_op(vm::VerifiedProgram* vp) {
   const int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Input), ao = e.add_arg(ArgRole::Output);
   const auto x = e.load(Op::LD, ax), y = e.load(Op::LD, ay);
   auto acc = e.constant(0.5f);
-  // The int32-lane ops (appended after MMA; not floordiv, rem) read int32 lanes; those giving
+  // The int32-lane ops (appended after MMA; not floordiv, rem, ldoa, ldob, mmar) read int32 lanes; those giving
   // int32 lanes are converted back before the float sum (the verifier's lanes).
   const auto xi = e.unary(Op::FTOI, x), yi = e.unary(Op::FTOI, y);
   auto float_op = [](Op op) { return op <= Op::MMA || op == Op::FLOORDIV || op == Op::REM; };
@@ -86,6 +86,7 @@ void every_elementwise_op(vm::VerifiedProgram* vp) {
   auto to_f32 = [&](Op op, Encoder::Value v) { return gives_int(op) ? e.unary(Op::ITOF, v) : v; };
   for (int i = 0; i < vm::kNumOps; ++i) {
     const Op op = static_cast<Op>(i);
+    if (vm::int64_op(op)) continue;  // kernels with int64 lanes are not lowered (the JIT declines them)
     const auto a = reads_int(op) ? xi : x, b = reads_int(op) ? yi : y;
     switch (vm::op_class(op)) {
       case vm::OpClass::Unary: acc = e.binary(Op::ADD, acc, to_f32(op, e.unary(op, a))); break;

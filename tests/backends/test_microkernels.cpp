@@ -58,7 +58,7 @@ std::vector<int64_t> lengths(const MicroKernels& mk) {
 std::vector<Op> ops_of(OpClass cls) {
   std::vector<Op> out;
   for (int i = 0; i < vm::kNumOps; ++i)
-    if (vm::op_class(static_cast<Op>(i)) == cls) out.push_back(static_cast<Op>(i));
+    if (vm::op_class(static_cast<Op>(i)) == cls && !vm::int64_op(static_cast<Op>(i))) out.push_back(static_cast<Op>(i));
   return out;
 }
 
@@ -302,6 +302,10 @@ TEST(MicroKernels, TablesAreComplete) {
   for (const MicroKernels* mk : tables()) {
     for (int i = 0; i < vm::kNumOps; ++i) {
       Op op = static_cast<Op>(i);
+      if (vm::int64_op(op)) {
+        EXPECT_NE(mk->wide[i], nullptr) << vm::op_name(op);
+        continue;
+      }
       switch (vm::op_class(op)) {
         case OpClass::Unary: EXPECT_NE(mk->unary[i], nullptr) << vm::op_name(op); break;
         case OpClass::Binary:
@@ -442,6 +446,7 @@ TEST(MicroKernels, IsaTablesAgreeBitForBit) {
     Op op = static_cast<Op>(i);
     OpClass cls = vm::op_class(op);
     if (cls != OpClass::Unary && cls != OpClass::Binary && cls != OpClass::Ternary) continue;
+    if (vm::int64_op(op)) continue;  // Int64Lanes below
     std::vector<float> x = inputs_for(op, 0, n, 99), y = inputs_for(op, 1, n, 98), z = inputs_for(op, 2, n, 97);
     std::vector<std::vector<float>> outs;
     for (const MicroKernels* mk : ts) {
@@ -653,6 +658,121 @@ TEST(MicroKernels, FillAndGather) {
         mk->gather_strided(g.data(), base, stride, n);
         ASSERT_TRUE(g.guards_intact()) << "gather n=" << n << " stride=" << stride;
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g.data()[i], base[i * stride]) << "stride=" << stride;
+      }
+    }
+  }
+}
+
+// ---- int64 lanes ---------------------------------------------------------------
+
+// The int64-lane ops of every table against references computed in 128-bit
+// integers (wrapped to 64 bits at the end) and, for ltof, in long double
+// (whose 64-bit significand holds an int64 exactly, so its one rounding to
+// float is the correctly rounded result); outputs have guard elements.
+__extension__ typedef __int128 i128;  // (GCC's; __extension__: -Wpedantic)
+__extension__ typedef unsigned __int128 u128;
+int64_t wrap64(i128 v) { return static_cast<int64_t>(static_cast<uint64_t>(static_cast<u128>(v))); }
+// Python's floor division, with x // 0 = 0 and x % 0 = x.
+i128 floor_div(i128 a, i128 b) {
+  if (b == 0) return 0;
+  i128 q = a / b;
+  if (q * b != a && (a < 0) != (b < 0)) --q;
+  return q;
+}
+
+std::vector<int64_t> int64_inputs(int64_t n, uint32_t seed) {
+  const int64_t special[] = {0, 1, -1, 2, -2, 3, -7, 7, INT64_MIN, INT64_MAX, INT64_MIN + 1, INT64_MAX - 1,
+                             int64_t{1} << 32, (int64_t{1} << 32) - 1, -(int64_t{1} << 32), INT32_MIN, INT32_MAX,
+                             (int64_t{1} << 53) + 1, (int64_t{1} << 24) + 1, -((int64_t{1} << 62) + 12345)};
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = rng();
+    // specials, small values, and every magnitude (a random shift)
+    v[static_cast<size_t>(i)] = r % 4 == 0   ? special[(r >> 8) % std::size(special)]
+                                : r % 4 == 1 ? static_cast<int64_t>(r >> 32) % 100 - 50
+                                             : static_cast<int64_t>(rng()) >> (r >> 58);
+  }
+  return v;
+}
+
+// The reference of op on element i: an int64 (wide results) or the bits of
+// the 4-byte result.
+int64_t int64_reference(Op op, int64_t a, int64_t b, float m, int32_t ai) {
+  const i128 x = a, y = b;
+  switch (op) {
+    case Op::ITOL: return ai;
+    case Op::LTOI: return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(a) & 0xffffffffu));
+    case Op::LTOF: return std::bit_cast<uint32_t>(static_cast<float>(static_cast<long double>(a)));
+    case Op::LNEG: return wrap64(-x);
+    case Op::LABS: return wrap64(x < 0 ? -x : x);
+    case Op::LNOT: return wrap64(-x - 1);
+    case Op::LADD: return wrap64(x + y);
+    case Op::LSUB: return wrap64(x - y);
+    case Op::LMUL: return wrap64(static_cast<i128>(static_cast<u128>(x) * static_cast<u128>(y)));
+    case Op::LMAX: return x > y ? a : b;
+    case Op::LMIN: return x < y ? a : b;
+    case Op::LAND: return a & b;
+    case Op::LOR: return a | b;
+    case Op::LXOR: return a ^ b;
+    case Op::LFLOORDIV: return wrap64(floor_div(x, y));
+    case Op::LREM: return y == 0 ? a : wrap64(x - floor_div(x, y) * y);
+    case Op::LSELECT: return std::isnan(m) || m != 0.0f ? a : b;
+    default: break;
+  }
+  bool r = false;
+  switch (op) {
+    case Op::LEQ: r = x == y; break;
+    case Op::LNE: r = x != y; break;
+    case Op::LLT: r = x < y; break;
+    case Op::LLE: r = x <= y; break;
+    case Op::LGT: r = x > y; break;
+    default: r = x >= y; break;  // LGE
+  }
+  return std::bit_cast<uint32_t>(r ? 1.0f : 0.0f);
+}
+
+TEST(MicroKernels, Int64LanesAgainst128BitReferences) {
+  const int64_t n = 4099;
+  const std::vector<int64_t> a = int64_inputs(n, 1), b0 = int64_inputs(n, 2);
+  std::vector<int64_t> b = b0;
+  for (int64_t i = 0; i < n; i += 13) b[static_cast<size_t>(i)] = 0;  // division by zero
+  for (int64_t i = 5; i < n; i += 17) b[static_cast<size_t>(i)] = -1;  // INT64_MIN // -1
+  for (int64_t i = 7; i < n; i += 19) b[static_cast<size_t>(i)] = a[static_cast<size_t>(i)];  // equal
+  std::vector<int32_t> ai(static_cast<size_t>(n));
+  std::vector<float> mask(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    ai[static_cast<size_t>(i)] = static_cast<int32_t>(a[static_cast<size_t>(i)] >> 7);
+    mask[static_cast<size_t>(i)] = i % 5 == 0 ? kNaN : i % 3 == 0 ? -0.0f : static_cast<float>(i % 2);
+  }
+  for (const MicroKernels* mk : tables()) {
+    for (int i = 0; i < vm::kNumOps; ++i) {
+      const Op op = static_cast<Op>(i);
+      if (!vm::int64_op(op)) continue;
+      const bool wide = vm::int64_operand(op, 0);
+      for (int64_t len : lengths(*mk)) {
+        const int64_t m = std::min(len, n);
+        // Guards: 64-bit words after the output (4-byte outputs fill half).
+        std::vector<uint64_t> out(static_cast<size_t>(m + kGuards), 0x7fbadbad7fbadbadull);
+        const void* src0 = op == Op::ITOL ? static_cast<const void*>(ai.data())
+                           : op == Op::LSELECT ? static_cast<const void*>(mask.data())
+                                               : static_cast<const void*>(a.data());
+        const void* src1 = op == Op::LSELECT ? static_cast<const void*>(a.data()) : b.data();
+        mk->wide[i](out.data(), src0, src1, b.data(), m);
+        const auto* out32 = reinterpret_cast<const uint32_t*>(out.data());
+        for (int64_t j = 0; j < m; ++j) {
+          const size_t k = static_cast<size_t>(j);
+          const int64_t want = int64_reference(op, a[k], b[k], mask[k], ai[k]);
+          const int64_t got = wide ? static_cast<int64_t>(out[k]) : static_cast<int64_t>(out32[k]);
+          ASSERT_EQ(got, wide ? want : static_cast<int64_t>(static_cast<uint32_t>(want)))
+              << vm::op_name(op) << " " << isa_name(mk->isa) << " n=" << m << " a=" << a[k] << " b=" << b[k];
+        }
+        const size_t first_guard = wide ? static_cast<size_t>(m) : static_cast<size_t>(m + 1) / 2;
+        for (size_t g = first_guard + 1; g < out.size(); ++g)
+          ASSERT_EQ(out[g], 0x7fbadbad7fbadbadull) << vm::op_name(op) << " wrote past n=" << m;
+        if (!wide && m % 2 == 1) {
+          ASSERT_EQ(out32[m], 0x7fbadbadu) << vm::op_name(op) << " wrote past n=" << m;
+        }
       }
     }
   }

@@ -437,12 +437,71 @@ TEST(Verifier, Int32LanesKeepIntegerAndFloatValuesApart) {
   EXPECT_NE(err.find("int32 lanes"), std::string::npos) << err;
   EXPECT_FALSE(verify(build(true, false, [](Encoder&, Encoder::Value v) { return v; }), &vp, &err));
   EXPECT_FALSE(verify(build(false, true, [](Encoder&, Encoder::Value v) { return v; }), &vp, &err));
-  for (Dtype t : {Dtype::I64, Dtype::F32}) {
+  {
     Encoder e(Form::Elementwise);
-    const int x = e.add_arg(ArgRole::Input, t, true), o = e.add_arg(ArgRole::Output, Dtype::I32, true);
+    const int x = e.add_arg(ArgRole::Input, Dtype::F32, true), o = e.add_arg(ArgRole::Output, Dtype::I32, true);
     e.store(Op::ST, o, e.load(Op::LD, x));
-    EXPECT_FALSE(verify(e.finish(), &vp, &err)) << dtype_name(t);
-    EXPECT_NE(err.find("cannot move int32 lanes"), std::string::npos) << err;
+    EXPECT_FALSE(verify(e.finish(), &vp, &err));
+    EXPECT_NE(err.find("cannot move integer lanes"), std::string::npos) << err;
+  }
+}
+
+// int64 lanes: an int64 argument with kIntLanes loads and stores them, the
+// L* ops read them, itol and ltoi convert from and to int32 lanes, and
+// nothing else reads or writes them (a constant's 4 bytes are no int64).
+TEST(Verifier, Int64LanesKeepTheirWidth) {
+  // x: an int64 input with int64 lanes, y: an int32 input with int32 lanes;
+  // the program stores body's value to an output of type `out` (lanes when
+  // out_lanes).
+  auto build = [](Dtype out, bool out_lanes, auto body) {
+    Encoder e(Form::Elementwise);
+    const int x = e.add_arg(ArgRole::Input, Dtype::I64, true), y = e.add_arg(ArgRole::Input, Dtype::I32, true);
+    const int o = e.add_arg(ArgRole::Output, out, out_lanes);
+    e.store(Op::ST, o, body(e, e.load(Op::LD, x), e.load(Op::LD, y)));
+    return e.finish();
+  };
+  VerifiedProgram vp;
+  std::string err;
+  using V = Encoder::Value;
+  EXPECT_TRUE(verify(build(Dtype::I64, true, [](Encoder& e, V x, V y) {
+                       const V s = e.binary(Op::LMUL, e.binary(Op::LADD, x, e.unary(Op::ITOL, y)), x);
+                       const V z = e.unary(Op::ITOL, e.constant(0.0f));
+                       return e.ternary(Op::LSELECT, e.binary(Op::LLT, s, z), s, e.unary(Op::LNEG, x));
+                     }),
+                     &vp, &err))
+      << err;
+  EXPECT_TRUE(vp.int64_lanes);
+  EXPECT_TRUE(verify(build(Dtype::I32, true, [](Encoder& e, V x, V y) { return e.binary(Op::IADD, e.unary(Op::LTOI, x), y); }),
+                     &vp, &err))
+      << err;
+  EXPECT_TRUE(verify(build(Dtype::F32, false, [](Encoder& e, V x, V) { return e.unary(Op::EXP, e.unary(Op::LTOF, x)); }),
+                     &vp, &err))
+      << err;
+  // Rejected: int64 lanes read by an int32 op, a float op, select or a
+  // store of other lanes; an L op on int32 lanes or on a constant.
+  struct Bad {
+    const char* what;
+    Dtype out;
+    bool out_lanes;
+    V (*body)(Encoder&, V, V);
+    const char* says;
+  };
+  const Bad bad[] = {
+      {"iadd of int64", Dtype::I32, true, [](Encoder& e, V x, V y) { return e.binary(Op::IADD, x, y); }, "int64 lanes"},
+      {"exp of int64", Dtype::F32, false, [](Encoder& e, V x, V) { return e.unary(Op::EXP, x); }, "int64 lanes"},
+      {"select of int64", Dtype::I64, true,
+       [](Encoder& e, V x, V) { return e.ternary(Op::SELECT, e.unary(Op::LTOF, x), x, x); }, "int64 lanes"},
+      {"int64 stored as int32", Dtype::I32, true, [](Encoder&, V x, V) { return x; }, "int64 lanes"},
+      {"int32 stored as int64", Dtype::I64, true, [](Encoder&, V, V y) { return y; }, "int32 lanes"},
+      {"ladd of int32", Dtype::I64, true, [](Encoder& e, V x, V y) { return e.binary(Op::LADD, x, y); }, "int32 lanes"},
+      {"ladd of a constant", Dtype::I64, true, [](Encoder& e, V x, V) { return e.binary(Op::LADD, x, e.constant(1.0f)); },
+       "a constant"},
+      {"lselect of an int64 mask", Dtype::I64, true, [](Encoder& e, V x, V) { return e.ternary(Op::LSELECT, x, x, x); },
+       "int64 lanes"},
+  };
+  for (const Bad& b : bad) {
+    EXPECT_FALSE(verify(build(b.out, b.out_lanes, b.body), &vp, &err)) << b.what;
+    EXPECT_NE(err.find(b.says), std::string::npos) << b.what << ": " << err;
   }
 }
 
