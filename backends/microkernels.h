@@ -37,6 +37,8 @@ using StoreCvtFn = void (*)(void* d, const float* src, int64_t n);
 // types are the op's lanes (backends/microkernels_int64.h). c is lselect's
 // third operand; unused ones may be null.
 using LongFn = void (*)(void* d, const void* a, const void* b, const void* c, int64_t n);
+// An int64 reduction (lrsum, lrmax, lrmin): acc folded with a[0 .. n).
+using LongReduceFn = int64_t (*)(int64_t acc, const int64_t* a, int64_t n);
 
 struct MicroKernels {
   Isa isa;
@@ -50,6 +52,8 @@ struct MicroKernels {
   BinarySvFn binary_sv[vm::kNumOps]; // a is one value for all i
   TernaryFn ternary[vm::kNumOps];    // set for OpClass::Ternary
   LongFn wide[vm::kNumOps];          // set for vm::int64_op, instead of the above
+  LongReduceFn long_reduce[vm::kNumOps];    // the int64 reductions
+  int64_t long_identity[vm::kNumOps];
   float reduce_identity[vm::kNumOps];      // set for OpClass::Reduce
   ReduceAccFn reduce_acc[vm::kNumOps];     // set for OpClass::Reduce
   ReduceFinishFn reduce_finish[vm::kNumOps];

@@ -433,7 +433,10 @@ constexpr MicroKernels with_16bit_floats(MicroKernels t, LoadCvtFn load_f16, Sto
 template <class V, Op kOp, vm::OpClass kCls>
 constexpr void set_entry(MicroKernels& t) {
   constexpr int i = static_cast<int>(kOp);
-  if constexpr (vm::int64_op(kOp)) {
+  if constexpr (vm::int64_op(kOp) && kCls == vm::OpClass::Reduce) {
+    t.long_reduce[i] = &long_reduce_kernel<V, kOp>;
+    t.long_identity[i] = long_identity<kOp>();
+  } else if constexpr (vm::int64_op(kOp)) {
     t.wide[i] = &long_kernel<V, kOp>;
   } else if constexpr (kCls == vm::OpClass::Unary) {
     t.unary[i] = &unary_kernel<V, kOp>;

@@ -114,4 +114,24 @@ void long_kernel(void* dv, const void* av, const void* bv, const void* cv, int64
   }
 }
 
+// An int64 reduction's fold: acc op a[0] op ... op a[n - 1]. Integer
+// results are exact, so every order gives the same value.
+template <vm::Op kOp>
+constexpr int64_t long_identity() {
+  using vm::Op;
+  if constexpr (kOp == Op::LRSUM) return 0;
+  else if constexpr (kOp == Op::LRMAX) return std::numeric_limits<int64_t>::min();
+  else return std::numeric_limits<int64_t>::max();
+}
+template <class V, vm::Op kOp>
+int64_t long_reduce_kernel(int64_t acc, const int64_t* a, int64_t n) {
+  using vm::Op;
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (kOp == Op::LRSUM) acc = wrap_add(acc, a[i]);
+    else if constexpr (kOp == Op::LRMAX) acc = a[i] > acc ? a[i] : acc;
+    else acc = a[i] < acc ? a[i] : acc;
+  }
+  return acc;
+}
+
 }  // namespace dvm::backends::detail

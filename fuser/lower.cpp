@@ -52,11 +52,18 @@ Lanes lanes_of(Dtype t) {
   return t == Dtype::I32 || t == Dtype::U8 ? Lanes::I32 : Lanes::F32;
 }
 
+// Whether member n is a reduction of integers: sums of int32, uint8 and
+// int64 values give int64 (torch's type), max and min of int32 and int64
+// their own type; they fold in int64 lanes.
+bool int_reduction(const Node* n) {
+  return n->kind == NodeKind::Reduce && lanes_of(n->in[0]->dtype) != Lanes::F32 && lanes_of(n->dtype) != Lanes::F32;
+}
+
 // The lanes member n's value lives in: an integer copied from an integer
 // stays in integer lanes (a float copied to an integer converts at its
 // store).
 Lanes value_lanes(const Node* n) {
-  if (n->kind == NodeKind::Elementwise) return lanes_of(n->dtype);
+  if (n->kind == NodeKind::Elementwise || int_reduction(n)) return lanes_of(n->dtype);
   if (n->kind == NodeKind::Copy && lanes_of(n->in[0]->dtype) != Lanes::F32) return lanes_of(n->dtype);
   return Lanes::F32;
 }
@@ -84,6 +91,7 @@ Lanes comparison_lanes(const Node* n) {
 // The lanes member n reads its input `slot` in.
 Lanes reads_lanes(const Node* n, int slot) {
   if (n->kind == NodeKind::Copy) return value_lanes(n) == Lanes::F32 ? Lanes::F32 : lanes_of(n->in[0]->dtype);
+  if (int_reduction(n)) return Lanes::I64;
   if (n->kind != NodeKind::Elementwise) return Lanes::F32;
   if (n->op == detail::OpKind::Where && slot == 0) return Lanes::F32;  // the mask: 0.0f / 1.0f
   const Lanes v = lanes_of(n->dtype);
@@ -663,7 +671,9 @@ struct Builder {
     std::vector<std::pair<int, vm::Encoder::Value>>& block_stores = scratch.block_stores;
     block_stores.clear();
     auto end_block = [&] {
-      for (auto [a, v] : block_stores) enc.store(out.args[static_cast<size_t>(a)].access, arg_index[static_cast<size_t>(a)], v);
+      for (auto [a, v] : block_stores)
+        enc.store(out.args[static_cast<size_t>(a)].access, arg_index[static_cast<size_t>(a)],
+                  as(v, arg_lanes(static_cast<size_t>(a))));
       block_stores.clear();
       in_block = false;
     };
@@ -717,6 +727,15 @@ struct Builder {
         if (n->kind == NodeKind::Copy) {
           r = as(v[0], value);
           wrap &= n->in[0]->dtype != Dtype::U8;
+        } else if (n->kind == NodeKind::Reduce) {
+          // Folds int64 lanes. Max and min of narrower types stay int64
+          // until read or stored (`as` narrows them exactly then): a
+          // ColReduce keeps its reductions in one block.
+          const vm::Op op = n->op == detail::OpKind::Sum ? vm::Op::LRSUM
+                            : n->op == detail::OpKind::Max ? vm::Op::LRMAX
+                                                           : vm::Op::LRMIN;
+          r = enc.reduce(op, v[0]);
+          wrap = false;
         } else {
           const vm::Op op = int_opcode(n->op, wide);
           wrap &= op == vm::Op::IADD || op == vm::Op::ISUB || op == vm::Op::IMUL || op == vm::Op::INEG ||
@@ -732,7 +751,7 @@ struct Builder {
           }
         }
         if (wrap) r = enc.binary(vm::Op::IAND, r, constant(std::bit_cast<float>(0xffu)));
-        mark(r, value);
+        mark(r, n->kind == NodeKind::Reduce ? Lanes::I64 : value);
       } else if (const Lanes cmp = comparison_lanes(n); cmp != Lanes::F32) {
         r = mark(enc.binary(int_opcode(n->op, cmp == Lanes::I64), v[0], v[1]), Lanes::F32);  // 0.0f / 1.0f
       } else if (bool_op(n)) {
@@ -754,7 +773,8 @@ struct Builder {
       values[static_cast<size_t>(n->index)] = r;
       if (out_arg[m] < 0) continue;
       if (in_block) block_stores.emplace_back(out_arg[m], r);
-      else enc.store(out.args[static_cast<size_t>(out_arg[m])].access, arg_index[static_cast<size_t>(out_arg[m])], r);
+      else enc.store(out.args[static_cast<size_t>(out_arg[m])].access, arg_index[static_cast<size_t>(out_arg[m])],
+                     as(r, arg_lanes(static_cast<size_t>(out_arg[m]))));
     }
     end_block();
     return enc.try_finish(&out.bytecode);

@@ -91,6 +91,8 @@ void record_programs() {
   keep.push_back(dvm::floor_divide(li * li - xi, li + mask) + dvm::remainder(li, xi));
   keep.push_back(dvm::where(dvm::lt(li, xi), dvm::abs(li) & li, ~li).to(dvm::Dtype::I32));
   keep.push_back(dvm::maximum(li, -li).to(dvm::Dtype::F32) * 0.5f + dvm::ge(li, (b * 100.0f).to(dvm::Dtype::I64)));
+  keep.push_back((li * xi).sum(2) + 1.0f);            // int64 row sums, an f32 epilogue
+  keep.push_back(xi.max(0) - ui.to(dvm::Dtype::I32).min(0));  // int64 folds narrowed to int32, over rows
   for (Tensor& t : keep) t.sync();
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include "tracer/node.h"
 #include "tracer/operands.h"
@@ -329,11 +330,23 @@ void layout_of(const Node* x, int64_t* strides, int64_t* offset) {
 
 // A Reduce op over axes. Errors name the op, or the composition `caller`
 // that uses it.
+// The type of a reduction of integers, as torch's: a sum of int32, uint8 or
+// int64 is int64, max and min keep the type (all fold in int64 lanes,
+// fuser/lower.cpp); a mean is an error.
+Dtype int_reduction_dtype(OpKind op, Node* in, const char* name) {
+  if (std::string_view(name) == "mean")
+    throw Error("mean: " + describe(in) +
+                " is not floating; mean needs a floating type, as in torch (convert with .to() first)");
+  return op == OpKind::Sum ? Dtype::I64 : in->dtype;
+}
+
 Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool keepdim,
               const char* caller = nullptr) {
   const char* name = caller ? caller : detail::op_name(op);
   Node* in = need(x, name);
-  const Dtype dt = result_dtype(op, in->dtype, &in, 1);
+  const Dtype dt = is_integral(in->dtype) && (op == OpKind::Sum || op == OpKind::Max || op == OpKind::Min)
+                       ? int_reduction_dtype(op, in, name)
+                       : result_dtype(op, in->dtype, &in, 1);
   std::vector<int> axes = detail::normalize_axes(name, axes_in, in->shape);
   if (op != OpKind::Sum)
     for (int a : axes)

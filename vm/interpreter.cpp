@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/convert.h"
+#include "dvm/error.h"
 #include "backends/cube/gemm.h"
 #include "backends/microkernels.h"
 #include "vm/parallel.h"
@@ -30,6 +31,7 @@ struct Frame {
   std::vector<int64_t> lval;      // value of each row register of int64 lanes
   std::vector<float> acc;         // row reductions: mk.reduce_lanes floats per instruction
   std::vector<float> result;      // row reductions finished in an earlier pass
+  std::vector<int64_t> lacc, lresult;  // the same for int64 reductions, one per instruction
   // Per instruction: the output argument it may write straight into (its
   // value is stored by the next instruction), or -1.
   std::vector<int> direct;
@@ -60,7 +62,11 @@ struct Frame {
     }
     ptr.assign(static_cast<size_t>(p.nregs), nullptr);
     sval.assign(static_cast<size_t>(p.nregs), 0.0f);
-    if (vp.int64_lanes) lval.assign(static_cast<size_t>(p.nregs), 0);
+    if (vp.int64_lanes) {
+      lval.assign(static_cast<size_t>(p.nregs), 0);
+      lacc.assign(p.code.size(), 0);
+      lresult.assign(p.code.size(), 0);
+    }
     acc.assign(p.code.size() * static_cast<size_t>(lanes), 0.0f);
     result.assign(p.code.size(), 0.0f);
     direct.assign(p.code.size(), -1);
@@ -482,6 +488,20 @@ inline const float* reduce_source(const Instr& ins, const InstrInfo& info, Frame
   return tmp;
 }
 
+// An int64 reduction folds its operand's tile into acc (a row value counts
+// once per element: it is broadcast first).
+bool long_reduce(Op op) { return op == Op::LRSUM || op == Op::LRMAX || op == Op::LRMIN; }
+int64_t fold_long(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, int64_t n, int64_t acc,
+                  const backends::MicroKernels& mk) {
+  const int64_t* src = reinterpret_cast<const int64_t*>(f.ptr[ins.r[1]]);
+  if (info.src_kind[0] == Kind::Row) {
+    int64_t* tmp = reinterpret_cast<int64_t*>(f.temp(0, nregs));
+    std::fill_n(tmp, n, f.lval[ins.r[1]]);
+    src = tmp;
+  }
+  return mk.long_reduce[static_cast<int>(ins.op)](acc, src, n);
+}
+
 // ---------------------------------------------------------------------------
 // Drivers.
 // ---------------------------------------------------------------------------
@@ -522,6 +542,10 @@ void run_pass(const Kernel& k, const Launch& l, Tile t, int64_t c_begin, int64_t
   const bool last = pass == k.verified().max_level;
   for (size_t i = 0; i < ni; ++i)
     if (op_class(p.code[i].op) == OpClass::Reduce && info[i].level == pass + 1) {
+      if (long_reduce(p.code[i].op)) {  // (run_row_reduce only: int64 kernels do not split)
+        f.lacc[i] = mk.long_identity[static_cast<int>(p.code[i].op)];
+        continue;
+      }
       float* acc = acc_of(i);
       for (int j = 0; j < mk.reduce_lanes; ++j) acc[j] = mk.reduce_identity[static_cast<int>(p.code[i].op)];
     }
@@ -531,6 +555,11 @@ void run_pass(const Kernel& k, const Launch& l, Tile t, int64_t c_begin, int64_t
       const Instr& ins = p.code[i];
       const int lvl = info[i].level;
       const OpClass cls = op_class(ins.op);
+      if (cls == OpClass::Reduce && long_reduce(ins.op)) {
+        if (lvl <= pass) f.lval[ins.r[0]] = f.lresult[i];
+        else if (lvl == pass + 1) f.lacc[i] = fold_long(ins, info[i], f, p.nregs, t.n, f.lacc[i], mk);
+        continue;
+      }
       if (cls == OpClass::Reduce) {
         if (lvl <= pass)
           f.sval[ins.r[0]] = result_of(i);
@@ -574,6 +603,10 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
           continue;
         }
         const int op = static_cast<int>(ins.op);
+        if (long_reduce(ins.op)) {
+          f.lval[ins.r[0]] = fold_long(ins, info[i], f, p.nregs, t.n, mk.long_identity[op], mk);
+          continue;
+        }
         float* acc = &f.acc[i * static_cast<size_t>(lanes)];
         for (int j = 0; j < lanes; ++j) acc[j] = mk.reduce_identity[op];
         mk.reduce_acc[op](acc, reduce_source(ins, info[i], f, p.nregs, t.n, mk), t.n);
@@ -589,9 +622,10 @@ void run_row_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
                [&](size_t i) { return &f.acc[i * static_cast<size_t>(lanes)]; },
                [&](size_t i) { return f.result[i]; });
       for (size_t i = 0; i < ni; ++i)
-        if (op_class(p.code[i].op) == OpClass::Reduce && info[i].level == pass + 1)
-          f.result[i] = mk.reduce_finish[static_cast<int>(p.code[i].op)](
-              &f.acc[i * static_cast<size_t>(lanes)]);
+        if (op_class(p.code[i].op) == OpClass::Reduce && info[i].level == pass + 1) {
+          if (long_reduce(p.code[i].op)) f.lresult[i] = f.lacc[i];
+          else f.result[i] = mk.reduce_finish[static_cast<int>(p.code[i].op)](&f.acc[i * static_cast<size_t>(lanes)]);
+        }
     }
   }
 }
@@ -611,13 +645,30 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
     Tile t{at.p, 0, at.c0, at.n};
     for (size_t i = r0; i <= r1; ++i) {
       const int op = static_cast<int>(p.code[i].op);
-      if (info[i].dst_kind == Kind::Vec) mk.fill(f.colacc(i, p.nregs), mk.reduce_identity[op], t.n);
-      else f.result[i] = mk.reduce_identity[op];
+      if (long_reduce(p.code[i].op)) {
+        if (info[i].dst_kind == Kind::Vec)
+          std::fill_n(reinterpret_cast<int64_t*>(f.colacc(i, p.nregs)), t.n, mk.long_identity[op]);
+        else f.lresult[i] = mk.long_identity[op];
+      } else if (info[i].dst_kind == Kind::Vec) {
+        mk.fill(f.colacc(i, p.nregs), mk.reduce_identity[op], t.n);
+      } else {
+        f.result[i] = mk.reduce_identity[op];
+      }
     }
     for (t.r = 0; t.r < l.R(); ++t.r) {
       for (size_t i = 0; i < r0; ++i) exec(p.code[i], info[i], f, p.nregs, l, t, mk);
       for (size_t i = r0; i <= r1; ++i) {
         const Instr& ins = p.code[i];
+        if (long_reduce(ins.op)) {  // each column folds its rows in order
+          if (info[i].dst_kind == Kind::Row) {
+            f.lresult[i] = mk.long_reduce[static_cast<int>(ins.op)](f.lresult[i], &f.lval[ins.r[1]], 1);
+          } else {
+            const Op comb = ins.op == Op::LRSUM ? Op::LADD : ins.op == Op::LRMAX ? Op::LMAX : Op::LMIN;
+            float* acc = f.colacc(i, p.nregs);
+            mk.wide[static_cast<int>(comb)](acc, acc, f.ptr[ins.r[1]], nullptr, t.n);
+          }
+          continue;
+        }
         const int comb = static_cast<int>(combine_op(ins.op));
         if (info[i].dst_kind == Kind::Vec) {
           float* acc = f.colacc(i, p.nregs);
@@ -632,6 +683,7 @@ void run_col_reduce(const Kernel& k, const Launch& l, int64_t begin, int64_t end
     for (size_t i = r0; i <= r1; ++i) {
       const Instr& ins = p.code[i];
       if (info[i].dst_kind == Kind::Vec) f.ptr[ins.r[0]] = f.colacc(i, p.nregs);
+      else if (long_reduce(ins.op)) f.lval[ins.r[0]] = f.lresult[i];
       else f.sval[ins.r[0]] = f.result[i];
     }
     t.r = 0;  // epilogue arguments have no R extent
@@ -647,6 +699,7 @@ namespace {
 // chunks of ColSplit::rows; per (tile, chunk) the prologue folds its rows
 // from the identity into the split layout, then finish_split_cols combines.
 void interpret_split_cols(const Kernel& k, const Launch& l, const backends::MicroKernels& mk) {
+  if (k.verified().int64_lanes) throw Error("internal: a kernel with int64 lanes was split (vm/schedule.cpp)");
   const Program& p = k.program();
   const VerifiedProgram& vp = k.verified();
   const auto& info = vp.info;
@@ -955,6 +1008,7 @@ void interpret_split_rows(const Kernel& k, const Launch& l, const backends::Micr
 
 void split_row_reduce(const Kernel& k, const Launch& l, const backends::MicroKernels& mk,
                       const RowChunkPass* machine) {
+  if (k.verified().int64_lanes) throw Error("internal: a kernel with int64 lanes was split (vm/schedule.cpp)");
   const Program& p = k.program();
   const VerifiedProgram& vp = k.verified();
   const size_t ni = p.code.size();

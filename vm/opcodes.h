@@ -136,7 +136,11 @@ namespace dvm::vm {
   X(LXOR,      "lxor",      Binary,   "DRR")                                   \
   X(LFLOORDIV, "lfloordiv", Binary,   "DRR")                                   \
   X(LREM,      "lrem",      Binary,   "DRR")                                   \
-  X(LSELECT,   "lselect",   Ternary,  "DRRR") /* m != 0 ? a : b             */
+  X(LSELECT,   "lselect",   Ternary,  "DRRR") /* m != 0 ? a : b             */ \
+  /* int64 reductions: exact, so in any order; lrsum wraps */                  \
+  X(LRSUM,     "lrsum",     Reduce,   "DR")                                    \
+  X(LRMAX,     "lrmax",     Reduce,   "DR")                                    \
+  X(LRMIN,     "lrmin",     Reduce,   "DR")
 
 enum class Op : uint8_t {
 #define DVM_X(name, mn, cls, sig) name,
@@ -168,10 +172,10 @@ constexpr const OpInfo& op_info(Op op) { return kOpInfo[static_cast<int>(op)]; }
 constexpr OpClass op_class(Op op) { return op_info(op).cls; }
 constexpr const char* op_name(Op op) { return op_info(op).mnemonic; }
 
-// The int64-lane opcodes, itol .. lselect: each reads or gives registers of
-// 8-byte lanes, so the interpreter runs them from its own table
-// (MicroKernels::wide).
-constexpr bool int64_op(Op op) { return op >= Op::ITOL && op <= Op::LSELECT; }
+// The int64-lane opcodes, itol .. lrmin: each reads or gives registers of
+// 8-byte lanes, so the interpreter runs them from its own tables
+// (MicroKernels::wide, long_reduce).
+constexpr bool int64_op(Op op) { return op >= Op::ITOL && op <= Op::LRMIN; }
 // Whether operand k of an int64-lane op (0 the destination, then its
 // sources) holds int64 lanes; the others hold 4-byte lanes: itol's source
 // (int32), ltoi's result (int32), ltof's and the comparisons' results (f32),

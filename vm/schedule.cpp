@@ -45,7 +45,9 @@ int64_t work_items(const Kernel& k, const Launch& l) { return form_row(k.form())
 int64_t item_elements(const Kernel& k, const Launch& l) { return form_row(k.form()).item_elements(k, l); }
 bool splits_rows(const Kernel& k, const Launch& l) {
   const FormRow& row = form_row(k.form());
-  return row.splits && row.splits(k, l);
+  // Split launches keep partial results in f32 buffers: kernels with int64
+  // lanes run their rows whole.
+  return row.splits && !k.verified().int64_lanes && row.splits(k, l);
 }
 
 ColSplit col_split(const Kernel& k, const Launch& l) {

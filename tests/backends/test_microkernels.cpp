@@ -303,7 +303,8 @@ TEST(MicroKernels, TablesAreComplete) {
     for (int i = 0; i < vm::kNumOps; ++i) {
       Op op = static_cast<Op>(i);
       if (vm::int64_op(op)) {
-        EXPECT_NE(mk->wide[i], nullptr) << vm::op_name(op);
+        if (vm::op_class(op) == OpClass::Reduce) EXPECT_NE(mk->long_reduce[i], nullptr) << vm::op_name(op);
+        else EXPECT_NE(mk->wide[i], nullptr) << vm::op_name(op);
         continue;
       }
       switch (vm::op_class(op)) {
@@ -749,6 +750,19 @@ TEST(MicroKernels, Int64LanesAgainst128BitReferences) {
     for (int i = 0; i < vm::kNumOps; ++i) {
       const Op op = static_cast<Op>(i);
       if (!vm::int64_op(op)) continue;
+      if (vm::op_class(op) == OpClass::Reduce) {  // a fold from the identity, in 128 bits, wrapped
+        for (int64_t len : lengths(*mk)) {
+          const int64_t m = std::min(len, n);
+          i128 want = op == Op::LRSUM ? 0 : op == Op::LRMAX ? INT64_MIN : INT64_MAX;
+          for (int64_t j = 0; j < m; ++j) {
+            const i128 x = a[static_cast<size_t>(j)];
+            want = op == Op::LRSUM ? want + x : op == Op::LRMAX ? std::max(want, x) : std::min(want, x);
+          }
+          ASSERT_EQ(mk->long_reduce[i](mk->long_identity[i], a.data(), m), wrap64(want))
+              << vm::op_name(op) << " " << isa_name(mk->isa) << " n=" << m;
+        }
+        continue;
+      }
       const bool wide = vm::int64_operand(op, 0);
       for (int64_t len : lengths(*mk)) {
         const int64_t m = std::min(len, n);

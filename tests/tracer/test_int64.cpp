@@ -6,7 +6,9 @@
 // and INT64_MIN // -1; conversions to and from int64. On every target
 // (the JIT declines int64 kernels, so its targets check that they still run).
 #include <algorithm>
+#include <array>
 #include <climits>
+#include <map>
 #include <random>
 #include <string>
 
@@ -272,6 +274,101 @@ TEST_P(Int64Lanes, ConversionsToAndFromFloats) {
   const std::vector<float> fl = {0.0f, -0.0f, 1.5f, -1.5f, 2.5e9f, -3.7e12f, 9.2e18f, -9.2e18f, 16777217.0f};
   const std::vector<int64_t> back = Tensor::from_vector(fl, {9}).to(Dtype::I64).to_vector<int64_t>();
   for (size_t i = 0; i < fl.size(); ++i) ASSERT_EQ(back[i], static_cast<int64_t>(fl[i])) << fl[i];
+}
+
+// Reductions of integers as torch's: sum of int64, int32 and uint8 is int64
+// (wrapping), max and min keep the type; over the inner axis (rows long
+// enough for several passes too), the outer one (many rows: launches that
+// would split if they were float), a middle one and all axes, with a fused
+// prologue and epilogue. The reference folds in 128 bits and wraps.
+TEST_P(Int64Lanes, ReductionsGiveTorchsTypes) {
+  struct Case {
+    Shape shape;
+    std::vector<int> axes;
+  };
+  const Case cases[] = {{{5, 37}, {1}},     {{5, 37}, {0}},      {{3, 4, 9}, {1}},  {{2, 70000}, {1}},
+                        {{9000, 3}, {0}},   {{4, 6}, {0, 1}},    {{1, 1}, {1}},     {{1, 0, 4}, {0}},
+                        {{40000}, {0}},     {{2, 3, 5}, {0, 2}}};
+  std::mt19937_64 rng(11);
+  for (const Case& c : cases) {
+    for (Dtype t : {Dtype::I64, Dtype::I32, Dtype::U8}) {
+      const int64_t n = c.shape.numel();
+      std::vector<int64_t> v(static_cast<size_t>(n));
+      for (int64_t& e : v) {
+        const uint64_t r = rng();
+        e = r % 5 == 0 ? INT64_MAX - static_cast<int64_t>(r % 9) : static_cast<int64_t>(rng()) >> (r % 64);
+        e = wrap_to(t, e);
+      }
+      Tensor x;
+      if (t == Dtype::I64) x = Tensor::from_vector(v, c.shape);
+      else if (t == Dtype::I32) x = Tensor::from_vector(std::vector<int32_t>(v.begin(), v.end()), c.shape);
+      else x = Tensor::from_vector(std::vector<uint8_t>(v.begin(), v.end()), c.shape);
+      // prologue: x * 3 - x in x's type (wraps as the type does)
+      const Tensor pro = x * Tensor::full({}, 3, t) - x;
+      std::vector<int64_t> pv(v.size());
+      for (size_t i = 0; i < v.size(); ++i) pv[i] = wrap_to(t, static_cast<i128>(v[i]) * 3 - v[i]);
+      const Tensor sum = pro.sum(c.axes), mx = x.max(c.axes), mn = x.min(c.axes);
+      const Tensor spread = mx - mn;  // one kernel with both folds (a ColReduce keeps them in one block)
+      ASSERT_EQ(sum.dtype(), Dtype::I64);
+      ASSERT_EQ(mx.dtype(), t);
+      const Tensor sum1 = sum + Tensor::full({}, 1, Dtype::I64);  // an epilogue
+      // Reference: each output element folds the input elements whose
+      // unreduced coordinates match.
+      const int rank = c.shape.rank();
+      std::vector<bool> red(static_cast<size_t>(rank), false);
+      for (int a : c.axes) red[static_cast<size_t>(a)] = true;
+      std::map<std::vector<int64_t>, std::array<i128, 3>> acc;
+      std::vector<std::vector<int64_t>> order;
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<int64_t> key;
+        int64_t rest = i;
+        std::vector<int64_t> idx(static_cast<size_t>(rank));
+        for (int d = rank - 1; d >= 0; --d) {
+          idx[static_cast<size_t>(d)] = rest % c.shape[d];
+          rest /= c.shape[d];
+        }
+        for (int d = 0; d < rank; ++d)
+          if (!red[static_cast<size_t>(d)]) key.push_back(idx[static_cast<size_t>(d)]);
+        auto [it, fresh] = acc.try_emplace(key, std::array<i128, 3>{0, INT64_MIN, INT64_MAX});
+        if (fresh) order.push_back(key);
+        it->second[0] += pv[static_cast<size_t>(i)];
+        it->second[1] = std::max<i128>(it->second[1], v[static_cast<size_t>(i)]);
+        it->second[2] = std::min<i128>(it->second[2], v[static_cast<size_t>(i)]);
+      }
+      std::sort(order.begin(), order.end());
+      if (n == 0) continue;  // (an empty axis: sum is 0 below; max has no identity)
+      const std::vector<int64_t> gs = sum.to_vector<int64_t>(), gs1 = sum1.to_vector<int64_t>();
+      std::vector<int64_t> gx, gn;
+      const std::vector<int64_t> gd = read_all(spread.reshape({1, -1}), 1, spread.numel());
+      if (t == Dtype::I64) {
+        gx = mx.to_vector<int64_t>();
+        gn = mn.to_vector<int64_t>();
+      } else if (t == Dtype::I32) {
+        for (int32_t e : mx.to_vector<int32_t>()) gx.push_back(e);
+        for (int32_t e : mn.to_vector<int32_t>()) gn.push_back(e);
+      } else {
+        for (uint8_t e : mx.to_vector<uint8_t>()) gx.push_back(e);
+        for (uint8_t e : mn.to_vector<uint8_t>()) gn.push_back(e);
+      }
+      ASSERT_EQ(gs.size(), order.size());
+      for (size_t k = 0; k < order.size(); ++k) {
+        const auto& a = acc[order[k]];
+        const std::string where = c.shape.to_string() + " axes " + std::to_string(c.axes[0]) + " " + dtype_name(t) +
+                                  " output " + std::to_string(k);
+        ASSERT_EQ(gs[k], wrap_to(Dtype::I64, a[0])) << "sum " << where;
+        ASSERT_EQ(gs1[k], wrap_to(Dtype::I64, a[0] + 1)) << "sum + 1 " << where;
+        ASSERT_EQ(gx[k], static_cast<int64_t>(a[1])) << "max " << where;
+        ASSERT_EQ(gn[k], static_cast<int64_t>(a[2])) << "min " << where;
+        ASSERT_EQ(gd[k], wrap_to(t, a[1] - a[2])) << "max - min " << where;
+      }
+    }
+  }
+  // An empty sum is 0; an integer mean is an error, as in torch.
+  const Tensor e = Tensor::full({3, 0}, 0, Dtype::I32);
+  EXPECT_EQ(e.sum({1}).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));
+  const Tensor i = Tensor::full({4}, 1, Dtype::I64);
+  i.sync();
+  expect_error("i64 mean", [&] { (void)i.mean(); }, {"mean", "int64[4]", "floating"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Target, Int64Lanes, ::testing::ValuesIn(kTargets), target_name);
