@@ -98,32 +98,34 @@ Lanes reads_lanes(const Node* n, int slot) {
   return v != Lanes::F32 ? v : comparison_lanes(n);
 }
 
-// The integer-lane opcode of an elementwise op on int32 (or int64) lanes.
+// The integer-lane opcode of an elementwise op on int32 (or, wide, int64)
+// lanes.
 vm::Op int_opcode(detail::OpKind op, bool wide) {
   using detail::OpKind;
   using vm::Op;
+  auto pick = [wide](Op i32, Op i64) { return wide ? i64 : i32; };
   switch (op) {
-    case OpKind::Neg: return wide ? Op::LNEG : Op::INEG;
-    case OpKind::Abs: return wide ? Op::LABS : Op::IABS;
-    case OpKind::Relu: return wide ? Op::LMAX : Op::IMAX;  // with 0
-    case OpKind::Add: return wide ? Op::LADD : Op::IADD;
-    case OpKind::Sub: return wide ? Op::LSUB : Op::ISUB;
-    case OpKind::Mul: return wide ? Op::LMUL : Op::IMUL;
-    case OpKind::Maximum: return wide ? Op::LMAX : Op::IMAX;
-    case OpKind::Minimum: return wide ? Op::LMIN : Op::IMIN;
-    case OpKind::Eq: return wide ? Op::LEQ : Op::IEQ;
-    case OpKind::Ne: return wide ? Op::LNE : Op::INE;
-    case OpKind::Lt: return wide ? Op::LLT : Op::ILT;
-    case OpKind::Le: return wide ? Op::LLE : Op::ILE;
-    case OpKind::Gt: return wide ? Op::LGT : Op::IGT;
-    case OpKind::Ge: return wide ? Op::LGE : Op::IGE;
-    case OpKind::Where: return wide ? Op::LSELECT : Op::SELECT;  // moves bits
-    case OpKind::FloorDivide: return wide ? Op::LFLOORDIV : Op::IFLOORDIV;
-    case OpKind::Remainder: return wide ? Op::LREM : Op::IREM;
-    case OpKind::BitwiseAnd: return wide ? Op::LAND : Op::IAND;
-    case OpKind::BitwiseOr: return wide ? Op::LOR : Op::IOR;
-    case OpKind::BitwiseXor: return wide ? Op::LXOR : Op::IXOR;
-    case OpKind::BitwiseNot: return wide ? Op::LNOT : Op::INOT;
+    case OpKind::Neg: return pick(Op::INEG, Op::LNEG);
+    case OpKind::Abs: return pick(Op::IABS, Op::LABS);
+    case OpKind::Relu: return pick(Op::IMAX, Op::LMAX);  // with 0
+    case OpKind::Add: return pick(Op::IADD, Op::LADD);
+    case OpKind::Sub: return pick(Op::ISUB, Op::LSUB);
+    case OpKind::Mul: return pick(Op::IMUL, Op::LMUL);
+    case OpKind::Maximum: return pick(Op::IMAX, Op::LMAX);
+    case OpKind::Minimum: return pick(Op::IMIN, Op::LMIN);
+    case OpKind::Eq: return pick(Op::IEQ, Op::LEQ);
+    case OpKind::Ne: return pick(Op::INE, Op::LNE);
+    case OpKind::Lt: return pick(Op::ILT, Op::LLT);
+    case OpKind::Le: return pick(Op::ILE, Op::LLE);
+    case OpKind::Gt: return pick(Op::IGT, Op::LGT);
+    case OpKind::Ge: return pick(Op::IGE, Op::LGE);
+    case OpKind::Where: return pick(Op::SELECT, Op::LSELECT);  // moves bits
+    case OpKind::FloorDivide: return pick(Op::IFLOORDIV, Op::LFLOORDIV);
+    case OpKind::Remainder: return pick(Op::IREM, Op::LREM);
+    case OpKind::BitwiseAnd: return pick(Op::IAND, Op::LAND);
+    case OpKind::BitwiseOr: return pick(Op::IOR, Op::LOR);
+    case OpKind::BitwiseXor: return pick(Op::IXOR, Op::LXOR);
+    case OpKind::BitwiseNot: return pick(Op::INOT, Op::LNOT);
     default:
       throw Error(std::string("internal: op '") + detail::op_name(op) + "' has no integer-lane opcode");
   }
@@ -555,12 +557,17 @@ struct Builder {
     std::vector<std::array<int32_t, 3>>& converted = scratch.converted;
     val_lanes.clear();
     converted.clear();
-    auto mark = [&](vm::Encoder::Value v, Lanes lanes) {
-      if (v < 0) return v;
+    // Values an op makes without marking them are f32: the lists grow to
+    // any value on first use.
+    auto grow = [&](vm::Encoder::Value v) {
       if (val_lanes.size() <= static_cast<size_t>(v)) {
         val_lanes.resize(static_cast<size_t>(v) + 1, Lanes::F32);
         converted.resize(static_cast<size_t>(v) + 1, {-1, -1, -1});
       }
+    };
+    auto mark = [&](vm::Encoder::Value v, Lanes lanes) {
+      if (v < 0) return v;
+      grow(v);
       val_lanes[static_cast<size_t>(v)] = lanes;
       return v;
     };
@@ -573,9 +580,9 @@ struct Builder {
       if (v < 0) return v;
       const Lanes have = lanes(v);
       if (have == want) return v;
-      if (static_cast<size_t>(v) >= converted.size()) mark(v, have);  // a value never marked: f32
-      vm::Encoder::Value& made = converted[static_cast<size_t>(v)][static_cast<size_t>(want)];
-      if (made >= 0) return made;
+      grow(v);
+      if (const vm::Encoder::Value made = converted[static_cast<size_t>(v)][static_cast<size_t>(want)]; made >= 0)
+        return made;
       vm::Encoder::Value r;
       if (want == Lanes::I64) {
         const vm::Encoder::Value i32 = have == Lanes::I32 ? v : mark(enc.unary(vm::Op::FTOI, v), Lanes::I32);
@@ -585,7 +592,7 @@ struct Builder {
       } else {
         r = enc.unary(want == Lanes::I32 ? vm::Op::FTOI : vm::Op::ITOF, v);
       }
-      mark(r, want);  // (may grow `converted`: `made` is not used after)
+      mark(r, want);
       converted[static_cast<size_t>(v)][static_cast<size_t>(want)] = r;
       converted[static_cast<size_t>(r)][static_cast<size_t>(have)] = v;
       return r;

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <new>
 #include <string>
-#include <string_view>
 
 #include "tracer/node.h"
 #include "tracer/operands.h"
@@ -330,23 +329,14 @@ void layout_of(const Node* x, int64_t* strides, int64_t* offset) {
 
 // A Reduce op over axes. Errors name the op, or the composition `caller`
 // that uses it.
-// The type of a reduction of integers, as torch's: a sum of int32, uint8 or
-// int64 is int64, max and min keep the type (all fold in int64 lanes,
-// fuser/lower.cpp); a mean is an error.
-Dtype int_reduction_dtype(OpKind op, Node* in, const char* name) {
-  if (std::string_view(name) == "mean")
-    throw Error("mean: " + describe(in) +
-                " is not floating; mean needs a floating type, as in torch (convert with .to() first)");
-  return op == OpKind::Sum ? Dtype::I64 : in->dtype;
-}
-
 Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool keepdim,
               const char* caller = nullptr) {
   const char* name = caller ? caller : detail::op_name(op);
   Node* in = need(x, name);
-  const Dtype dt = is_integral(in->dtype) && (op == OpKind::Sum || op == OpKind::Max || op == OpKind::Min)
-                       ? int_reduction_dtype(op, in, name)
-                       : result_dtype(op, in->dtype, &in, 1);
+  // Integers as torch's: a sum is int64, max and min keep the type (all
+  // fold in int64 lanes, fuser/lower.cpp).
+  const Dtype dt = is_integral(in->dtype) ? (op == OpKind::Sum ? Dtype::I64 : in->dtype)
+                                          : result_dtype(op, in->dtype, &in, 1);
   std::vector<int> axes = detail::normalize_axes(name, axes_in, in->shape);
   if (op != OpKind::Sum)
     for (int a : axes)
@@ -844,13 +834,26 @@ Tensor Tensor::min(const std::vector<int>& axes, bool keepdim) const {
 }
 Tensor Tensor::min() const { return reduce(OpKind::Min, *this, {}, false); }
 Tensor Tensor::mean(std::initializer_list<int> axes, bool keepdim) const { return mean(std::vector<int>(axes), keepdim); }
+namespace {
+// torch's mean needs a floating type (bool, which counts true as 1, is
+// accepted: docs/DTYPES.md).
+void check_mean_operand(const Tensor& x) {
+  Node* in = need(x, "mean");
+  if (is_integral(in->dtype))
+    throw Error("mean: " + describe(in) +
+                " is not floating; mean needs a floating type, as in torch (convert with .to() first)");
+}
+}  // namespace
+
 Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
+  check_mean_operand(*this);
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   const std::vector<int> norm = detail::normalize_axes("mean", axes, shape());
   Tensor m = s / size_scalar(static_cast<double>(reduced_count(shape(), norm)));
   return m.dtype() == s.dtype() ? m : m.to(s.dtype());  // a 0-d sum: as mean() above
 }
 Tensor Tensor::mean() const {
+  check_mean_operand(*this);
   Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
   // s is 0-d like the count, so the division would promote a 16-bit float
   // to float32; the mean keeps the operand's type (torch).

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "backends/convert.h"
-#include "dvm/error.h"
 #include "backends/cube/gemm.h"
 #include "backends/microkernels.h"
+#include "dvm/error.h"
 #include "vm/parallel.h"
 
 namespace dvm::vm {
@@ -490,7 +490,7 @@ inline const float* reduce_source(const Instr& ins, const InstrInfo& info, Frame
 
 // An int64 reduction folds its operand's tile into acc (a row value counts
 // once per element: it is broadcast first).
-bool long_reduce(Op op) { return op == Op::LRSUM || op == Op::LRMAX || op == Op::LRMIN; }
+bool long_reduce(Op op) { return vm::int64_op(op) && op_class(op) == OpClass::Reduce; }
 int64_t fold_long(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, int64_t n, int64_t acc,
                   const backends::MicroKernels& mk) {
   const int64_t* src = reinterpret_cast<const int64_t*>(f.ptr[ins.r[1]]);

@@ -219,9 +219,8 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         want[1] = want[2] = ab == kLong ? kF32 : ab;
         dst_lane = want[1];
         want[0] = kF32;
-      } else if (ins.op == Op::LSELECT) {  // the mask f32; a and b int64 lanes
+      } else if (ins.op == Op::LSELECT) {  // the mask f32; a and b int64 lanes (the rule)
         want[0] = kF32;
-        want[1] = want[2] = kLong;
         dst_lane = kLong;
       } else if (lc == OpClass::Load) {
         dst_lane = arg_lane(ins.r[1]);
@@ -239,9 +238,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
         const int v = ins.r[slot];
         if (*s == 'R') {  // (in range and written: checked above)
           const Lane have = lane[static_cast<size_t>(v)];
-          const Lane need_lane = ins.op == Op::SELECT || ins.op == Op::LSELECT ? want[slot - 1]
-                                 : lc == OpClass::Store                        ? want[0]
-                                                                               : want[k];
+          const Lane need_lane = want[k];  // the k-th register operand
           // A constant's 4 bytes are f32 or int32 lanes, never int64 ones.
           const bool fits = have == need_lane || (have == kAny && need_lane != kLong) || need_lane == kAny;
           if (!fits)
@@ -352,7 +349,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + ", which is an output");
           else if (int_lanes(p, ins.r[k]))
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) +
-                          ", which moves int32 lanes; the cube unit's operands are floats");
+                          ", which moves integer lanes; the cube unit's operands are floats");
           else if (!is_floating(p.types[ins.r[k]]))  // the cube widens 16-bit floats as it reads them
             return c.fail(at() + ": multiplies argument " + std::to_string(ins.r[k]) + " of element type " +
                           elem_name(p.types[ins.r[k]]) + "; the cube unit's operands are f32, f16 or bf16");

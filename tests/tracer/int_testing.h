@@ -1,5 +1,6 @@
-// Helpers for the integer tests (test_int32.cpp, test_int_ops.cpp): tensors
-// of int32, uint8 or bool made from and read back as int64_t, torch's
+// Helpers for the integer tests (test_int32.cpp, test_int64.cpp,
+// test_int_ops.cpp): tensors of int64, int32, uint8 or bool made from and
+// read back as int64_t, torch's
 // wrap-around, and generated values with the extremes.
 #pragma once
 
@@ -9,26 +10,27 @@
 
 namespace dvm::testing {
 
-// A tensor of type t (int32, uint8 or bool) holding v (each value already in
-// t's range).
-inline Tensor make(Dtype t, const std::vector<int64_t>& v) {
-  const Shape s{static_cast<int64_t>(v.size())};
-  if (t == Dtype::I32) {
-    std::vector<int32_t> x(v.begin(), v.end());
-    return Tensor::from_vector(x, s);
+// A tensor of type t (int64, int32, uint8 or bool) holding v (each value
+// already in t's range), 1-D or of the given shape.
+inline Tensor make(Dtype t, const std::vector<int64_t>& v, Shape s) {
+  switch (t) {
+    case Dtype::I64: return Tensor::from_vector(v, s);
+    case Dtype::I32: return Tensor::from_vector(std::vector<int32_t>(v.begin(), v.end()), s);
+    case Dtype::U8: return Tensor::from_vector(std::vector<uint8_t>(v.begin(), v.end()), s);
+    default: {
+      std::vector<bool> x;
+      for (int64_t e : v) x.push_back(e != 0);
+      return Tensor::from_vector(x, s);
+    }
   }
-  if (t == Dtype::U8) {
-    std::vector<uint8_t> x(v.begin(), v.end());
-    return Tensor::from_vector(x, s);
-  }
-  std::vector<bool> x;
-  for (int64_t e : v) x.push_back(e != 0);
-  return Tensor::from_vector(x, s);
 }
+inline Tensor make(Dtype t, const std::vector<int64_t>& v) { return make(t, v, Shape{static_cast<int64_t>(v.size())}); }
 
+// y's values (int64, int32, uint8 or bool) as int64_t.
 inline std::vector<int64_t> read(const Tensor& y) {
   std::vector<int64_t> out;
   switch (y.dtype()) {
+    case Dtype::I64: return y.to_vector<int64_t>();
     case Dtype::I32:
       for (int32_t e : y.to_vector<int32_t>()) out.push_back(e);
       break;

@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "tests/tracer/tracer_testing.h"
+#include "tests/tracer/int_testing.h"
 
 namespace dvm::testing {
 namespace {
@@ -51,24 +51,7 @@ struct Val {
   std::vector<int64_t> ref;
 };
 
-std::vector<int64_t> read_all(const Tensor& y, int64_t R, int64_t C) {
-  const Tensor full = y.expand({R, C});
-  std::vector<int64_t> out;
-  switch (y.dtype()) {
-    case Dtype::I64: return full.to_vector<int64_t>();
-    case Dtype::I32:
-      for (int32_t e : full.to_vector<int32_t>()) out.push_back(e);
-      return out;
-    case Dtype::U8:
-      for (uint8_t e : full.to_vector<uint8_t>()) out.push_back(e);
-      return out;
-    case Dtype::Bool:
-      for (bool e : full.to_vector<bool>()) out.push_back(e ? 1 : 0);
-      return out;
-    default: ADD_FAILURE() << "unexpected result type " << dtype_name(y.dtype());
-  }
-  return out;
-}
+std::vector<int64_t> read_all(const Tensor& y, int64_t R, int64_t C) { return read(y.expand({R, C})); }
 
 class Program {
  public:
@@ -196,19 +179,6 @@ class Program {
     return t == Dtype::I32 ? wrap_to(Dtype::I32, v) : v;
   }
 
-  static Tensor make(Dtype t, const std::vector<int64_t>& v, Shape s) {
-    switch (t) {
-      case Dtype::I64: return Tensor::from_vector(v, s);
-      case Dtype::I32: return Tensor::from_vector(std::vector<int32_t>(v.begin(), v.end()), s);
-      case Dtype::U8: return Tensor::from_vector(std::vector<uint8_t>(v.begin(), v.end()), s);
-      default: {
-        std::vector<bool> b;
-        for (int64_t e : v) b.push_back(e != 0);
-        return Tensor::from_vector(b, s);
-      }
-    }
-  }
-
   std::mt19937_64 rng_;
   int64_t R_, C_;
 };
@@ -299,10 +269,7 @@ TEST_P(Int64Lanes, ReductionsGiveTorchsTypes) {
         e = r % 5 == 0 ? INT64_MAX - static_cast<int64_t>(r % 9) : static_cast<int64_t>(rng()) >> (r % 64);
         e = wrap_to(t, e);
       }
-      Tensor x;
-      if (t == Dtype::I64) x = Tensor::from_vector(v, c.shape);
-      else if (t == Dtype::I32) x = Tensor::from_vector(std::vector<int32_t>(v.begin(), v.end()), c.shape);
-      else x = Tensor::from_vector(std::vector<uint8_t>(v.begin(), v.end()), c.shape);
+      const Tensor x = make(t, v, c.shape);
       // prologue: x * 3 - x in x's type (wraps as the type does)
       const Tensor pro = x * Tensor::full({}, 3, t) - x;
       std::vector<int64_t> pv(v.size());
@@ -337,19 +304,7 @@ TEST_P(Int64Lanes, ReductionsGiveTorchsTypes) {
       }
       std::sort(order.begin(), order.end());
       if (n == 0) continue;  // (an empty axis: sum is 0 below; max has no identity)
-      const std::vector<int64_t> gs = sum.to_vector<int64_t>(), gs1 = sum1.to_vector<int64_t>();
-      std::vector<int64_t> gx, gn;
-      const std::vector<int64_t> gd = read_all(spread.reshape({1, -1}), 1, spread.numel());
-      if (t == Dtype::I64) {
-        gx = mx.to_vector<int64_t>();
-        gn = mn.to_vector<int64_t>();
-      } else if (t == Dtype::I32) {
-        for (int32_t e : mx.to_vector<int32_t>()) gx.push_back(e);
-        for (int32_t e : mn.to_vector<int32_t>()) gn.push_back(e);
-      } else {
-        for (uint8_t e : mx.to_vector<uint8_t>()) gx.push_back(e);
-        for (uint8_t e : mn.to_vector<uint8_t>()) gn.push_back(e);
-      }
+      const std::vector<int64_t> gs = read(sum), gs1 = read(sum1), gx = read(mx), gn = read(mn), gd = read(spread);
       ASSERT_EQ(gs.size(), order.size());
       for (size_t k = 0; k < order.size(); ++k) {
         const auto& a = acc[order[k]];
