@@ -213,6 +213,11 @@ class Runner {
       if (!a.output) continue;
       Node* n = a.node;
       staged_.push_back(n);  // first: a failed allocation leaves nothing untracked
+      if (n->target) {  // a write: its slice of the buffer (offset and strides set when recorded)
+        n->target->retain();
+        n->storage = n->target;
+        continue;
+      }
       n->storage = detail::Storage::allocate(n->shape.numel(), n->dtype);
       n->offset = 0;
       detail::contiguous_strides(n->shape, n->strides);

@@ -249,7 +249,8 @@ struct Builder {
       for (int i = 0; i < n->nin; ++i) {
         Node* x = n->in[i];
         int arg = -1;
-        if (n == product && prologue_view(i)) {  // the prologue's value, in registers
+        // The prologue's value, in registers, or a write's order-only input.
+        if ((n == product && prologue_view(i)) || i >= n->data_inputs()) {
           leaf_arg.push_back(arg);
           continue;
         }
@@ -343,9 +344,14 @@ struct Builder {
     s.node = n;
     s.output = true;
     s.origin_node = n->index;
-    out.args.push_back(s);
     int64_t cs[kMaxRank], fs[kMaxRank];
-    detail::contiguous_strides(n->shape, cs);
+    if (n->target) {  // a slice of its buffer (set when recorded)
+      std::copy(n->strides, n->strides + n->shape.rank(), cs);
+      s.offset = n->offset;
+    } else {
+      detail::contiguous_strides(n->shape, cs);
+    }
+    out.args.push_back(s);
     const Domain d = output_strides(n, cs, fs);
     std::array<int64_t, kMaxRank> f{};
     std::copy(fs, fs + g.full.rank(), f.begin());
@@ -414,11 +420,49 @@ struct Builder {
           ++nd;
         }
       }
+      // A write whose innermost dim is strided in its buffer (a slice one
+      // element wide along the buffer's inner axis): stores need a unit
+      // stride along C, so C becomes a dim of extent 1.
+      bool unit = true;
+      for (size_t a = 0; a < out.args.size(); ++a)
+        unit &= !out.args[a].output || nd == 0 || strides[a][static_cast<size_t>(nd - 1)] == 1;
+      if (!unit) {
+        if (nd == kMaxRank) throw Error("internal: a write's slice has too many dims to store");
+        sp.size[nd] = 1;
+        axes[nd] = 0;
+        for (size_t a = 0; a < out.args.size(); ++a) strides[a][static_cast<size_t>(nd)] = 0;
+        ++nd;
+      }
       sp.ndims = nd;
-      // C = last dim, R = the one before, P = the rest.
+      // C = last dim, R = the one before, P = the rest; but every store
+      // needs one stride per part, so where a write's slice is not linear
+      // over those P dims (they cross its buffer's joined axis), R takes
+      // more dims.
       sp.part_end[2] = nd;
       sp.part_end[1] = std::max(nd - 1, 0);
       sp.part_end[0] = std::max(nd - 2, 0);
+      auto linear = [&](size_t a, int b, int e) {
+        int64_t t = 0, span = 0;
+        for (int d = e - 1; d >= b; --d) {
+          if (sp.size[d] == 1) continue;
+          if (span && strides[a][static_cast<size_t>(d)] != t * span) return false;
+          if (!span) {
+            t = strides[a][static_cast<size_t>(d)];
+            span = 1;
+          }
+          span *= sp.size[d];
+        }
+        return true;
+      };
+      for (int split = sp.part_end[0]; split >= 0; --split) {
+        bool ok = true;
+        for (size_t a = 0; a < out.args.size() && ok; ++a)
+          ok = !out.args[a].output || (linear(a, 0, split) && linear(a, split, nd - 1));
+        if (ok) {
+          sp.part_end[0] = split;
+          break;
+        }
+      }
     }
     for (size_t a = 0; a < out.args.size(); ++a) {
       std::copy(strides[a].begin(), strides[a].begin() + sp.ndims, out.args[a].strides);
@@ -516,6 +560,10 @@ struct Builder {
       if (s.output) output_strides(n, names, fs);
       else leaf_strides(n, s.origin_slot, fs, names);
       for (int d = 0; d < sp.ndims; ++d) {
+        if (axes[d] == 0) {  // a dim of extent 1 of no axis
+          ra.src[d] = -1;
+          continue;
+        }
         const int k = 31 - std::countl_zero(axes[d]);  // a merged dim's stride is its innermost axis's
         ra.src[d] = static_cast<int8_t>(fs[k] - 1);
       }
@@ -690,7 +738,7 @@ struct Builder {
       if (col && phase(m) == 1 && !in_block) {
         in_block = true;
         for (size_t oj = oi; oj < order.size() && phase(order[oj]) == 1; ++oj)
-          for (int i = 0; i < g.members[order[oj]]->nin; ++i) operand(order[oj], i);
+          for (int i = 0; i < g.members[order[oj]]->data_inputs(); ++i) operand(order[oj], i);
       } else if (in_block && phase(m) != 1) {
         end_block();
       }
@@ -719,7 +767,7 @@ struct Builder {
         continue;
       }
       vm::Encoder::Value v[3] = {-1, -1, -1};
-      for (int i = 0; i < n->nin; ++i) v[i] = operand(m, i);
+      for (int i = 0; i < n->data_inputs(); ++i) v[i] = operand(m, i);
       if (n->scalar_pos >= 0) {  // an inline scalar operand
         for (int i = n->nin; i > n->scalar_pos; --i) v[i] = v[i - 1];
         v[n->scalar_pos] = n->immediate ? constant(n->value) : user_scalar(n, -1, n->value);
@@ -844,11 +892,12 @@ void replay(const Group& g, const ReplayPlan& rp, const std::vector<ScalarOrigin
     s.access = ra.access;
     int64_t own[kMaxRank];
     const int64_t* st = own;
-    if (ra.slot < 0) {  // an output: a fresh contiguous buffer
+    if (ra.slot < 0) {  // an output: a fresh contiguous buffer, or a write's slice
       s.node = n;
       s.output = true;
-      s.offset = 0;
-      detail::contiguous_strides(n->shape, own);
+      s.offset = n->target ? n->offset : 0;
+      if (n->target) st = n->strides;
+      else detail::contiguous_strides(n->shape, own);
     } else {
       Node* x = n->in[ra.slot];
       if (x->kind == NodeKind::View && !x->storage && x->pending) resolve_view(x);

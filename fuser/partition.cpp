@@ -121,6 +121,7 @@ class Partitioner {
     if (n->kind == NodeKind::View) return;  // (finish() stores what views read)
     if (n->kind == NodeKind::Reduce) place_reduce(n);
     else if (n->kind == NodeKind::Contract) place_contract(n);
+    else if (n->target) place_write(n);
     else if (n->kind == NodeKind::Copy && n->dtype != n->in[0]->dtype) place_conversion(n);
     else place_elementwise(n);
   }
@@ -315,6 +316,16 @@ class Partitioner {
     join(n, g, Domain::Full);
   }
 
+  // A write into a slice of a buffer (Node::target) is a kernel of its own
+  // that reads its input from memory: its store's layout is the buffer's,
+  // which no other member's values share. Its order-only input orders it
+  // after the write before it (join's dependencies).
+  void place_write(Node* n) {
+    const int g = new_group(vm::Form::Elementwise, n->shape, 0, 0);
+    G(g).sealed = true;
+    join(n, g, Domain::Full);
+  }
+
   void place_elementwise(Node* n) {
     int target = -1;
     bool ok = true;
@@ -409,7 +420,8 @@ class Partitioner {
         if (x->dtype != Dtype::F32) continue;
         bool only = true;
         for (const Node* m : E.members)
-          only &= m->user_refs() == 0 && !at(m).output && cross[static_cast<size_t>(m->index)] == (m == x ? 1 : 0);
+          only &= m->user_refs() == 0 && !at(m).output && !m->target &&
+                  cross[static_cast<size_t>(m->index)] == (m == x ? 1 : 0);
         if (!only) continue;
         const Domain d = slot == 0 ? Domain::OperandA : Domain::OperandB;
         absorb(e, c, d);
@@ -451,7 +463,7 @@ class Partitioner {
     const Group& F = G(f);
     if (F.form != vm::Form::Elementwise || !(F.full == shape)) return false;
     for (const Node* m : F.members) {
-      if (m->user_refs() > 0 || at(m).output) return false;
+      if (m->user_refs() > 0 || at(m).output || m->target) return false;
       int32_t reads = 0;
       for (const Node* r : G(c).members)
         if (at(r).domain == d)

@@ -33,15 +33,18 @@ struct SigBuilder {
   // lowering chooses follows from these relations, and with extents only
   // classified, equal literal strides alone could still hide a changed one.
   void strides(const Shape& s, const int64_t* st) {
+    for (int k = s.rank() - 1; k >= 0; --k) w.push_back(static_cast<uint64_t>(st[k]));
+    w.push_back(linear_bits(s, st));
+  }
+  static uint64_t linear_bits(const Shape& s, const int64_t* st) {
     uint64_t linear = 0;
     int next = -1;  // the next dim after k whose extent is not 1
     for (int k = s.rank() - 1; k >= 0; --k) {
-      w.push_back(static_cast<uint64_t>(st[k]));
       if (s[k] == 1) continue;
       if (next >= 0 && st[k] == st[next] * s[next]) linear |= uint64_t{1} << k;
       next = k;
     }
-    w.push_back(linear);
+    return linear;
   }
   static uint64_t bits(float f) {
     uint32_t b;
@@ -101,6 +104,18 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
     if (n->kind == NodeKind::View) {
       b.shape(n->shape);
       b.strides(n->shape, n->strides);
+    } else if (n->target) {
+      // A write's store layout: which of its strides continue the next dim
+      // linearly (a slice of its buffer's contiguous layout: the lowering's
+      // choices follow from these alone, so new sizes keep the plan),
+      // and whether its innermost moving dim has a unit stride.
+      uint64_t unit = 1;
+      for (int k = n->shape.rank() - 1; k >= 0; --k)
+        if (n->shape[k] != 1) {
+          unit = n->strides[k] == 1;
+          break;
+        }
+      b.w.push_back(SigBuilder::linear_bits(n->shape, n->strides) | unit << 63);
     }
     for (int k = 0; k < n->nin; ++k) b.input(n->in[k], static_cast<int32_t>(i));
   }

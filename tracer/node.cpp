@@ -182,6 +182,7 @@ void destroy_from(Node* n, int depth) {
   n->uncounted = 0;
   if (n->failed) [[unlikely]] forget_failure(n);
   if (n->storage) n->storage->release();
+  if (n->target) n->target->release();
   if (Storage* d = n->dense.load(std::memory_order_acquire)) d->release();
   delete n;
 }

@@ -92,6 +92,15 @@ struct Node {
   Storage* storage = nullptr;
   int64_t offset = 0;
   int64_t strides[kMaxRank] = {};
+  // A write (a Copy of in[0]) stores its values into this dvm-owned buffer,
+  // at the offset and strides set when it was recorded, instead of a fresh
+  // one: cat's pieces and Cache::append. Its in[1], when set, is the write
+  // before it into the same buffer, an order-only input (its values are
+  // never read): the view of the buffer that reads the last write then
+  // runs after every write. Holds a reference.
+  Storage* target = nullptr;
+  // The inputs whose values the op reads (a write's order-only input is not one).
+  int data_inputs() const { return target ? 1 : nin; }
 
   // The trace that holds this node pending, else null. Cleared (release)
   // once the flush has written everything it writes to the node, so a

@@ -27,6 +27,16 @@ inline Node* need(const Tensor& t, const char* op) {
   return n;
 }
 
+// Hands a new pending node to the trace and returns its handle.
+inline Tensor record(Node* n) {
+  // n is new and no other thread can see it yet: its first two references
+  // (the handle's, the trace's) are counted with one plain store.
+  n->counts.store(Node::kUserRef + Node::kRef, std::memory_order_relaxed);
+  Tensor t(n, Tensor::Adopt{});  // the Tensor holds it before the trace may flush
+  Trace::current().record(n);
+  return t;
+}
+
 // "dtype[shape]" of n, as error messages name tensors.
 std::string describe(const Node* n);
 

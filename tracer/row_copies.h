@@ -5,8 +5,10 @@
 // a second time keeps a row-major copy beside its buffer (the modeled NPU's
 // weights stored once in the cube's layout), and later products read the
 // copy in place. Tensor buffers are never written once computed (wrapped
-// user memory must stay unchanged while tensors read it), so a copy stays
-// right for as long as its buffer lives; it is freed with it.
+// user memory must stay unchanged while tensors read it; a KVCache writes
+// only rows no tensor has seen, and drops the copies when clear() reuses
+// its buffer), so a copy stays right for as long as its buffer lives; it is
+// freed with it.
 #pragma once
 
 #include <cstdint>

@@ -212,15 +212,7 @@ Dtype result_dtype(OpKind op, Dtype t, Node* const* nodes, int k) {
 
 void check_shape(const char* op, const Shape& s) { detail::check_extents(op, s); }
 
-// Hands a new pending node to the trace and returns its handle.
-Tensor record(Node* n) {
-  // n is new and no other thread can see it yet: its first two references
-  // (the handle's, the trace's) are counted with one plain store.
-  n->counts.store(Node::kUserRef + Node::kRef, std::memory_order_relaxed);
-  Tensor t(n, Tensor::Adopt{});  // the Tensor holds it before the trace may flush
-  detail::Trace::current().record(n);
-  return t;
-}
+using detail::record;
 
 Node* make_const(const Shape& s, float v, bool immediate = false) {
   Node* n = detail::new_node(NodeKind::Const, OpKind::None, Dtype::F32, s);

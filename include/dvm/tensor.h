@@ -15,6 +15,7 @@ namespace dvm {
 
 namespace detail {
 struct Node;
+struct Storage;
 }
 
 class Tensor {
@@ -278,6 +279,54 @@ Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
 // ---- operators ------------------------------------------------------------------
+// ---- joining (torch names and semantics) -------------------------------------
+// torch.cat: tensors of one rank whose extents agree except along axis,
+// promoted to one dtype (promote_types), joined along axis. Each piece is
+// copied once, straight into its slice of the result.
+Tensor cat(const std::vector<Tensor>& tensors, int axis = 0);
+// torch.stack: tensors of one shape joined along a new axis
+// (-rank - 1 <= axis <= rank).
+Tensor stack(const std::vector<Tensor>& tensors, int axis = 0);
+
+// A dvm-owned tensor that grows along one axis up to a fixed capacity: a
+// transformer's key or value cache. append() records a write of the new
+// rows into its buffer (a kernel that copies only them) and returns every
+// row so far as a view of the buffer, so n appends copy each row once, not
+// n^2 / 2 rows as cat would. Rows once written never change while any
+// tensor can see them: clear() starts over in a new buffer when an earlier
+// result is still alive (or still pending), else in the same one. One
+// thread at a time uses a cache. Not copyable; movable.
+class KVCache {
+ public:
+  // capacity_shape: the cache when full; its extent along axis is the
+  // capacity. dtype: the type of the stored rows (appended rows convert).
+  KVCache(Shape capacity_shape, int axis, Dtype dtype = Dtype::F32);
+  ~KVCache();
+  KVCache(KVCache&& o) noexcept;
+  KVCache& operator=(KVCache&& o) noexcept;
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+
+  // rows: the cache's shape with any extent along axis (the rank and the
+  // other extents must match); more rows than the capacity left is an error.
+  Tensor append(const Tensor& rows);
+  Tensor values() const;  // every row so far (extent size() along axis)
+  int64_t size() const { return size_; }
+  int64_t capacity() const { return shape_[axis_]; }
+  int axis() const { return axis_; }
+  Dtype dtype() const { return dtype_; }
+  void clear();
+
+ private:
+  detail::Storage* buffer_ = nullptr;  // allocated when first needed
+  Shape shape_;
+  int axis_ = 0;
+  Dtype dtype_ = Dtype::F32;
+  int64_t size_ = 0;
+  Tensor last_write_;  // orders the next write after it
+  Tensor values_;
+};
+
 Tensor operator-(const Tensor& x);
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
