@@ -1,5 +1,6 @@
-// Ops composed from the primitive ones (var, std, clamp, silu, masked_fill,
-// tril, triu): the fuser sees only their parts, so each fuses like them.
+// Ops composed from the primitive ones (var, std, argmax, argmin, clamp,
+// silu, masked_fill, tril, triu): the fuser sees only their parts, so each
+// fuses like them.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -55,6 +56,75 @@ Tensor Tensor::std(const std::vector<int>& axes, int64_t correction, bool keepdi
   return s.dtype() == dtype() ? s : s.to(dtype());
 }
 Tensor Tensor::std() const { return std(std::vector<int>{}, 1, false); }
+
+namespace {
+
+// x defined and not bool (torch has no argmax of bool either).
+void need_arg_operand(const Tensor& x, const char* op) {
+  detail::need(x, op);
+  if (x.dtype() == Dtype::Bool)
+    throw Error(std::string(op) + ": " + describe(x) + " is bool (expected a numeric type; torch's " + op +
+                " is not implemented for bool either)");
+}
+
+// argmax (largest true) or argmin of x along one axis: the first index of the
+// extreme value, NaN ranking beyond every number (torch's CPU rule: the
+// first NaN wins both). Composed of a max (min) reduction and a min
+// reduction of int64 indices, so with the axis innermost both are phases
+// of one row kernel: the first finds the extreme m, the second the first
+// index where x reaches it (along another axis: two column kernels).
+Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const char* op) {
+  need_arg_operand(x, op);
+  const Dtype t = x.dtype();
+  const std::vector<int> norm = detail::normalize_axes(op, std::vector<int>{axis}, x.shape());
+  if (norm.empty()) return Tensor::full(Shape{}, 0.0, Dtype::I64);  // a 0-d x: its one element
+  const int a = norm[0];
+  const int64_t n = x.shape()[a];
+  if (n == 0)
+    throw Error(std::string(op) + ": reduction over axis " + std::to_string(a) + " of " + describe(x) +
+                ", which is empty (expected a non-empty axis: the " + op + " of no elements is undefined, as in torch)");
+
+  // The indices 0 .. n-1 laid along axis a (extent 1 on the axes after it),
+  // broadcasting over the others; int64 lanes, so exact for any n. They
+  // and n are kernel inputs (leaves filled here, n elements each call), not
+  // constants: a new extent compiles nothing.
+  Shape along;
+  along.push_back(n);
+  for (int i = a + 1; i < x.rank(); ++i) along.push_back(1);
+  const auto n_ = static_cast<double>(n);
+  const Tensor idx = Tensor::arange(0.0, n_, 1.0, Dtype::I64).reshape(along);
+  const Tensor none = Tensor::full(Shape{}, n_, Dtype::I64);  // past every index
+
+  const Tensor m = largest ? x.max(a, true) : x.min(a, true);
+  if (!is_floating(t)) return where(eq(x, m), idx, none).min(a, keepdim);
+
+  // Floats: each element's rank is its index shifted below zero where it is
+  // NaN, its index where it equals the extreme m, else n; the least rank is
+  // the first NaN if the row has one, else the first extreme. This does not
+  // lean on how the max (min) reduction treats NaN (it propagates it, so m
+  // is NaN in a row with a NaN and eq(x, m) is false everywhere there, but
+  // the rank would be right either way).
+  const Tensor idx_nan = Tensor::arange(-n_, 0.0, 1.0, Dtype::I64).reshape(along);  // idx - n
+  const Tensor rank = where(ne(x, x), idx_nan, where(eq(x, m), idx, none));
+  const Tensor r = rank.min(a, keepdim);
+  return where(lt(r, Tensor::full(Shape{}, 0.0, Dtype::I64)), r + none, r);
+}
+
+// The all-elements form: the index into x flattened (row-major).
+Tensor arg_extreme_all(const Tensor& x, bool largest, const char* op) {
+  need_arg_operand(x, op);  // (before the reshape records anything)
+  if (x.numel() == 0)
+    throw Error(std::string(op) + ": " + describe(x) + " has no elements (expected a non-empty tensor: the " + op +
+                " of no elements is undefined, as in torch)");
+  return arg_extreme(x.rank() > 1 ? x.reshape(Shape{x.numel()}) : x, 0, false, largest, op);
+}
+
+}  // namespace
+
+Tensor Tensor::argmax(int axis, bool keepdim) const { return arg_extreme(*this, axis, keepdim, true, "argmax"); }
+Tensor Tensor::argmax() const { return arg_extreme_all(*this, true, "argmax"); }
+Tensor Tensor::argmin(int axis, bool keepdim) const { return arg_extreme(*this, axis, keepdim, false, "argmin"); }
+Tensor Tensor::argmin() const { return arg_extreme_all(*this, false, "argmin"); }
 
 Tensor clamp(const Tensor& x, float lo, float hi) { return minimum(maximum(checked(x, "clamp"), lo), hi); }
 Tensor clamp_min(const Tensor& x, float lo) { return maximum(checked(x, "clamp_min"), lo); }

@@ -164,6 +164,15 @@ class Tensor {
   Tensor min(const std::vector<int>& axes, bool keepdim = false) const;
   Tensor min(int axis, bool keepdim = false) const { return min({axis}, keepdim); }
   Tensor min() const;
+  // torch's argmax / argmin: the int64 index of the first maximum (minimum)
+  // along axis; a NaN counts as the maximum for argmax and the minimum for
+  // argmin, so the first NaN wins both. With no axis, the index into the
+  // flattened tensor, 0-d. Not bool; the reduced axis must not be empty. A
+  // 0-d tensor (axis 0 or -1) gives 0.
+  Tensor argmax(int axis, bool keepdim = false) const;
+  Tensor argmax() const;
+  Tensor argmin(int axis, bool keepdim = false) const;
+  Tensor argmin() const;
   // torch's var and std over axes with Bessel's correction (divide by
   // count - correction; at or below zero the result is inf or NaN, as in
   // torch). Floating types only; a 16-bit type is computed in float32 and
