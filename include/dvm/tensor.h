@@ -297,6 +297,20 @@ Tensor cat(const std::vector<Tensor>& tensors, int axis = 0);
 // (-rank - 1 <= axis <= rank).
 Tensor stack(const std::vector<Tensor>& tensors, int axis = 0);
 
+// ---- indexing (torch names and semantics) ------------------------------------
+// Elements at data-dependent positions, copied when recorded: the indices
+// and x are computed first (a flush, if either is pending), and an index
+// outside [0, extent) is a dvm::Error naming the op, the index and the
+// extent. Indices are int64 or int32.
+// torch.index_select: x's slices at `index` (1-D) along axis.
+Tensor index_select(const Tensor& x, int axis, const Tensor& index);
+// torch.nn.functional.embedding: rows of weight [num, dim] at ids (any
+// shape); the result is ids' shape + [dim].
+Tensor embedding(const Tensor& ids, const Tensor& weight);
+// torch.gather: out[i] = x[i with its axis coordinate replaced by index[i]];
+// index has x's rank and extents no larger than x's except along axis.
+Tensor gather(const Tensor& x, int axis, const Tensor& index);
+
 // A dvm-owned tensor that grows along one axis up to a fixed capacity: a
 // transformer's key or value cache. append() records a write of the new
 // rows into its buffer (a kernel that copies only them) and returns every
