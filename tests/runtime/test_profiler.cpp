@@ -434,14 +434,24 @@ TEST_F(Profiler, ThreadsGetTheirOwnTids) {
 TEST_F(Profiler, BeginAndEndWhileOtherThreadsFlush) {
   set_tier_mode(TierMode::Off);
   std::atomic<bool> stop{false};
+  std::atomic<int64_t> steps{0};
   auto work = [&] {
     Tensor x = Tensor::uniform({64}, 4);
-    while (!stop.load()) exp(x * 2.0f).to_vector();
+    while (!stop.load()) {
+      exp(x * 2.0f).to_vector();
+      steps.fetch_add(1);
+    }
   };
   std::thread a(work), b(work);
   const std::string path = temp_path("busy.json");
+  // Slow machines (qemu, sanitizers, a loaded CI host) may start the
+  // workers late or flush rarely: wait for them, and keep opening windows
+  // until one caught a flush (a deadline keeps a broken profiler failing).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (steps.load() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   size_t flushes = 0;
-  for (int round = 0; round < 20; ++round) {
+  for (int round = 0; round < 20 || (flushes == 0 && std::chrono::steady_clock::now() < deadline); ++round) {
     profile_begin();
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     profile_end(path);
