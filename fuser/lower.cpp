@@ -441,27 +441,13 @@ struct Builder {
       sp.part_end[2] = nd;
       sp.part_end[1] = std::max(nd - 1, 0);
       sp.part_end[0] = std::max(nd - 2, 0);
-      auto linear = [&](size_t a, int b, int e) {
-        int64_t t = 0, span = 0;
-        for (int d = e - 1; d >= b; --d) {
-          if (sp.size[d] == 1) continue;
-          if (span && strides[a][static_cast<size_t>(d)] != t * span) return false;
-          if (!span) {
-            t = strides[a][static_cast<size_t>(d)];
-            span = 1;
-          }
-          span *= sp.size[d];
-        }
-        return true;
-      };
-      for (int split = sp.part_end[0]; split >= 0; --split) {
-        bool ok = true;
-        for (size_t a = 0; a < out.args.size() && ok; ++a)
-          ok = !out.args[a].output || (linear(a, 0, split) && linear(a, split, nd - 1));
-        if (ok) {
-          sp.part_end[0] = split;
-          break;
-        }
+      if (nd > 2) {
+        Shape pr;  // the P and R dims
+        for (int d = 0; d < nd - 1; ++d) pr.push_back(sp.size[d]);
+        uint32_t splits = (1u << (nd - 1)) - 1;  // splits at [0, nd - 2]
+        for (size_t a = 0; a < out.args.size(); ++a)
+          if (out.args[a].output) splits &= linear_splits(pr, nd - 1, strides[a].data());
+        if (splits) sp.part_end[0] = 31 - std::countl_zero(splits);
       }
     }
     for (size_t a = 0; a < out.args.size(); ++a) {

@@ -1,5 +1,5 @@
-// Host-side access to computed values, for the ops that read them at record
-// time (tracer/index_ops.cpp).
+// Host-side access to computed values: observers (tensor.cpp) and the ops
+// that read them when recorded (tracer/index_ops.cpp).
 #pragma once
 
 #include "dvm/tensor.h"
@@ -7,9 +7,10 @@
 
 namespace dvm::detail {
 
-// n's values (computed, or a constant) copied densely in n's own type.
+// n's values in row-major order into out, in n's own type (n has a buffer
+// or is a float32 constant).
 void copy_values(const Node* n, void* out);
 // A new materialized leaf with a fresh contiguous buffer (op names it in errors).
-Tensor new_leaf(const Shape& shape, const char* op, Dtype dtype);
+Tensor new_leaf(const Shape& shape, const char* op, Dtype dtype = Dtype::F32);
 
 }  // namespace dvm::detail

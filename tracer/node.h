@@ -94,7 +94,7 @@ struct Node {
   int64_t strides[kMaxRank] = {};
   // A write (a Copy of in[0]) stores its values into this dvm-owned buffer,
   // at the offset and strides set when it was recorded, instead of a fresh
-  // one: cat's pieces and Cache::append. Its in[1], when set, is the write
+  // one: cat's pieces and KVCache::append. Its in[1], when set, is the write
   // before it into the same buffer, an order-only input (its values are
   // never read): the view of the buffer that reads the last write then
   // runs after every write. Holds a reference.

@@ -27,6 +27,9 @@ inline Node* need(const Tensor& t, const char* op) {
   return n;
 }
 
+// A dtype value that names a type (a cast int from the C API may not).
+void check_dtype(const char* op, Dtype t);
+
 // Hands a new pending node to the trace and returns its handle.
 inline Tensor record(Node* n) {
   // n is new and no other thread can see it yet: its first two references

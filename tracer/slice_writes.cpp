@@ -39,8 +39,8 @@ Tensor write(Node* src, Storage* buf, Dtype dtype, int64_t offset, const int64_t
   return detail::record(n);
 }
 
-// A view of buf (its first elements, laid out contiguously in `full`
-// with the buffer's strides) that reads the last write into it.
+// A view of buf's first elements (shape, with the buffer's strides) that
+// reads the last write into it.
 Tensor view_of_buffer(const Tensor& last, Storage* buf, const Shape& shape, const int64_t* strides) {
   Node* w = last.node();
   Node* v = detail::new_node(NodeKind::View, OpKind::None, w->dtype, shape);
@@ -92,7 +92,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int axis) {
   try {
     int64_t at = 0;
     for (Node* x : in) {
-      if (x->shape[axis] > 0 && x->shape.numel() > 0) last = write(x, buf, dtype, at * strides[axis], strides, last);
+      if (x->shape.numel() > 0) last = write(x, buf, dtype, at * strides[axis], strides, last);
       at += x->shape[axis];
     }
   } catch (...) {
@@ -132,9 +132,7 @@ KVCache::KVCache(Shape capacity_shape, int axis, Dtype dtype) : shape_(capacity_
   for (int k = 0; k < shape_.rank(); ++k)
     if (shape_[k] < 0) throw Error("KVCache: negative extent in the capacity shape " + shape_.to_string());
   detail::check_extents("KVCache", shape_);
-  if (dtype_ != Dtype::F32 && dtype_ != Dtype::F16 && dtype_ != Dtype::BF16 && dtype_ != Dtype::I32 &&
-      dtype_ != Dtype::I64 && dtype_ != Dtype::U8 && dtype_ != Dtype::Bool)
-    throw Error("KVCache: unknown dtype");
+  detail::check_dtype("KVCache", dtype_);
 }
 
 KVCache::~KVCache() {

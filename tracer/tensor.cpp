@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "tracer/host_values.h"
 #include "tracer/node.h"
 #include "tracer/operands.h"
 #include "tracer/ops.h"
@@ -106,10 +107,13 @@ void store_value(const char* op, Dtype t, void* p, int64_t i, double v) {
   }
 }
 
-bool valid_dtype(Dtype t) { return static_cast<int>(t) < kNumDtypes; }
-void check_dtype(const char* op, Dtype t) {
-  if (!valid_dtype(t)) throw Error(std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(t)));
+}  // namespace
+
+void detail::check_dtype(const char* op, Dtype t) {
+  if (static_cast<int>(t) >= kNumDtypes) throw Error(std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(t)));
 }
+
+namespace {
 
 // Whether the vector unit's f32 registers hold every value of t exactly:
 // all types but int32 and int64.
@@ -398,7 +402,9 @@ Tensor size_scalar(double v) {
   return t;
 }
 
-Tensor leaf_from(const Shape& shape, const char* op, Dtype dtype = Dtype::F32) {
+}  // namespace
+
+Tensor detail::new_leaf(const Shape& shape, const char* op, Dtype dtype) {
   check_shape(op, shape);
   Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
   Node* n = t.node();
@@ -406,8 +412,6 @@ Tensor leaf_from(const Shape& shape, const char* op, Dtype dtype = Dtype::F32) {
   detail::contiguous_strides(shape, n->strides);
   return t;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // Creation
@@ -426,7 +430,7 @@ Tensor Tensor::from_blob(const float* data, Shape shape) {
 
 Tensor Tensor::from_blob(const void* data, Shape shape, Dtype dtype) {
   check_shape("from_blob", shape);
-  check_dtype("from_blob", dtype);
+  detail::check_dtype("from_blob", dtype);
   if (!data && shape.numel() > 0) throw Error("from_blob: null data for shape " + shape.to_string());
   Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
   Node* n = t.node();
@@ -437,11 +441,11 @@ Tensor Tensor::from_blob(const void* data, Shape shape, Dtype dtype) {
 
 Tensor Tensor::copy_of(const void* values, int64_t count, Shape shape, Dtype dtype) {
   check_shape("from_vector", shape);
-  check_dtype("from_vector", dtype);
+  detail::check_dtype("from_vector", dtype);
   if (count != shape.numel())
     throw Error("from_vector: " + std::to_string(count) + " values for shape " + shape.to_string() + " (expected " +
                 std::to_string(shape.numel()) + ")");
-  Tensor t = leaf_from(shape, "from_vector", dtype);
+  Tensor t = detail::new_leaf(shape, "from_vector", dtype);
   if (count > 0) std::memcpy(t.node()->storage->data, values, static_cast<size_t>(count) * dtype_size(dtype));
   if (dtype == Dtype::Bool) {  // one canonical byte per element: 0 or 1
     auto* b = static_cast<uint8_t*>(t.node()->storage->data);
@@ -461,7 +465,7 @@ Tensor Tensor::from_vector(const std::vector<float>& values, Shape shape) {
   if (static_cast<int64_t>(values.size()) != shape.numel())
     throw Error("from_vector: " + std::to_string(values.size()) + " values for shape " +
                 shape.to_string() + " (expected " + std::to_string(shape.numel()) + ")");
-  Tensor t = leaf_from(shape, "from_vector");
+  Tensor t = detail::new_leaf(shape, "from_vector");
   if (!values.empty())
     std::memcpy(t.node()->storage->data, values.data(), values.size() * sizeof(float));
   return t;
@@ -477,9 +481,9 @@ Tensor Tensor::full(Shape shape, float value) {
 }
 
 Tensor Tensor::full(Shape shape, double value, Dtype dtype) {
-  check_dtype("full", dtype);
+  detail::check_dtype("full", dtype);
   if (dtype == Dtype::F32) return full(shape, static_cast<float>(value));
-  Tensor t = leaf_from(shape, "full", dtype);
+  Tensor t = detail::new_leaf(shape, "full", dtype);
   void* d = t.node()->storage->data;
   if (shape.numel() > 0) store_value("full", dtype, d, 0, value);
   for (int64_t i = 1; i < shape.numel(); ++i)
@@ -488,7 +492,7 @@ Tensor Tensor::full(Shape shape, double value, Dtype dtype) {
 }
 
 Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
-  check_dtype("arange", dtype);
+  detail::check_dtype("arange", dtype);
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
     throw Error("arange: start, end and step must be finite and step non-zero (got " + std::to_string(start) + ", " +
                 std::to_string(end) + ", " + std::to_string(step) + ")");
@@ -497,7 +501,7 @@ Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
     throw Error("arange: " + std::to_string(start) + " to " + std::to_string(end) + " by " + std::to_string(step) +
                 " has too many elements (expected at most " + std::to_string(kMaxElements) + ")");
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
-  Tensor t = leaf_from(Shape{count}, "arange", dtype);
+  Tensor t = detail::new_leaf(Shape{count}, "arange", dtype);
   for (int64_t i = 0; i < count; ++i)
     store_value("arange", dtype, t.node()->storage->data, i, start + static_cast<double>(i) * step);
   return t;
@@ -513,7 +517,7 @@ Tensor Tensor::arange(float start, float end, float step) {
                 std::to_string(step) + " has too many elements (expected at most " +
                 std::to_string(kMaxElements) + ")");
   int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
-  Tensor t = leaf_from(Shape{count}, "arange");
+  Tensor t = detail::new_leaf(Shape{count}, "arange");
   for (int64_t i = 0; i < count; ++i)
     t.node()->storage->f32()[i] = static_cast<float>(start + static_cast<double>(i) * step);
   return t;
@@ -521,7 +525,7 @@ Tensor Tensor::arange(float start, float end, float step) {
 
 Tensor Tensor::uniform(Shape shape, uint64_t seed, float lo, float hi) {
   if (!(lo <= hi)) throw Error("uniform: expected lo <= hi, got " + std::to_string(lo) + " > " + std::to_string(hi));
-  Tensor t = leaf_from(shape, "uniform");
+  Tensor t = detail::new_leaf(shape, "uniform");
   uint64_t state = seed;
   float* d = t.node()->storage->f32();
   for (int64_t i = 0; i < shape.numel(); ++i) {
@@ -533,7 +537,7 @@ Tensor Tensor::uniform(Shape shape, uint64_t seed, float lo, float hi) {
 
 Tensor Tensor::normal(Shape shape, uint64_t seed, float mean, float stddev) {
   if (!(stddev >= 0.0f)) throw Error("normal: expected stddev >= 0, got " + std::to_string(stddev));
-  Tensor t = leaf_from(shape, "normal");
+  Tensor t = detail::new_leaf(shape, "normal");
   uint64_t state = seed;
   float* d = t.node()->storage->f32();
   const double two_pi = 6.283185307179586;
@@ -566,10 +570,7 @@ int64_t Tensor::size(int axis) const {
 
 void Tensor::sync() const { detail::materialize(need(*this, "sync")); }
 
-namespace {
-// n's values in row-major order into out, in n's own type (n has a buffer
-// or is a float32 constant).
-void gather(const Node* n, void* out) {
+void detail::copy_values(const Node* n, void* out) {
   const int64_t count = n->shape.numel();
   if (!n->storage) {
     std::fill(static_cast<float*>(out), static_cast<float*>(out) + count, n->value);
@@ -591,14 +592,16 @@ void gather(const Node* n, void* out) {
   }
 }
 
+namespace {
+
 // n's values as float32: gathered in n's type, then converted as loads do.
 void gather_f32(const Node* n, float* out) {
   if (n->dtype == Dtype::F32 || !n->storage) {
-    gather(n, out);
+    detail::copy_values(n, out);
     return;
   }
   std::vector<unsigned char> raw(static_cast<size_t>(n->shape.numel()) * dtype_size(n->dtype));
-  gather(n, raw.data());
+  detail::copy_values(n, raw.data());
   for (int64_t i = 0; i < n->shape.numel(); ++i) out[i] = elem_as_float(n->dtype, raw.data(), i);
 }
 
@@ -625,7 +628,7 @@ void Tensor::copy_to(void* out, Dtype expected, const char* op) const {
   Node* n = need(*this, op);
   if (n->dtype != expected) wrong_type(op, n, expected);
   detail::materialize(n);
-  gather(n, out);
+  detail::copy_values(n, out);
 }
 
 const void* Tensor::typed_data(Dtype expected) const {
@@ -650,7 +653,7 @@ const void* Tensor::typed_data(Dtype expected) const {
   }
   if (!copy) {  // other types are copied as bytes: no conversion on the way
     copy = detail::Storage::allocate(n->shape.numel(), n->dtype);
-    gather(n, copy->data);
+    detail::copy_values(n, copy->data);
   }
   detail::Storage* expected_copy = nullptr;
   if (!n->dense.compare_exchange_strong(expected_copy, copy, std::memory_order_acq_rel, std::memory_order_acquire)) {
@@ -787,8 +790,8 @@ Tensor Tensor::contiguous() const {
     // The vector unit would carry int32 and int64 values through f32: the
     // copy is made here, as bytes, once the values exist.
     detail::materialize(x);
-    Tensor t = leaf_from(x->shape, "contiguous", x->dtype);
-    gather(x, t.node()->storage->data);
+    Tensor t = detail::new_leaf(x->shape, "contiguous", x->dtype);
+    detail::copy_values(x, t.node()->storage->data);
     return t;
   }
   Node* n = detail::new_node(NodeKind::Copy, OpKind::None, x->dtype, x->shape);
@@ -798,7 +801,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::to(Dtype dtype) const {
   Node* x = need(*this, "to");
-  check_dtype("to", dtype);
+  detail::check_dtype("to", dtype);
   if (x->dtype == dtype) return *this;
   // A Copy node of another type: its value is its input's, rounded to its
   // type when stored (the fuser stores every conversion, fuser/partition.cpp).
@@ -1115,8 +1118,3 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
 }
 
 }  // namespace dvm
-
-namespace dvm::detail {
-void copy_values(const Node* n, void* out) { gather(n, out); }
-Tensor new_leaf(const Shape& shape, const char* op, Dtype dtype) { return leaf_from(shape, op, dtype); }
-}  // namespace dvm::detail
