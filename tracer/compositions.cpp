@@ -2,6 +2,7 @@
 // silu, masked_fill, tril, triu): the fuser sees only their parts, so each
 // fuses like them.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -184,6 +185,39 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool lower, const char* op) {
 }  // namespace
 
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, true, "tril"); }
+
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false, "triu"); }
+
+// bmm, then one row kernel (scale, mask, softmax), then bmm.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                    bool is_causal, float scale) {
+  const char* op = "scaled_dot_product_attention";
+  need_floating(q, op);
+  need_floating(k, op);
+  need_floating(v, op);
+  const Shape &qs = q.shape(), &ks = k.shape(), &vs = v.shape();
+  if (qs.rank() < 2 || ks.rank() < 2 || vs.rank() < 2)
+    throw Error(std::string(op) + ": q " + describe(q) + ", k " + describe(k) + " and v " + describe(v) +
+                " need at least 2 dimensions ([..., L, E], [..., S, E], [..., S, Ev])");
+  const int64_t E = qs[qs.rank() - 1], S = ks[ks.rank() - 2], L = qs[qs.rank() - 2];
+  if (ks[ks.rank() - 1] != E || vs[vs.rank() - 2] != S)
+    throw Error(std::string(op) + ": q " + describe(q) + ", k " + describe(k) + " and v " + describe(v) +
+                " do not fit (expected k [..., S, E] with q's E, and v [..., S, Ev] with k's S)");
+  if (attn_mask.defined() && is_causal)
+    throw Error(std::string(op) + ": both attn_mask and is_causal given (torch refuses this too)");
+  const float sc = scale > 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(E)));
+  Tensor scores = matmul(q, k.transpose(-2, -1)) * sc;
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  if (is_causal) {
+    const Tensor r = Tensor::arange(0.0, static_cast<double>(L), 1.0, Dtype::I32).reshape(Shape{L, 1});
+    const Tensor c = Tensor::arange(0.0, static_cast<double>(S), 1.0, Dtype::I32);
+    scores = masked_fill(scores, gt(c, r), kMinusInf);
+  } else if (attn_mask.defined()) {
+    detail::need(attn_mask, op);
+    if (attn_mask.dtype() == Dtype::Bool) scores = masked_fill(scores, logical_not(attn_mask), kMinusInf);
+    else scores = scores + attn_mask;
+  }
+  return matmul(softmax(scores, -1), v);
+}
 
 }  // namespace dvm

@@ -286,6 +286,15 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
 // column - row <= diagonal (tril) or >= diagonal (triu) kept, the rest 0.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// torch.nn.functional.scaled_dot_product_attention without dropout:
+// softmax(q kᵀ · scale + mask) v over q [..., L, E], k [..., S, E] and
+// v [..., S, Ev] (batch axes broadcast), giving [..., L, Ev]. attn_mask: a
+// bool mask (true takes part) or a float one (added), broadcasting to
+// [..., L, S]; is_causal keeps key j for query i when j <= i (torch's
+// top-left alignment; a decode step with a cache passes false). scale <= 0
+// means 1 / sqrt(E). A row with no key taking part is NaN, as in torch.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), bool is_causal = false, float scale = 0.0f);
 
 // ---- operators ------------------------------------------------------------------
 // ---- joining (torch names and semantics) -------------------------------------
