@@ -1,5 +1,9 @@
 // Caching allocator: size classes of four steps per power of two (at most
 // 25% slack), a mutex-guarded free list per class, and a cap on what is kept.
+// Shapes that change call after call leave blocks in classes nothing asks
+// for any more: when a request must go to the system, the classes not asked
+// for in the last kStaleRequests requests give their blocks back first, so
+// the cache follows the working set instead of every size ever seen.
 #include "tracer/buffer_pool.h"
 
 #include <array>
@@ -18,6 +22,7 @@ namespace {
 
 constexpr size_t kMaxCachedBytes = size_t{512} << 20;
 constexpr int kClasses = 4 * 48;
+constexpr uint64_t kStaleRequests = 1024;
 
 // The size of class c's blocks (size_class's inverse).
 size_t class_size(int c) {
@@ -48,6 +53,8 @@ struct Pool {
   DeallocateFn host_deallocate = nullptr;
   void* host = nullptr;
   std::array<std::vector<void*>, kClasses> free;
+  std::array<uint64_t, kClasses> last_request{};  // the request count when each class was last asked for
+  uint64_t requests = 0;
   size_t cached = 0;
   size_t live = 0;  // bytes handed out and not yet returned (their class sizes)
   size_t peak = 0;  // the most live + cached held at once
@@ -59,6 +66,16 @@ struct Pool {
       free[c].clear();
     }
     cached = 0;
+  }
+  // Gives back the blocks of classes not asked for in kStaleRequests.
+  void release_stale() {
+    for (size_t c = 0; c < free.size(); ++c) {
+      if (free[c].empty() || last_request[c] + kStaleRequests >= requests) continue;
+      const size_t cb = class_size(static_cast<int>(c));
+      for (void* p : free[c]) release(p, cb);
+      cached -= cb * free[c].size();
+      free[c].clear();
+    }
   }
   // A new block of cb bytes, 64-byte aligned, from the system or the host.
   void* obtain(size_t cb) {
@@ -105,7 +122,9 @@ void* pool_allocate(size_t bytes) {
   int c = size_class(bytes, &cb);
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
+  ++p.requests;
   if (c < kClasses) {
+    p.last_request[static_cast<size_t>(c)] = p.requests;
     auto& list = p.free[static_cast<size_t>(c)];
     if (!list.empty()) {
       void* b = list.back();
@@ -116,8 +135,9 @@ void* pool_allocate(size_t bytes) {
       return b;
     }
   }
-  // A new block: within the limit, after giving the cached ones back if
-  // that is what it takes.
+  // A new block: stale classes give theirs back first; and within the limit,
+  // after giving every cached one back if that is what it takes.
+  p.release_stale();
   const size_t limit = static_cast<size_t>(g_limit.load(std::memory_order_relaxed));
   if (limit > 0 && p.live + p.cached + cb > limit) {
     p.trim();

@@ -56,5 +56,32 @@ TEST(Memory, PoolRoundsToSizeClassesAndReusesThem) {
   EXPECT_EQ(detail::pool_stats().cached_bytes, 0);
 }
 
+// A program whose shapes change (prompts of new lengths) must not keep a
+// block for every size it ever used: classes nobody asked for in the last
+// 1024 requests give their blocks back when a request misses the cache.
+TEST(Memory, PoolGivesBackClassesNoLongerAskedFor) {
+  detail::pool_trim();
+  size_t old_bytes = 0;
+  for (int i = 0; i < 6; ++i) {
+    const size_t bytes = size_t{4096} << i;  // six classes
+    detail::pool_free(detail::pool_allocate(bytes), bytes);
+    old_bytes += bytes;
+  }
+  EXPECT_EQ(detail::pool_stats().cached_bytes, static_cast<int64_t>(old_bytes));
+  // One hot size, asked for 1024 times (cache hits after the first).
+  constexpr size_t kHot = 300;
+  for (int i = 0; i < 1024; ++i) detail::pool_free(detail::pool_allocate(kHot), kHot);
+  // Still cached: nothing missed the cache since.
+  EXPECT_GE(detail::pool_stats().cached_bytes, static_cast<int64_t>(old_bytes));
+  // A new size misses: the six stale classes are given back, the hot stays.
+  constexpr size_t kNew = 777777;
+  void* fresh = detail::pool_allocate(kNew);
+  const int64_t cached = detail::pool_stats().cached_bytes;
+  EXPECT_GT(cached, 0);
+  EXPECT_LT(cached, 4096);  // the hot block alone (its class is 320 bytes)
+  detail::pool_free(fresh, kNew);
+  detail::pool_trim();
+}
+
 }  // namespace
 }  // namespace dvm
