@@ -7,3 +7,4 @@
 #include "dvm/shape.h"
 #include "dvm/tensor.h"
 #include "dvm/version.h"
+#include "dvm/weights_file.h"

@@ -1,0 +1,34 @@
+// Named tensors saved to and loaded from one binary file, in the format
+// docs/WEIGHTS.md defines byte by byte.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dvm/tensor.h"
+
+namespace dvm {
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+// Writes tensors, in order, to path (created or truncated). Each must be
+// float32, float16 or bfloat16, of any shape and layout (views and pending
+// results are computed and written contiguous, row-major); names must be
+// 1 to 4096 bytes of UTF-8 without NUL, and unique. Everything is checked
+// before path is opened. Errors (dvm::Error) name save_weights, the path
+// and the tensor; a failure once writing has begun (a full disk, a pending
+// tensor whose computation fails) leaves a truncated file, which
+// load_weights rejects.
+void save_weights(const std::string& path, const std::vector<NamedTensor>& tensors);
+
+// Reads a file in that format: its tensors in file order, as new dvm-owned
+// tensors of the stored dtypes. The whole file is validated before any
+// tensor is made: any malformed input is a dvm::Error naming load_weights,
+// the path, the byte offset and the tensor (index and name) when known, and
+// a corrupt header never causes an allocation larger than the file.
+std::vector<NamedTensor> load_weights(const std::string& path);
+
+}  // namespace dvm
