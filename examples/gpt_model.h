@@ -1,0 +1,216 @@
+// A GPT-2-style decoder written on dvm's public API: token and position
+// embeddings, pre-norm blocks (layer_norm, one fused qkv linear, causal
+// multi-head attention over a KVCache, output projection, residual,
+// layer_norm, gelu MLP, residual), a final layer_norm and an LM head tied to
+// the token embedding; greedy decoding. Header-only: examples/gpt.cpp, the
+// tests and the benchmarks share it. One sequence at a time (no batch axis).
+#pragma once
+
+#include <dvm/dvm.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace gpt {
+
+struct Config {
+  std::string name;
+  int64_t d_model = 0, n_heads = 0, n_layers = 0, vocab = 0, context = 0;
+  int64_t head_dim() const { return d_model / n_heads; }
+
+  static Config tiny() { return {"tiny", 256, 4, 4, 4096, 512}; }
+  static Config small() { return {"small", 768, 12, 2, 50257, 1024}; }
+  // "tiny" or "small"; anything else is a dvm::Error.
+  static Config by_name(const std::string& name) {
+    if (name == "tiny") return tiny();
+    if (name == "small") return small();
+    throw dvm::Error("gpt::Config: unknown configuration '" + name + "' (expected tiny or small)");
+  }
+};
+
+// The weights' names and shapes, in the order random_weights makes them
+// (GPT-2's names, with the qkv and MLP weights as torch.nn.Linear stores
+// them: [out_features, in_features]).
+inline std::vector<std::pair<std::string, dvm::Shape>> weight_shapes(const Config& c) {
+  const int64_t d = c.d_model;
+  std::vector<std::pair<std::string, dvm::Shape>> s = {{"wte", {c.vocab, d}}, {"wpe", {c.context, d}}};
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    s.insert(s.end(), {{p + "ln_1.weight", {d}},
+                       {p + "ln_1.bias", {d}},
+                       {p + "attn.qkv.weight", {3 * d, d}},
+                       {p + "attn.qkv.bias", {3 * d}},
+                       {p + "attn.proj.weight", {d, d}},
+                       {p + "attn.proj.bias", {d}},
+                       {p + "ln_2.weight", {d}},
+                       {p + "ln_2.bias", {d}},
+                       {p + "mlp.fc.weight", {4 * d, d}},
+                       {p + "mlp.fc.bias", {4 * d}},
+                       {p + "mlp.proj.weight", {d, 4 * d}},
+                       {p + "mlp.proj.bias", {d}}});
+  }
+  s.insert(s.end(), {{"ln_f.weight", {d}}, {"ln_f.bias", {d}}});
+  return s;
+}
+
+// Seeded random weights (GPT-2's initialization scale: matrices N(0, 0.02),
+// layer_norm gains near 1), nothing downloaded. The same seed gives the same
+// values on every platform.
+inline std::vector<dvm::NamedTensor> random_weights(const Config& c, uint64_t seed) {
+  std::vector<dvm::NamedTensor> w;
+  uint64_t k = 0;
+  for (const auto& [name, shape] : weight_shapes(c)) {
+    const uint64_t s = seed * 1000003u + k++;
+    const bool gain = name.find("ln_") != std::string::npos && name.find(".weight") != std::string::npos;
+    const bool bias = name.find(".bias") != std::string::npos;
+    w.push_back({name, gain ? dvm::Tensor::normal(shape, s, 1.0f, 0.1f)
+                            : dvm::Tensor::normal(shape, s, 0.0f, bias ? 0.01f : 0.02f)});
+  }
+  return w;
+}
+
+class Model {
+ public:
+  // The weights by name (weight_shapes(config)); float32, float16 or
+  // bfloat16, converted to float32 once here. A missing weight or a wrong
+  // shape is a dvm::Error naming it.
+  Model(Config config, const std::vector<dvm::NamedTensor>& weights) : c_(std::move(config)) {
+    if (c_.d_model <= 0 || c_.n_heads <= 0 || c_.d_model % c_.n_heads != 0 || c_.n_layers <= 0 || c_.vocab <= 0 ||
+        c_.context <= 0)
+      throw dvm::Error("gpt::Model: configuration '" + c_.name + "' is not valid (d_model a positive multiple of " +
+                       "n_heads, and every size positive)");
+    std::unordered_map<std::string, dvm::Tensor> by_name;
+    for (const dvm::NamedTensor& t : weights) by_name[t.name] = t.tensor;
+    auto take = [&](const std::string& name, const dvm::Shape& shape) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) throw dvm::Error("gpt::Model: weight '" + name + "' is missing");
+      if (it->second.shape() != shape)
+        throw dvm::Error("gpt::Model: weight '" + name + "' is " + it->second.shape().to_string() + ", expected " +
+                         shape.to_string());
+      if (!dvm::is_floating(it->second.dtype()))
+        throw dvm::Error("gpt::Model: weight '" + name + "' is " + dvm::dtype_name(it->second.dtype()) +
+                         ", expected a floating type");
+      dvm::Tensor t = it->second.to(dvm::Dtype::F32).contiguous();
+      t.sync();
+      return t;
+    };
+    const auto shapes = weight_shapes(c_);
+    size_t i = 0;
+    auto next = [&] {
+      const auto& [name, shape] = shapes[i++];
+      return take(name, shape);
+    };
+    wte_ = next();
+    wpe_ = next();
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+      Block b;
+      b.ln1_w = next(), b.ln1_b = next(), b.qkv_w = next(), b.qkv_b = next(), b.proj_w = next(), b.proj_b = next();
+      b.ln2_w = next(), b.ln2_b = next(), b.fc_w = next(), b.fc_b = next(), b.out_w = next(), b.out_b = next();
+      blocks_.push_back(std::move(b));
+    }
+    lnf_w_ = next();
+    lnf_b_ = next();
+  }
+
+  const Config& config() const { return c_; }
+
+  // One sequence being decoded: every layer's key and value cache
+  // ([heads, context, head_dim], growing along axis 1) and the position of
+  // its next token.
+  class Session {
+   public:
+    explicit Session(const Model& m) {
+      const Config& c = m.config();
+      for (int64_t l = 0; l < c.n_layers; ++l) {
+        keys_.emplace_back(dvm::Shape{c.n_heads, c.context, c.head_dim()}, 1);
+        values_.emplace_back(dvm::Shape{c.n_heads, c.context, c.head_dim()}, 1);
+      }
+    }
+    int64_t position() const { return position_; }
+    // Starts a new sequence (the caches' buffers are reused where nothing
+    // still reads them).
+    void reset() {
+      for (dvm::KVCache& k : keys_) k.clear();
+      for (dvm::KVCache& v : values_) v.clear();
+      position_ = 0;
+    }
+
+   private:
+    friend class Model;
+    std::vector<dvm::KVCache> keys_, values_;
+    int64_t position_ = 0;
+  };
+
+  // Runs tokens at positions session.position() onward, appending their keys
+  // and values to the session, and returns the logits: [tokens, vocab], or
+  // [1, vocab] for the last token only when all_logits is false (what
+  // generation needs). Pending: the caller's read computes them.
+  dvm::Tensor forward(Session& s, const std::vector<int32_t>& tokens, bool all_logits = false) const {
+    const int64_t S = static_cast<int64_t>(tokens.size()), pos = s.position_;
+    if (S == 0) throw dvm::Error("gpt::Model::forward: no tokens");
+    if (pos + S > c_.context)
+      throw dvm::Error("gpt::Model::forward: " + std::to_string(pos) + " tokens so far and " + std::to_string(S) +
+                       " more exceed the context of " + std::to_string(c_.context));
+    for (int32_t t : tokens)
+      if (t < 0 || t >= c_.vocab)
+        throw dvm::Error("gpt::Model::forward: token " + std::to_string(t) + " is outside the vocabulary [0, " +
+                         std::to_string(c_.vocab) + ")");
+    const int64_t d = c_.d_model, H = c_.n_heads, hd = c_.head_dim();
+    std::vector<int32_t> positions(static_cast<size_t>(S));
+    for (int64_t i = 0; i < S; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(pos + i);
+    dvm::Tensor x = dvm::embedding(dvm::Tensor::from_vector(tokens, dvm::Shape{S}), wte_) +
+                    dvm::embedding(dvm::Tensor::from_vector(positions, dvm::Shape{S}), wpe_);
+    // Query i sees keys 0 .. pos + i. At pos 0 that is torch's is_causal;
+    // later (a prompt continued) it takes a mask; one query sees every key.
+    const bool causal = pos == 0 && S > 1;
+    dvm::Tensor mask;
+    if (pos > 0 && S > 1) {
+      std::vector<bool> keep(static_cast<size_t>(S * (pos + S)));
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < pos + S; ++j) keep[static_cast<size_t>(i * (pos + S) + j)] = j <= pos + i;
+      mask = dvm::Tensor::from_vector(keep, dvm::Shape{S, pos + S});
+    }
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      const Block& b = blocks_[l];
+      const dvm::Tensor h = dvm::layer_norm(x, {d}, b.ln1_w, b.ln1_b);
+      // [S, 3d] -> [3, H, S, hd]: q, k and v with the heads as a batch axis.
+      const dvm::Tensor qkv = dvm::linear(h, b.qkv_w, b.qkv_b).reshape({S, 3, H, hd}).permute({1, 2, 0, 3});
+      const dvm::Tensor q = qkv.narrow(0, 0, 1).squeeze(0);
+      const dvm::Tensor k = s.keys_[l].append(qkv.narrow(0, 1, 1).squeeze(0));
+      const dvm::Tensor v = s.values_[l].append(qkv.narrow(0, 2, 1).squeeze(0));
+      const dvm::Tensor a = dvm::scaled_dot_product_attention(q, k, v, mask, causal);
+      x = x + dvm::linear(a.permute({1, 0, 2}).reshape({S, d}), b.proj_w, b.proj_b);
+      const dvm::Tensor m = dvm::layer_norm(x, {d}, b.ln2_w, b.ln2_b);
+      x = x + dvm::linear(dvm::gelu(dvm::linear(m, b.fc_w, b.fc_b), dvm::GeluApprox::Tanh), b.out_w, b.out_b);
+    }
+    s.position_ = pos + S;
+    if (!all_logits) x = x.narrow(0, S - 1, 1);
+    return dvm::linear(dvm::layer_norm(x, {d}, lnf_w_, lnf_b_), wte_);
+  }
+
+  // Greedy decoding: the prompt, then n_new tokens each the argmax of the
+  // previous step's logits. Returns the new tokens.
+  std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int64_t n_new) const {
+    std::vector<int32_t> out;
+    std::vector<int32_t> step = prompt;
+    for (int64_t i = 0; i < n_new; ++i) {
+      const dvm::Tensor next = forward(s, step).argmax(-1);
+      step = {static_cast<int32_t>(next.to_vector<int64_t>()[0])};
+      out.push_back(step[0]);
+    }
+    return out;
+  }
+
+ private:
+  struct Block {
+    dvm::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
+  };
+  Config c_;
+  dvm::Tensor wte_, wpe_, lnf_w_, lnf_b_;
+  std::vector<Block> blocks_;
+};
+
+}  // namespace gpt
