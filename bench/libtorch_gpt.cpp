@@ -156,9 +156,9 @@ void libtorch_gpt_decode(benchmark::State& state, const gpt::Config& c, int64_t 
 
 void libtorch_gpt_dynamic(benchmark::State& state, const gpt::Config& c) {
   const c10::InferenceMode inference;
-  reset_peak_rss();
   const double baseline = rss_mb();
   const TorchGpt& m = torch_model(c);
+  reset_peak_rss();  // after the weights are made: their generation is not the model's
   const std::vector<int64_t> lengths = gpt_dynamic_lengths();
   TorchGpt::Cache cache = m.new_cache();
   int64_t tokens = 0;

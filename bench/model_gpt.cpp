@@ -179,9 +179,9 @@ void dvm_decode(benchmark::State& state, const gpt::Config& c, int64_t ctx) {
 }
 
 void dvm_dynamic(benchmark::State& state, const gpt::Config& c) {
-  reset_peak_rss();
   const double baseline = rss_mb();
   const gpt::Model& m = dvm_model(c);
+  reset_peak_rss();  // after the weights are made: their generation is not the model's
   gpt::Model::Session s(m);
   const std::vector<int64_t> lengths = gpt_dynamic_lengths();
   // From an empty kernel cache: the first prompt compiles what it needs,

@@ -33,7 +33,8 @@ double rss_mb();
 void reset_peak_rss();
 double peak_rss_mb();
 // Sets peak_rss_mb (the process's peak since reset_peak_rss) and model_mb
-// (that less baseline_mb, the process's RSS before the model was made).
+// (that less baseline_mb, the process's RSS before the model was made);
+// the peak is reset once the model's weights are made.
 void set_memory_counters(benchmark::State& state, double baseline_mb);
 
 #ifdef DVM_BENCH_HAVE_LIBTORCH
