@@ -91,7 +91,7 @@ int main() {
 
     t0 = std::chrono::steady_clock::now();
     std::vector<int32_t> generated = {next};
-    const std::vector<int32_t> rest = model.generate(session, {next}, kDecodeTokens - 1);
+    const std::vector<int32_t> rest = model.generate(session, {next}, kDecodeTokens);
     generated.insert(generated.end(), rest.begin(), rest.end());
     const double decode_s = seconds_since(t0);
     dvm::set_kernel_log(false);
