@@ -47,6 +47,35 @@ struct Params {
   static constexpr int64_t kSmallNB = 512;
   static constexpr int kSmallMR = 4;
   static constexpr int kSmallNV = 4;
+  // t[q] = (src[0 * cs + q], src[1 * cs + q], ..., src[15 * cs + q]) for
+  // q < 16: a 16 x 16 block transposed in registers (4 shuffle stages).
+  [[gnu::always_inline]] static inline void transpose_lanes(const float* src, int64_t cs, __m512* t) {
+    __m512 r[16], u[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * cs);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {  // per 128-bit lane: rows 2i, 2i+1 interleaved
+      u[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      u[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {  // r[4i + m], lane L: rows 4i..4i+3 at column 4L + m
+      r[4 * i + 0] = _mm512_shuffle_ps(u[4 * i], u[4 * i + 2], 0x44);
+      r[4 * i + 1] = _mm512_shuffle_ps(u[4 * i], u[4 * i + 2], 0xEE);
+      r[4 * i + 2] = _mm512_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0x44);
+      r[4 * i + 3] = _mm512_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {  // gather lane L of r[m], r[4+m], r[8+m], r[12+m]
+      const __m512 p = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88), q = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
+      const __m512 p2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88),
+                   q2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
+      t[m] = _mm512_shuffle_f32x4(p, p2, 0x88);
+      t[8 + m] = _mm512_shuffle_f32x4(p, p2, 0xDD);
+      t[4 + m] = _mm512_shuffle_f32x4(q, q2, 0x88);
+      t[12 + m] = _mm512_shuffle_f32x4(q, q2, 0xDD);
+    }
+  }
   // dst[t * ldd + j] = src[j * cs + t] for j, t < 8.
   [[gnu::always_inline]] static inline void transpose8(const float* src, int64_t cs, float* dst,
                                                       int64_t ldd) {

@@ -437,6 +437,53 @@ struct Driver {
       }
     }
   }
+  // One row of A times B stored by columns (x @ W^T with W row-major: column
+  // j of B is W's row j, contiguous in k), where the ISA has
+  // P::transpose_lanes (a kLanes x kLanes block of kLanes rows cs apart into
+  // kLanes vectors, vector t holding element t of each row). Strips of kLanes
+  // columns: kLanes of W's rows stream side by side, each long run read
+  // whole, and each kLanes x kLanes block is transposed in registers, so C
+  // gets one V::madd per k in ascending order, as from a packed panel;
+  // nothing is packed, so the weight's bytes are read once.
+  static constexpr bool kColTimes = requires(const float* s, typename V::T* t) { P::transpose_lanes(s, 1, t); };
+  static void col_times(const Gemm& g, const Block& blk) {
+    if constexpr (kColTimes) col_times_impl(g, blk);
+  }
+  static void col_times_impl(const Gemm& g, const Block& blk) {
+    constexpr int W = V::kLanes;
+    float* c = g.c + blk.i0 * g.ldc + blk.j0;
+    const float* a = g.a.data + blk.i0 * g.a.rs;
+    const int64_t n = blk.cols, K = g.K, cs = g.b.cs;
+    const float* b = g.b.data + blk.j0 * cs;
+    int64_t j = 0;
+    for (; j + W <= n; j += W) {
+      const float* bj = b + j * cs;
+      typename V::T acc = g.accumulate ? V::load(c + j) : V::zero();
+      int64_t k = 0;
+      for (; k + W <= K; k += W) {
+        typename V::T t[W];
+        // The next strip's rows, a strip ahead (only the first one's start
+        // is found by the hardware's prefetchers).
+#pragma GCC unroll 16
+        for (int q = 0; q < W; ++q) __builtin_prefetch(bj + (W + q) * cs + k, 0, 1);
+        P::transpose_lanes(bj + k, cs, t);
+#pragma GCC unroll 16
+        for (int q = 0; q < W; ++q) acc = V::madd(V::bcast(a + (k + q) * g.a.cs), t[q], acc);
+      }
+      for (; k < K; ++k) {
+        alignas(64) float col[W];
+        for (int q = 0; q < W; ++q) col[q] = bj[q * cs + k];
+        acc = V::madd(V::bcast(a + k * g.a.cs), V::load(col), acc);
+      }
+      V::store(c + j, acc);
+    }
+    for (; j < n; ++j) {
+      const float* bj = b + j * cs;
+      float acc = g.accumulate ? c[j] : 0.0f;
+      for (int64_t k = 0; k < K; ++k) acc = P::madd1(a[k * g.a.cs], bj[k], acc);
+      c[j] = acc;
+    }
+  }
   static void row_times_b(const Gemm& g, const Block& blk) {
     if (!g.b16) return row_times<RowsF32>(g, blk, g.b.data + blk.j0);
     if (g.b16_type == Dtype::F16) return row_times<RowsF16>(g, blk, g.b16 + blk.j0);
@@ -447,14 +494,16 @@ struct Driver {
   static void run(const Gemm& g, int64_t begin, int64_t end, const TileSet& ts) {
     if (begin >= end) return;
     const Plan p = plan(g);
-    if (g.M == 1 && g.b.cs == 1 && g.K > 0) {
+    const bool by_columns = kColTimes && g.b.rs == 1 && g.b.cs != 1 && !g.b16;
+    if (g.M == 1 && (g.b.cs == 1 || by_columns) && g.K > 0) {
       // One row of C, so the run's blocks lie side by side in it: one pass
-      // over all their columns reads each panel of B as one run (nothing is
-      // packed). The epilogue still sees each block.
+      // over all their columns reads B's rows (or columns) as long runs
+      // (nothing is packed). The epilogue still sees each block.
       Block row = block_of(g, p, begin);
       const Block last = block_of(g, p, end - 1);
       row.cols = last.j0 + last.cols - row.j0;
-      row_times_b(g, row);
+      if (g.b.cs == 1) row_times_b(g, row);
+      else col_times(g, row);
       if (g.hook)
         for (int64_t item = begin; item < end; ++item) {
           const Block blk = block_of(g, p, item);

@@ -436,6 +436,38 @@ TEST(CubeGemm, OneRowRunsOfSeveralBlocks) {
   }
 }
 
+// One row times B stored by columns (x @ W^T) is read in place, each block
+// of columns transposed in registers; a product cut along K (Gemm::accumulate)
+// must continue each sum exactly: the same bits as one call.
+TEST(CubeGemm, OneRowByColumnsContinuesAcrossKSplits) {
+  uint32_t seed = 1700;
+  for (Isa isa : isas()) {
+    for (Shape s : {Shape{1, 37, 53}, Shape{1, 300, 130}, Shape{1, 16, 16}}) {
+      const Operand a = make_operand(s.M, s.K, Layout::RowMajor, seed++);
+      const Operand b = make_operand(s.K, s.N, Layout::ColMajor, seed++);
+      Output want(s.M, s.N, 2);
+      gemm(make_gemm(a, b, want), isa);
+      check_result(a, b, want, isa, describe(isa, s, Layout::RowMajor, Layout::ColMajor));
+      for (int64_t k1 : {int64_t{1}, s.K / 3, s.K - 1}) {
+        Output got(s.M, s.N, 2);
+        Gemm g = make_gemm(a, b, got);
+        g.K = k1;
+        gemm(g, isa);
+        g.K = s.K - k1;
+        g.a.data += k1 * a.m.cs;
+        g.b.data += k1 * b.m.rs;
+        g.accumulate = true;
+        gemm(g, isa);
+        int64_t wrong = 0;
+        for (int64_t j = 0; j < s.N; ++j)
+          wrong += std::bit_cast<uint32_t>(got.at(0, j)) != std::bit_cast<uint32_t>(want.at(0, j));
+        EXPECT_EQ(wrong, 0) << describe(isa, s, Layout::RowMajor, Layout::ColMajor) << " cut at k " << k1;
+        EXPECT_EQ(got.guards_broken(), 0);
+      }
+    }
+  }
+}
+
 // One row times a 16-bit B (Gemm::b16): the cube widens B as it reads it,
 // which must give the bits of the same product on B widened to f32 first
 // (subnormal 16-bit values included), on every ISA, with panels, strips and
