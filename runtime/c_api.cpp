@@ -17,6 +17,14 @@ struct dvm_tensor_s {
   dvm::Tensor t;
 };
 
+struct dvm_kv_cache_s {
+  dvm::KVCache c;
+};
+
+struct dvm_weights_s {
+  std::vector<dvm::NamedTensor> w;
+};
+
 namespace {
 
 thread_local std::string t_error;
@@ -79,6 +87,43 @@ dvm_status spread(const char* fn, bool std, dvm_tensor x, const int* axes, int n
     const std::vector<int> a(axes, axes + naxes);
     give(std ? x->t.std(a, correction, keepdim != 0) : x->t.var(a, correction, keepdim != 0), out);
   });
+}
+
+// dvm_cat (stack = false) and dvm_stack.
+dvm_status join(const char* fn, bool stack, const dvm_tensor* tensors, int n, int axis, dvm_tensor* out) {
+  DVM_NEED(out, fn);
+  if (n < 1 || !tensors) return invalid(fn, "n must be >= 1 with a tensors array");
+  for (int i = 0; i < n; ++i)
+    if (!tensors[i]) return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": tensors[" + std::to_string(i) + "] is null");
+  return guarded([&] {
+    std::vector<dvm::Tensor> ts;
+    ts.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) ts.push_back(tensors[i]->t);
+    give(stack ? dvm::stack(ts, axis) : dvm::cat(ts, axis), out);
+  });
+}
+
+// dvm_argmax (max = true) and dvm_argmin.
+dvm_status arg_extreme(const char* fn, bool max, dvm_tensor x, int axis, int keepdim, dvm_tensor* out) {
+  DVM_NEED(x, fn);
+  DVM_NEED(out, fn);
+  return guarded([&] {
+    const dvm::Tensor& t = x->t;
+    if (axis != DVM_ALL_AXES) {
+      give(max ? t.argmax(axis, keepdim != 0) : t.argmin(axis, keepdim != 0), out);
+      return;
+    }
+    dvm::Tensor r = max ? t.argmax() : t.argmin();
+    if (keepdim) r = r.reshape(dvm::Shape(std::vector<int64_t>(static_cast<size_t>(t.rank()), 1)));  // as dvm_reduce
+    give(std::move(r), out);
+  });
+}
+
+// Whether i indexes w's tensors, else the status and message of fn.
+dvm_status weights_index(const char* fn, dvm_weights w, int64_t i) {
+  if (i >= 0 && i < static_cast<int64_t>(w->w.size())) return DVM_OK;
+  return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": index " + std::to_string(i) + " outside [0, " +
+                                        std::to_string(w->w.size()) + ")");
 }
 
 }  // namespace
@@ -380,6 +425,94 @@ dvm_status dvm_to(dvm_tensor x, int dtype, dvm_tensor* out) {
   return guarded([&] { give(x->t.to(static_cast<dvm::Dtype>(dtype)), out); });
 }
 
+dvm_status dvm_argmax(dvm_tensor x, int axis, int keepdim, dvm_tensor* out) {
+  return arg_extreme("dvm_argmax", true, x, axis, keepdim, out);
+}
+
+dvm_status dvm_argmin(dvm_tensor x, int axis, int keepdim, dvm_tensor* out) {
+  return arg_extreme("dvm_argmin", false, x, axis, keepdim, out);
+}
+
+dvm_status dvm_scaled_dot_product_attention(dvm_tensor q, dvm_tensor k, dvm_tensor v, dvm_tensor attn_mask,
+                                            int is_causal, float scale, dvm_tensor* out) {
+  const char* fn = "dvm_scaled_dot_product_attention";
+  DVM_NEED(q, fn);
+  DVM_NEED(k, fn);
+  DVM_NEED(v, fn);
+  DVM_NEED(out, fn);
+  if (is_causal != 0 && is_causal != 1) return invalid(fn, "is_causal must be 0 or 1");
+  return guarded([&] {
+    give(dvm::scaled_dot_product_attention(q->t, k->t, v->t, attn_mask ? attn_mask->t : dvm::Tensor(), is_causal == 1,
+                                           scale),
+         out);
+  });
+}
+
+dvm_status dvm_cat(const dvm_tensor* tensors, int n, int axis, dvm_tensor* out) {
+  return join("dvm_cat", false, tensors, n, axis, out);
+}
+
+dvm_status dvm_stack(const dvm_tensor* tensors, int n, int axis, dvm_tensor* out) {
+  return join("dvm_stack", true, tensors, n, axis, out);
+}
+
+dvm_status dvm_index_select(dvm_tensor x, int axis, dvm_tensor index, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_index_select");
+  DVM_NEED(index, "dvm_index_select");
+  DVM_NEED(out, "dvm_index_select");
+  return guarded([&] { give(dvm::index_select(x->t, axis, index->t), out); });
+}
+
+dvm_status dvm_embedding(dvm_tensor ids, dvm_tensor weight, dvm_tensor* out) {
+  DVM_NEED(ids, "dvm_embedding");
+  DVM_NEED(weight, "dvm_embedding");
+  DVM_NEED(out, "dvm_embedding");
+  return guarded([&] { give(dvm::embedding(ids->t, weight->t), out); });
+}
+
+dvm_status dvm_gather(dvm_tensor x, int axis, dvm_tensor index, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_gather");
+  DVM_NEED(index, "dvm_gather");
+  DVM_NEED(out, "dvm_gather");
+  return guarded([&] { give(dvm::gather(x->t, axis, index->t), out); });
+}
+
+dvm_status dvm_kv_cache_create(const int64_t* capacity_shape, int rank, int axis, int dtype, dvm_kv_cache* out) {
+  DVM_NEED(out, "dvm_kv_cache_create");
+  dvm::Shape s;
+  if (!make_shape(capacity_shape, rank, &s))
+    return invalid("dvm_kv_cache_create", "rank must be 0..8 with a capacity_shape array");
+  if (!valid_dtype(dtype)) return invalid("dvm_kv_cache_create", "unknown dtype");
+  return guarded([&] { *out = new dvm_kv_cache_s{dvm::KVCache(s, axis, static_cast<dvm::Dtype>(dtype))}; });
+}
+
+dvm_status dvm_kv_cache_append(dvm_kv_cache c, dvm_tensor rows, dvm_tensor* out) {
+  DVM_NEED(c, "dvm_kv_cache_append");
+  DVM_NEED(rows, "dvm_kv_cache_append");
+  DVM_NEED(out, "dvm_kv_cache_append");
+  return guarded([&] { give(c->c.append(rows->t), out); });
+}
+
+dvm_status dvm_kv_cache_values(dvm_kv_cache c, dvm_tensor* out) {
+  DVM_NEED(c, "dvm_kv_cache_values");
+  DVM_NEED(out, "dvm_kv_cache_values");
+  return guarded([&] { give(c->c.values(), out); });
+}
+
+dvm_status dvm_kv_cache_size(dvm_kv_cache c, int64_t* size) {
+  DVM_NEED(c, "dvm_kv_cache_size");
+  DVM_NEED(size, "dvm_kv_cache_size");
+  *size = c->c.size();
+  return DVM_OK;
+}
+
+dvm_status dvm_kv_cache_clear(dvm_kv_cache c) {
+  DVM_NEED(c, "dvm_kv_cache_clear");
+  return guarded([&] { c->c.clear(); });
+}
+
+void dvm_kv_cache_destroy(dvm_kv_cache c) { delete c; }
+
 dvm_status dvm_reshape(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out) {
   DVM_NEED(x, "dvm_reshape");
   DVM_NEED(out, "dvm_reshape");
@@ -458,6 +591,61 @@ dvm_status dvm_contiguous(dvm_tensor x, dvm_tensor* out) {
   DVM_NEED(out, "dvm_contiguous");
   return guarded([&] { give(x->t.contiguous(), out); });
 }
+
+dvm_status dvm_save_weights(const char* path, const char* const* names, const dvm_tensor* tensors, int n) {
+  const char* fn = "dvm_save_weights";
+  DVM_NEED(path, fn);
+  if (n < 0 || (n > 0 && (!names || !tensors))) return invalid(fn, "n must be >= 0 with names and tensors arrays");
+  for (int i = 0; i < n; ++i)
+    if (!names[i] || !tensors[i])
+      return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": " + (names[i] ? "tensors[" : "names[") +
+                                            std::to_string(i) + "] is null");
+  return guarded([&] {
+    std::vector<dvm::NamedTensor> ts;
+    ts.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) ts.push_back({names[i], tensors[i]->t});
+    dvm::save_weights(path, ts);
+  });
+}
+
+dvm_status dvm_load_weights(const char* path, dvm_weights* out) {
+  DVM_NEED(path, "dvm_load_weights");
+  DVM_NEED(out, "dvm_load_weights");
+  return guarded([&] { *out = new dvm_weights_s{dvm::load_weights(path)}; });
+}
+
+dvm_status dvm_weights_count(dvm_weights w, int64_t* n) {
+  DVM_NEED(w, "dvm_weights_count");
+  DVM_NEED(n, "dvm_weights_count");
+  *n = static_cast<int64_t>(w->w.size());
+  return DVM_OK;
+}
+
+dvm_status dvm_weights_name(dvm_weights w, int64_t i, const char** name) {
+  DVM_NEED(w, "dvm_weights_name");
+  DVM_NEED(name, "dvm_weights_name");
+  if (const dvm_status s = weights_index("dvm_weights_name", w, i); s != DVM_OK) return s;
+  *name = w->w[static_cast<size_t>(i)].name.c_str();
+  return DVM_OK;
+}
+
+dvm_status dvm_weights_tensor(dvm_weights w, int64_t i, dvm_tensor* out) {
+  DVM_NEED(w, "dvm_weights_tensor");
+  DVM_NEED(out, "dvm_weights_tensor");
+  if (const dvm_status s = weights_index("dvm_weights_tensor", w, i); s != DVM_OK) return s;
+  return guarded([&] { give(w->w[static_cast<size_t>(i)].tensor, out); });
+}
+
+dvm_status dvm_weights_find(dvm_weights w, const char* name, dvm_tensor* out) {
+  DVM_NEED(w, "dvm_weights_find");
+  DVM_NEED(name, "dvm_weights_find");
+  DVM_NEED(out, "dvm_weights_find");
+  for (const dvm::NamedTensor& t : w->w)
+    if (t.name == name) return guarded([&] { give(t.tensor, out); });
+  return fail(DVM_INVALID_ARGUMENT, std::string("dvm_weights_find: no tensor named \"") + name + "\"");
+}
+
+void dvm_weights_free(dvm_weights w) { delete w; }
 
 dvm_status dvm_set_num_threads(int n) {
   return guarded([&] { dvm::set_num_threads(n); });

@@ -56,7 +56,8 @@ typedef enum dvm_reduce_op { DVM_SUM, DVM_MEAN, DVM_MAX, DVM_MIN } dvm_reduce_op
 typedef enum dvm_tier_mode { DVM_TIER_OFF = 0, DVM_TIER_AUTO = 1, DVM_TIER_EAGER = 2 } dvm_tier_mode;
 
 enum { DVM_MAX_RANK = 8 };
-/* dvm_squeeze's axis for "every axis of extent 1". */
+/* The axis of dvm_squeeze (every axis of extent 1) and dvm_argmax /
+ * dvm_argmin (every element). */
 enum { DVM_ALL_AXES = -1000 };
 
 /* Ops, dtypes and modes are passed as int (a dvm_unary_op, dvm_dtype, ...):
@@ -126,6 +127,39 @@ dvm_status dvm_bmm(dvm_tensor a, dvm_tensor b, dvm_tensor* out);
 dvm_status dvm_linear(dvm_tensor x, dvm_tensor weight, dvm_tensor bias, dvm_tensor* out);
 dvm_status dvm_addmm(dvm_tensor input, dvm_tensor a, dvm_tensor b, float beta, float alpha, dvm_tensor* out);
 dvm_status dvm_to(dvm_tensor x, int dtype, dvm_tensor* out);
+/* The int64 index of the first maximum (minimum) along axis; axis =
+ * DVM_ALL_AXES: into the flattened tensor, 0-d (keepdim: every extent 1). */
+dvm_status dvm_argmax(dvm_tensor x, int axis, int keepdim, dvm_tensor* out);
+dvm_status dvm_argmin(dvm_tensor x, int axis, int keepdim, dvm_tensor* out);
+/* softmax(q k^T * scale + mask) v; attn_mask (bool: true takes part, or
+ * float: added) may be NULL; is_causal is 0 or 1; scale <= 0: 1 / sqrt(E). */
+dvm_status dvm_scaled_dot_product_attention(dvm_tensor q, dvm_tensor k, dvm_tensor v, dvm_tensor attn_mask,
+                                            int is_causal, float scale, dvm_tensor* out);
+
+/* ---- joining and indexing ------------------------------------------------------ */
+/* tensors[0..n), n >= 1, joined along axis (cat) or a new axis (stack). */
+dvm_status dvm_cat(const dvm_tensor* tensors, int n, int axis, dvm_tensor* out);
+dvm_status dvm_stack(const dvm_tensor* tensors, int n, int axis, dvm_tensor* out);
+/* Indices are int64 or int32; one outside its extent is DVM_ERROR. These
+ * compute x and the indices first (a flush, if either is pending). */
+dvm_status dvm_index_select(dvm_tensor x, int axis, dvm_tensor index, dvm_tensor* out);
+/* Rows of weight [num, dim] at ids: ids' shape + [dim]. */
+dvm_status dvm_embedding(dvm_tensor ids, dvm_tensor weight, dvm_tensor* out);
+dvm_status dvm_gather(dvm_tensor x, int axis, dvm_tensor index, dvm_tensor* out);
+
+/* ---- KV cache (dvm::KVCache) ---------------------------------------------------- */
+/* A buffer of capacity_shape that fills along axis: append copies only the
+ * new rows and gives every row so far, a view of the buffer. One thread at a
+ * time uses a cache; the tensors it gave outlive it. */
+typedef struct dvm_kv_cache_s* dvm_kv_cache;
+dvm_status dvm_kv_cache_create(const int64_t* capacity_shape, int rank, int axis, int dtype, dvm_kv_cache* out);
+/* rows: the cache's shape with any extent along axis, at most the capacity
+ * left; *out is every row so far. */
+dvm_status dvm_kv_cache_append(dvm_kv_cache c, dvm_tensor rows, dvm_tensor* out);
+dvm_status dvm_kv_cache_values(dvm_kv_cache c, dvm_tensor* out);
+dvm_status dvm_kv_cache_size(dvm_kv_cache c, int64_t* size);
+dvm_status dvm_kv_cache_clear(dvm_kv_cache c);
+void dvm_kv_cache_destroy(dvm_kv_cache c); /* NULL does nothing */
 
 /* ---- views ------------------------------------------------------------------- */
 dvm_status dvm_reshape(dvm_tensor x, const int64_t* shape, int rank, dvm_tensor* out);
@@ -141,6 +175,22 @@ dvm_status dvm_flatten(dvm_tensor x, int start_axis, int end_axis, dvm_tensor* o
 dvm_status dvm_narrow(dvm_tensor x, int axis, int64_t start, int64_t length, dvm_tensor* out);
 /* Pieces of sizes[0..n) along axis into outs[0..n) (all or none). */
 dvm_status dvm_split(dvm_tensor x, const int64_t* sizes, int n, int axis, dvm_tensor* outs);
+
+/* ---- weights files (dvm::save_weights, load_weights; docs/WEIGHTS.md) ------------- */
+/* Writes tensors[0..n) (float32, float16 or bfloat16) under names[0..n)
+ * (unique, 1 to 4096 bytes) to path; n = 0 writes a file of no tensors. */
+dvm_status dvm_save_weights(const char* path, const char* const* names, const dvm_tensor* tensors, int n);
+/* A loaded file: its tensors in file order, by index or by name. */
+typedef struct dvm_weights_s* dvm_weights;
+dvm_status dvm_load_weights(const char* path, dvm_weights* out);
+dvm_status dvm_weights_count(dvm_weights w, int64_t* n);
+/* *name stays valid while w lives. */
+dvm_status dvm_weights_name(dvm_weights w, int64_t i, const char** name);
+/* A new handle (release it); it outlives w. */
+dvm_status dvm_weights_tensor(dvm_weights w, int64_t i, dvm_tensor* out);
+/* The tensor named name; none is DVM_INVALID_ARGUMENT. */
+dvm_status dvm_weights_find(dvm_weights w, const char* name, dvm_tensor* out);
+void dvm_weights_free(dvm_weights w); /* NULL does nothing */
 
 /* ---- settings and statistics ---------------------------------------------------- */
 dvm_status dvm_set_num_threads(int n);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -302,6 +304,248 @@ TEST(CApi, SettingsAndStats) {
   EXPECT_EQ(dvm_set_memory_limit(-5), DVM_ERROR);
   ASSERT_EQ(dvm_set_memory_limit(0), DVM_OK);
   ASSERT_EQ(dvm_trim(), DVM_OK);
+}
+
+// Shape and values of got equal want's.
+void expect_same(dvm_tensor got, const Tensor& want, const char* what) {
+  int64_t shape[DVM_MAX_RANK];
+  int rank = -1;
+  ASSERT_EQ(dvm_shape(got, shape, &rank), DVM_OK) << what;
+  EXPECT_EQ(Shape(std::vector<int64_t>(shape, shape + rank)).to_string(), want.shape().to_string()) << what;
+  EXPECT_TRUE(same_bits(read_f32(got), want.to_vector())) << what;
+}
+
+// *out untouched, and a message naming op.
+void expect_failed(dvm_status got, dvm_status want, dvm_tensor out, const char* op) {
+  EXPECT_EQ(got, want) << op;
+  EXPECT_EQ(out, nullptr) << op;
+  EXPECT_NE(std::string(dvm_last_error()).find(op), std::string::npos) << dvm_last_error();
+}
+
+TEST(CApi, JoiningIndexingArgExtremaAndAttention) {
+  const std::vector<float> yv = {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 0.25f, 4.0f, -0.5f, 1.5f, 2.5f, -3.5f};
+  const std::vector<int64_t> iv = {2, 0, 2};
+  const std::vector<int32_t> gv = {3, 0, 1, 2, 2, 1};
+  const int64_t is[1] = {3}, gs[2] = {3, 2}, es[2] = {2, 2};
+  const std::vector<int64_t> iv4 = {2, 0, 2, 0};
+  H x, y, idx, gidx, ids4;
+  ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, x.out()), DVM_OK);
+  ASSERT_EQ(dvm_from_blob(yv.data(), kShape, 2, DVM_F32, y.out()), DVM_OK);
+  ASSERT_EQ(dvm_from_blob(iv.data(), is, 1, DVM_I64, idx.out()), DVM_OK);
+  ASSERT_EQ(dvm_from_blob(gv.data(), gs, 2, DVM_I32, gidx.out()), DVM_OK);
+  ASSERT_EQ(dvm_from_blob(iv4.data(), es, 2, DVM_I64, ids4.out()), DVM_OK);
+  const Tensor cx = Tensor::from_blob(kX.data(), {3, 4}), cy = Tensor::from_blob(yv.data(), {3, 4}),
+               ci = Tensor::from_blob(iv.data(), {3}), cg = Tensor::from_blob(gv.data(), {3, 2}),
+               cids = Tensor::from_blob(iv4.data(), {2, 2});
+  const dvm_tensor both[2] = {x.t, y.t};
+  struct Case {
+    std::function<dvm_status(dvm_tensor*)> c;
+    Tensor want;
+    const char* what;
+  };
+  const Case cases[] = {
+      {[&](dvm_tensor* o) { return dvm_cat(both, 2, 1, o); }, cat({cx, cy}, 1), "cat"},
+      {[&](dvm_tensor* o) { return dvm_cat(both, 1, 0, o); }, cat({cx}, 0), "cat of one"},
+      {[&](dvm_tensor* o) { return dvm_stack(both, 2, -1, o); }, stack({cx, cy}, -1), "stack"},
+      {[&](dvm_tensor* o) { return dvm_index_select(x.t, 1, idx.t, o); }, index_select(cx, 1, ci), "index_select"},
+      {[&](dvm_tensor* o) { return dvm_embedding(ids4.t, y.t, o); }, embedding(cids, cy), "embedding"},
+      {[&](dvm_tensor* o) { return dvm_gather(x.t, 1, gidx.t, o); }, gather(cx, 1, cg), "gather"},
+      {[&](dvm_tensor* o) { return dvm_argmax(x.t, 1, 0, o); }, cx.argmax(1), "argmax(1)"},
+      {[&](dvm_tensor* o) { return dvm_argmin(x.t, 0, 1, o); }, cx.argmin(0, true), "argmin(0, true)"},
+      {[&](dvm_tensor* o) { return dvm_argmax(x.t, DVM_ALL_AXES, 0, o); }, cx.argmax(), "argmax()"},
+      {[&](dvm_tensor* o) { return dvm_argmin(x.t, DVM_ALL_AXES, 1, o); }, cx.argmin().reshape({1, 1}),
+       "argmin() keepdim"},
+  };
+  for (const Case& c : cases) {
+    H r;
+    ASSERT_EQ(c.c(r.out()), DVM_OK) << c.what << ": " << dvm_last_error();
+    expect_same(r.t, c.want, c.what);
+  }
+  dvm_dtype dt;
+  H am;
+  ASSERT_EQ(dvm_argmax(x.t, 0, 0, am.out()), DVM_OK);
+  ASSERT_EQ(dvm_get_dtype(am.t, &dt), DVM_OK);
+  EXPECT_EQ(dt, DVM_I64);
+
+  // Attention over [2, 3, 4] queries, keys and values: no mask, causal, a
+  // bool mask, an explicit scale.
+  std::vector<float> qkv(24);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = 0.125f * static_cast<float>((i * 7) % 11) - 0.5f;
+  const std::vector<uint8_t> mv = {1, 0, 1, 1, 1, 0, 0, 1, 1};
+  const int64_t qs[3] = {2, 3, 4}, ms[2] = {3, 3};
+  H q, k, mask;
+  ASSERT_EQ(dvm_from_blob(qkv.data(), qs, 3, DVM_F32, q.out()), DVM_OK);
+  ASSERT_EQ(dvm_binary_scalar(DVM_MUL, q.t, -0.75f, 0, k.out()), DVM_OK);
+  ASSERT_EQ(dvm_from_blob(mv.data(), ms, 2, DVM_BOOL, mask.out()), DVM_OK);
+  const Tensor cq = Tensor::from_blob(qkv.data(), {2, 3, 4}), ck = cq * -0.75f,
+               cm = Tensor::from_blob(mv.data(), {3, 3}, Dtype::Bool);
+  H a0, a1, a2;
+  ASSERT_EQ(dvm_scaled_dot_product_attention(q.t, k.t, q.t, nullptr, 0, 0.0f, a0.out()), DVM_OK) << dvm_last_error();
+  expect_same(a0.t, scaled_dot_product_attention(cq, ck, cq), "sdpa");
+  ASSERT_EQ(dvm_scaled_dot_product_attention(q.t, k.t, q.t, nullptr, 1, 0.3f, a1.out()), DVM_OK) << dvm_last_error();
+  expect_same(a1.t, scaled_dot_product_attention(cq, ck, cq, Tensor(), true, 0.3f), "sdpa causal");
+  ASSERT_EQ(dvm_scaled_dot_product_attention(q.t, k.t, q.t, mask.t, 0, 0.0f, a2.out()), DVM_OK) << dvm_last_error();
+  expect_same(a2.t, scaled_dot_product_attention(cq, ck, cq, cm), "sdpa mask");
+}
+
+TEST(CApi, TransformerOpsBadInput) {
+  H x, idx, bad_idx;
+  ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, x.out()), DVM_OK);
+  const int64_t iv[2] = {1, 4}, is[1] = {2};
+  ASSERT_EQ(dvm_from_blob(iv, is, 1, DVM_I64, bad_idx.out()), DVM_OK);  // 4 is outside axis 1's [0, 4)
+  ASSERT_EQ(dvm_from_blob(iv, is, 1, DVM_I64, idx.out()), DVM_OK);
+  dvm_tensor out = nullptr;
+  const dvm_tensor with_null[2] = {x.t, nullptr}, one[1] = {x.t};
+  expect_failed(dvm_cat(one, 0, 0, &out), DVM_INVALID_ARGUMENT, out, "dvm_cat");
+  expect_failed(dvm_cat(nullptr, 1, 0, &out), DVM_INVALID_ARGUMENT, out, "dvm_cat");
+  expect_failed(dvm_stack(with_null, 2, 0, &out), DVM_INVALID_ARGUMENT, out, "tensors[1]");
+  expect_failed(dvm_stack(one, -1, 0, &out), DVM_INVALID_ARGUMENT, out, "dvm_stack");
+  expect_failed(dvm_cat(one, 1, 5, &out), DVM_ERROR, out, "cat");
+  EXPECT_EQ(dvm_cat(one, 1, 0, nullptr), DVM_INVALID_ARGUMENT);
+  expect_failed(dvm_index_select(x.t, 1, bad_idx.t, &out), DVM_ERROR, out, "index_select: index 4");
+  expect_failed(dvm_index_select(x.t, 1, nullptr, &out), DVM_INVALID_ARGUMENT, out, "dvm_index_select");
+  expect_failed(dvm_embedding(bad_idx.t, x.t, &out), DVM_ERROR, out, "embedding");
+  expect_failed(dvm_embedding(nullptr, x.t, &out), DVM_INVALID_ARGUMENT, out, "dvm_embedding");
+  expect_failed(dvm_gather(x.t, 0, idx.t, &out), DVM_ERROR, out, "gather");  // rank 1 index for a rank 2 x
+  expect_failed(dvm_gather(nullptr, 0, idx.t, &out), DVM_INVALID_ARGUMENT, out, "dvm_gather");
+  expect_failed(dvm_argmax(x.t, 2, 0, &out), DVM_ERROR, out, "argmax");
+  expect_failed(dvm_argmin(nullptr, 0, 0, &out), DVM_INVALID_ARGUMENT, out, "dvm_argmin");
+  expect_failed(dvm_scaled_dot_product_attention(x.t, idx.t, x.t, nullptr, 0, 0.0f, &out), DVM_ERROR, out,
+                "scaled_dot_product_attention");
+  expect_failed(dvm_scaled_dot_product_attention(x.t, x.t, nullptr, nullptr, 0, 0.0f, &out), DVM_INVALID_ARGUMENT, out,
+                "dvm_scaled_dot_product_attention");
+  expect_failed(dvm_scaled_dot_product_attention(x.t, x.t, x.t, nullptr, 2, 0.0f, &out), DVM_INVALID_ARGUMENT, out,
+                "is_causal");
+}
+
+// A decode-like loop: one row, then two, then one, appended to a cache of
+// [heads 2, capacity 5, dim 3] along axis 1; every result is cat of the rows.
+TEST(CApi, KVCacheAppendsLikeCat) {
+  const int64_t cap[3] = {2, 5, 3};
+  dvm_kv_cache c = nullptr;
+  ASSERT_EQ(dvm_kv_cache_create(cap, 3, 1, DVM_F32, &c), DVM_OK) << dvm_last_error();
+  std::vector<Tensor> rows;
+  const int64_t steps[3] = {1, 2, 1};
+  for (int round = 0; round < 2; ++round) {  // the second after clear()
+    rows.clear();
+    for (const int64_t n : steps) {
+      std::vector<float> v(static_cast<size_t>(2 * n * 3));
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = 0.5f * static_cast<float>(i) - static_cast<float>(rows.size()) + static_cast<float>(round);
+      const int64_t rs[3] = {2, n, 3};
+      H r, all, vals;
+      ASSERT_EQ(dvm_from_copy(v.data(), rs, 3, DVM_F32, r.out()), DVM_OK);
+      rows.push_back(Tensor::from_vector(v, {2, n, 3}));
+      ASSERT_EQ(dvm_kv_cache_append(c, r.t, all.out()), DVM_OK) << dvm_last_error();
+      expect_same(all.t, cat(rows, 1), "append");
+      ASSERT_EQ(dvm_kv_cache_values(c, vals.out()), DVM_OK);
+      expect_same(vals.t, cat(rows, 1), "values");
+    }
+    int64_t size = -1;
+    ASSERT_EQ(dvm_kv_cache_size(c, &size), DVM_OK);
+    EXPECT_EQ(size, 4);
+    // One more than the capacity left: an error, the cache unchanged.
+    const int64_t two[3] = {2, 2, 3};
+    H r2;
+    dvm_tensor out = nullptr;
+    ASSERT_EQ(dvm_full(two, 3, 1.0, DVM_F32, r2.out()), DVM_OK);
+    expect_failed(dvm_kv_cache_append(c, r2.t, &out), DVM_ERROR, out, "KVCache::append");
+    ASSERT_EQ(dvm_kv_cache_size(c, &size), DVM_OK);
+    EXPECT_EQ(size, 4);
+    ASSERT_EQ(dvm_kv_cache_clear(c), DVM_OK);
+    ASSERT_EQ(dvm_kv_cache_size(c, &size), DVM_OK);
+    EXPECT_EQ(size, 0);
+  }
+  dvm_tensor out = nullptr;
+  int64_t size = 0;
+  expect_failed(dvm_kv_cache_append(nullptr, nullptr, &out), DVM_INVALID_ARGUMENT, out, "dvm_kv_cache_append");
+  expect_failed(dvm_kv_cache_append(c, nullptr, &out), DVM_INVALID_ARGUMENT, out, "dvm_kv_cache_append");
+  expect_failed(dvm_kv_cache_values(nullptr, &out), DVM_INVALID_ARGUMENT, out, "dvm_kv_cache_values");
+  EXPECT_EQ(dvm_kv_cache_size(nullptr, &size), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_kv_cache_size(c, nullptr), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_kv_cache_clear(nullptr), DVM_INVALID_ARGUMENT);
+  // Rows appended after clear() outlive the cache.
+  const std::vector<float> last = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+  const int64_t ls[3] = {2, 1, 3};
+  H r, kept;
+  ASSERT_EQ(dvm_from_blob(last.data(), ls, 3, DVM_F32, r.out()), DVM_OK);
+  ASSERT_EQ(dvm_kv_cache_append(c, r.t, kept.out()), DVM_OK);
+  dvm_kv_cache_destroy(c);
+  expect_same(kept.t, Tensor::from_vector(last, {2, 1, 3}), "values after destroy");
+  dvm_kv_cache_destroy(nullptr);  // does nothing
+  dvm_kv_cache none = nullptr;
+  EXPECT_EQ(dvm_kv_cache_create(cap, 0, 0, DVM_F32, &none), DVM_ERROR);  // no axis to grow along
+  EXPECT_NE(std::string(dvm_last_error()).find("KVCache"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_kv_cache_create(cap, 3, 1, 42, &none), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_kv_cache_create(nullptr, 3, 1, DVM_F32, &none), DVM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dvm_last_error()).find("dvm_kv_cache_create"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(none, nullptr);
+}
+
+TEST(CApi, WeightsFileRoundTrip) {
+  const std::string path = (std::filesystem::temp_directory_path() / "dvm_c_api_weights.bin").string();
+  H a, b, b16;
+  ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, a.out()), DVM_OK);
+  const float bv[3] = {0.5f, -1.25f, 3.0f};
+  const int64_t bs[1] = {3};
+  ASSERT_EQ(dvm_from_blob(bv, bs, 1, DVM_F32, b.out()), DVM_OK);
+  ASSERT_EQ(dvm_to(b.t, DVM_F16, b16.out()), DVM_OK);
+  const char* names[2] = {"layer.weight", "layer.bias"};
+  const dvm_tensor tensors[2] = {a.t, b16.t};
+  ASSERT_EQ(dvm_save_weights(path.c_str(), names, tensors, 2), DVM_OK) << dvm_last_error();
+  dvm_weights w = nullptr;
+  ASSERT_EQ(dvm_load_weights(path.c_str(), &w), DVM_OK) << dvm_last_error();
+  std::filesystem::remove(path);
+  int64_t n = 0;
+  ASSERT_EQ(dvm_weights_count(w, &n), DVM_OK);
+  ASSERT_EQ(n, 2);
+  const Tensor want[2] = {Tensor::from_blob(kX.data(), {3, 4}), Tensor::from_blob(bv, {3}).to(Dtype::F16)};
+  for (int64_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    ASSERT_EQ(dvm_weights_name(w, i, &name), DVM_OK);
+    EXPECT_EQ(std::string(name), names[i]);
+    H t, f;
+    ASSERT_EQ(dvm_weights_tensor(w, i, t.out()), DVM_OK);
+    expect_same(t.t, want[i], names[i]);
+    ASSERT_EQ(dvm_weights_find(w, names[i], f.out()), DVM_OK);
+    expect_same(f.t, want[i], names[i]);
+  }
+  H kept;
+  ASSERT_EQ(dvm_weights_find(w, "layer.bias", kept.out()), DVM_OK);
+  dvm_dtype dt;
+  ASSERT_EQ(dvm_get_dtype(kept.t, &dt), DVM_OK);
+  EXPECT_EQ(dt, DVM_F16);
+
+  // Bad input: a missing name, an index out of range, null pointers.
+  dvm_tensor out = nullptr;
+  const char* name = nullptr;
+  expect_failed(dvm_weights_find(w, "layer.scale", &out), DVM_INVALID_ARGUMENT, out, "layer.scale");
+  expect_failed(dvm_weights_tensor(w, 2, &out), DVM_INVALID_ARGUMENT, out, "dvm_weights_tensor: index 2");
+  expect_failed(dvm_weights_tensor(w, -1, &out), DVM_INVALID_ARGUMENT, out, "dvm_weights_tensor: index -1");
+  EXPECT_EQ(dvm_weights_name(w, 5, &name), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(name, nullptr);
+  EXPECT_NE(std::string(dvm_last_error()).find("dvm_weights_name"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_weights_count(nullptr, &n), DVM_INVALID_ARGUMENT);
+  expect_failed(dvm_weights_find(nullptr, "x", &out), DVM_INVALID_ARGUMENT, out, "dvm_weights_find");
+  expect_failed(dvm_weights_find(w, nullptr, &out), DVM_INVALID_ARGUMENT, out, "dvm_weights_find");
+  dvm_weights_free(w);  // kept outlives it
+  expect_same(kept.t, want[1], "a tensor after its weights handle is freed");
+  dvm_weights_free(nullptr);  // does nothing
+
+  const char* dup[2] = {"w", "w"};
+  const char* with_null[2] = {"w", nullptr};
+  EXPECT_EQ(dvm_save_weights(path.c_str(), dup, tensors, 2), DVM_ERROR);
+  EXPECT_NE(std::string(dvm_last_error()).find("save_weights"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_save_weights(path.c_str(), with_null, tensors, 2), DVM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dvm_last_error()).find("names[1]"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_save_weights(path.c_str(), names, tensors, -1), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_save_weights(nullptr, names, tensors, 2), DVM_INVALID_ARGUMENT);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  dvm_weights none = nullptr;
+  EXPECT_EQ(dvm_load_weights(path.c_str(), &none), DVM_ERROR);  // no such file
+  EXPECT_NE(std::string(dvm_last_error()).find("load_weights"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_load_weights(nullptr, &none), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(none, nullptr);
 }
 
 // The hooks and the profiler through C: each call reaches its C++
