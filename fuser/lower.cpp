@@ -902,6 +902,8 @@ namespace {
 // The products that read B from a row-major copy: the cube's small ones (its
 // small-M path reads B in place when B's rows are contiguous, and would
 // otherwise transpose it into panels on every call), of matrices worth a copy.
+// Not one row where the cube reads columns in place: the copy would double
+// the weight's memory for a few percent of speed.
 constexpr int64_t kRowCopyMaxRows = 16;
 constexpr int64_t kRowCopyMinElems = 4096;
 
@@ -912,6 +914,7 @@ void read_b_by_rows(const Lowered& low, vm::Launch& l) {
   vm::ArgBinding& b = l.args[static_cast<size_t>(low.product_b)];
   const int64_t K = l.K(), N = l.C();
   if (l.R() > kRowCopyMaxRows || K < 2 || N < 2 || K * N < kRowCopyMinElems) return;
+  if (l.R() == 1 && vm::one_row_reads_columns()) return;
   // Columns contiguous in k and apart (no overlap), one matrix for every batch.
   if (b.stride[vm::kK] != 1 || b.stride[vm::kC] < K || (l.P() > 1 && b.stride[vm::kP] != 0)) return;
   if (s.output || s.access == vm::Op::LDG || s.node->dtype != Dtype::F32 || !b.in) return;

@@ -170,4 +170,6 @@ void copy_by_rows(const float* src, int64_t cs, int64_t K, int64_t N, float* dst
   backends::cube::transpose_to_rows(backends::active_microkernels().isa, src, cs, K, N, dst, ld);
 }
 
+bool one_row_reads_columns() { return backends::cube::one_row_reads_columns(backends::active_microkernels().isa); }
+
 }  // namespace dvm::vm

@@ -35,5 +35,8 @@ void launch_stack(const std::vector<StackEntry>& entries);
 // The cube unit's layout change for an operand stored by columns, on the
 // active ISA: dst[k * ld + n] = src[n * cs + k] for k < K, n < N (ld >= N).
 void copy_by_rows(const float* src, int64_t cs, int64_t K, int64_t N, float* dst, int64_t ld);
+// Whether the cube, on the active ISA, reads one row times an operand stored
+// by columns in place (no transpose into panels per call).
+bool one_row_reads_columns();
 
 }  // namespace dvm::vm

@@ -117,6 +117,8 @@ const detail::TileSet& tiles_for(const Gemm& g, Isa isa, const detail::Impl& im)
 
 int64_t items(const Gemm& g, Isa isa) { return impl_for(isa).items(g); }
 
+bool one_row_reads_columns(Isa isa) { return impl_for(isa).one_row_by_columns; }
+
 Block item_block(const Gemm& g, Isa isa, int64_t item) { return impl_for(isa).block(g, item); }
 
 TileShape tile_shape(Isa isa, int shape) {

@@ -100,6 +100,11 @@ void gemm(const Gemm& g, Isa isa);
 void transpose_to_rows(Isa isa, const float* src, int64_t cs, int64_t K, int64_t N, float* dst,
                        int64_t ld);
 
+// Whether a product of one row reads a B stored by columns (b.rs == 1, as
+// x @ W^T reads W) in place on `isa`, transposing small blocks in registers,
+// rather than packing it into panels on every call.
+bool one_row_reads_columns(Isa isa);
+
 // Makes the generated micro-kernels of `isa` now (a machine-code tier's
 // compile), so that no product waits for them; false with the reason in
 // *why where they cannot be made (Portable, no DVM_JIT, the CPU).

@@ -41,6 +41,7 @@ struct Impl {
   void (*transpose)(const float* src, int64_t cs, int64_t K, int64_t N, float* dst, int64_t ld);
   const TileSet* precompiled;
   int mr, nv, small_mr, small_nv;  // rows and vectors per row of the two tile shapes
+  bool one_row_by_columns;         // one row times B stored by columns reads B in place (col_times)
 };
 
 // The micro-kernel: c[r][j] (r < R, j < NV * lanes) continues (load) or
@@ -565,7 +566,7 @@ struct Driver {
   }
 
   static constexpr Impl kImpl = {&items, &block,        &run,         &transpose, &kPrecompiled,
-                                 MR,     P::NV,         P::kSmallMR, P::kSmallNV};
+                                 MR,     P::NV,         P::kSmallMR, P::kSmallNV, kColTimes};
 };
 
 }  // namespace dvm::backends::cube::detail

@@ -145,9 +145,10 @@ MemoryStats memory_stats();
 void set_memory_limit(int64_t bytes);
 int64_t memory_limit();
 void trim();
-// A matrix that products of at most 16 rows read by columns (linear's weight
+// A matrix that products of 2 to 16 rows read by columns (linear's weight
 // W [out, in], read as W^T) is transposed into the cube's panels on every
-// call. With weight copies on (the default; environment DVM_WEIGHT_COPIES),
+// call (one row reads it in place on AVX2 and AVX-512; the portable cube
+// counts one row here too). With weight copies on (the default; environment DVM_WEIGHT_COPIES),
 // the second such product makes a row-major copy of it, which later products
 // read in place (the same sums, so the same bits). The copy is counted in
 // memory_stats() (weight_copy_bytes, part of live_bytes), is not made past

@@ -227,7 +227,7 @@ TEST(Concurrency, ComputedTensorsAreSharedReadOnly) {
   EXPECT_EQ(w.node()->refs(), refs_before);  // no count lost or doubled
 }
 
-// A computed weight that every thread's one-row products read by columns:
+// A computed weight that every thread's two-row products read by columns:
 // the threads race to make its row-major copy (docs/API.md, "Weights read
 // by columns"); one copy is made and all read it, with the bits of the
 // transposing path.
@@ -239,17 +239,19 @@ TEST(Concurrency, ThreadsShareAWeightsRowCopy) {
   const int64_t copies_before = memory_stats().weight_copy_bytes;
   std::vector<std::vector<float>> first(kThreads);
   run_together(kThreads, [&](int t) {
-    const std::vector<float> xv = values(K, 20 + t);
-    const Tensor x = Tensor::from_vector(xv, {1, K});
+    const std::vector<float> xv = values(2 * K, 20 + t);
+    const Tensor x = Tensor::from_vector(xv, {2, K});
     for (int it = 0; it < 6; ++it) {
       const std::vector<float> y = linear(x, w).to_vector();
       if (it == 0) {
-        std::vector<double> yr(static_cast<size_t>(N));
-        for (int64_t n = 0; n < N; ++n) {
-          double s = 0;
-          for (int64_t k = 0; k < K; ++k) s += 0.5 * wv[static_cast<size_t>(n * K + k)] * xv[static_cast<size_t>(k)];
-          yr[static_cast<size_t>(n)] = s;
-        }
+        std::vector<double> yr(static_cast<size_t>(2 * N));
+        for (int64_t m = 0; m < 2; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k)
+              s += 0.5 * wv[static_cast<size_t>(n * K + k)] * xv[static_cast<size_t>(m * K + k)];
+            yr[static_cast<size_t>(m * N + n)] = s;
+          }
         expect_close(y, yr, "linear on a shared weight");
         first[static_cast<size_t>(t)] = y;
       } else {

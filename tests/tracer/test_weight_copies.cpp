@@ -84,7 +84,8 @@ TEST(WeightCopies, GeneratedLinearsKeepTheirBitsOnTheCopy) {
   std::mt19937 rng(20261125);
   for (int t = 0; t < 24; ++t) {
     // Sizes around the transposes' 8 x 8 blocks and the copy's threshold.
-    const int64_t M = std::uniform_int_distribution<int64_t>(1, 16)(rng);
+    // One row reads W in place on the SIMD ISAs (OneRowReadsInPlace).
+    const int64_t M = std::uniform_int_distribution<int64_t>(2, 16)(rng);
     const int64_t K = t == 0 ? 1024 : std::uniform_int_distribution<int64_t>(9, 300)(rng);
     int64_t N = t == 0 ? 8 : std::uniform_int_distribution<int64_t>(2, 300)(rng);
     if (t == 1) N = 1024;  // a copy whose rows are padded off 4 KiB
@@ -116,7 +117,7 @@ TEST(WeightCopies, GeneratedLinearsKeepTheirBitsOnTheCopy) {
 TEST(WeightCopies, LaterProductsReadTheCopy) {
   Restore restore;
   set_weight_copies(true);
-  const int64_t M = 1, K = 256, N = 96;
+  const int64_t M = 2, K = 256, N = 96;
   std::vector<float> w = random_vec(N * K, 31);
   const std::vector<float> x = random_vec(M * K, 32), w_old = w;
   const Tensor W = Tensor::from_blob(w.data(), {N, K});
@@ -194,6 +195,32 @@ TEST(WeightCopies, NoneWhereTheyAreNotMeantToBe) {
     expect_linear(linear(Tensor::from_blob(x.data(), {2, K}), Tensor::from_blob(w.data(), {N, K})).to_vector(), x,
                   w.data(), K, 2, K, N, "rewrapped W");
   EXPECT_EQ(memory_stats().weight_copy_bytes, before) << "a weight wrapped per call made a copy";
+}
+
+// A product of one row reads W^T in place on AVX2 and AVX-512 (the cube
+// transposes small blocks in registers), so no copy doubles the weight's
+// memory there; the portable cube still packs, so it gets the copy. Either
+// way the bits are those of the first call.
+TEST(WeightCopies, OneRowReadsInPlaceOnSimdIsas) {
+  Restore restore;
+  set_weight_copies(true);
+  const int64_t K = 300, N = 70;
+  const std::vector<float> w = random_vec(N * K, 41), x = random_vec(K, 42);
+  const int64_t before = memory_stats().weight_copy_bytes;
+  {
+    const Tensor W = Tensor::from_blob(w.data(), {N, K});
+    const Tensor X = Tensor::from_blob(x.data(), {1, K});
+    const std::vector<float> first = linear(X, W).to_vector();
+    expect_linear(first, x, w.data(), K, 1, K, N, "one row");
+    for (int call = 2; call <= 3; ++call) EXPECT_TRUE(same_bits(linear(X, W).to_vector(), first)) << "call " << call;
+    const int64_t copies = memory_stats().weight_copy_bytes - before;
+    if (isa() == "portable") {
+      EXPECT_EQ(copies, K * copy_row_stride(N) * 4) << "the portable cube packs W^T: it needs the copy";
+    } else {
+      EXPECT_EQ(copies, 0) << isa() << ": one row made a copy";
+    }
+  }
+  EXPECT_EQ(memory_stats().weight_copy_bytes, before);
 }
 
 TEST(WeightCopies, TheSettingAndTheMemoryLimitStopThem) {
