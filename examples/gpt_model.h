@@ -159,10 +159,8 @@ class Model {
         throw dvm::Error("gpt::Model::forward: token " + std::to_string(t) + " is outside the vocabulary [0, " +
                          std::to_string(c_.vocab) + ")");
     const int64_t d = c_.d_model, H = c_.n_heads, hd = c_.head_dim();
-    std::vector<int32_t> positions(static_cast<size_t>(S));
-    for (int64_t i = 0; i < S; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(pos + i);
-    dvm::Tensor x = dvm::embedding(dvm::Tensor::from_vector(tokens, dvm::Shape{S}), wte_) +
-                    dvm::embedding(dvm::Tensor::from_vector(positions, dvm::Shape{S}), wpe_);
+    // Positions pos .. pos + S - 1 are consecutive rows of wpe: a view.
+    dvm::Tensor x = dvm::embedding(dvm::Tensor::from_vector(tokens, dvm::Shape{S}), wte_) + wpe_.narrow(0, pos, S);
     // Query i sees keys 0 .. pos + i. At pos 0 that is torch's is_causal;
     // later (a prompt continued) it takes a mask; one query sees every key.
     const bool causal = pos == 0 && S > 1;

@@ -31,7 +31,6 @@ constexpr uint64_t kMinTensorBytes = kTensorFieldBytes + 1;
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-bool stored_dtype(Dtype t) { return t == Dtype::F32 || t == Dtype::F16 || t == Dtype::BF16; }
 
 // Well-formed UTF-8 (RFC 3629): no overlong forms, surrogates or code
 // points past U+10FFFF.
@@ -231,7 +230,7 @@ Entry read_header(Reader& r, size_t index, std::unordered_map<std::string, size_
   at = r.offset();
   const uint64_t code = r.uint(1, "dtype code");
   e.dtype = static_cast<Dtype>(code);  // any byte is a value of Dtype's underlying uint8_t
-  if (!stored_dtype(e.dtype))
+  if (!is_floating(e.dtype))
     r.fail(at, "dtype code " + str(code) + " is not float32 (0), float16 (1) or bfloat16 (2)");
   at = r.offset();
   const uint64_t rank = r.uint(1, "rank");
@@ -273,7 +272,7 @@ void save_weights(const std::string& path, const std::vector<NamedTensor>& tenso
     if (const auto [earlier, fresh] = seen.emplace(t.name, i); !fresh)
       fail(tensor + "the name is also " + tensor_label(earlier->second, nullptr) + "'s");
     if (!t.tensor.defined()) fail(tensor + "the tensor is undefined");
-    if (!stored_dtype(t.tensor.dtype()))
+    if (!is_floating(t.tensor.dtype()))
       fail(tensor + dtype_name(t.tensor.dtype()) + " is not float32, float16 or bfloat16");
   }
 
