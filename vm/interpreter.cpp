@@ -922,11 +922,13 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
       // cube reads it), each panel continuing the sums of the last: the same
       // steps as one call. With B read in place, A is made whole: the cube
       // then blocks K as it does for a stored A.
-      // One row times a 16-bit B whose rows are contiguous: the cube widens
-      // B as it reads it (Gemm::b16), so B's bytes are read once.
+      // One row times a 16-bit B whose rows are contiguous, or its columns
+      // where the cube reads them in place: the cube widens B as it reads
+      // it (Gemm::b16), so B's bytes are read once.
       thread_local std::vector<float> a16, b16;
       const bool b_wide16 = rows == 1 && ob.arg >= 0 && (tb == Dtype::BF16 || tb == Dtype::F16) &&
-                            (B.stride[kC] == 1 || at.n == 1);
+                            (B.stride[kC] == 1 || at.n == 1 ||
+                             (B.stride[kK] == 1 && backends::cube::one_row_reads_columns(mk.isa)));
       const bool b_in_place = ob.arg >= 0 && (tb == Dtype::F32 || b_wide16);
       const int64_t K = l.K();
       const int64_t kc = b_in_place ? std::max<int64_t>(K, 1)
@@ -943,7 +945,7 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
           g.a = {a16.data(), kn, 1};
         }
         if (b_wide16) {
-          g.b = {nullptr, B.stride[kK], 1};
+          g.b = {nullptr, B.stride[kK], at.n == 1 ? 1 : B.stride[kC]};
           g.b16 = static_cast<const uint16_t*>(typed_in(B, b0 + k0 * B.stride[kK], tb));
           g.b16_type = tb;
         } else if (ob.arg >= 0) {

@@ -135,24 +135,27 @@ TileFn precompiled_tile(Isa isa, int shape, int rows, bool pf) {
 }
 
 namespace {
-void check_b16(const Gemm& g) {
+void check_b16(const Gemm& g, Isa isa) {
   if (!g.b16) return;
   if (g.b16_type != Dtype::BF16 && g.b16_type != Dtype::F16)
     throw Error(std::string("cube::gemm: a 16-bit B must be bfloat16 or float16, not ") + dtype_name(g.b16_type));
-  if (g.M > 1 || g.b.cs != 1)
-    throw Error("cube::gemm: a 16-bit B needs one row of A and B's rows contiguous (M = " + std::to_string(g.M) +
-                ", B's column stride " + std::to_string(g.b.cs) + ")");
+  const bool by_columns = g.b.rs == 1 && one_row_reads_columns(isa);
+  if (g.M > 1 || (g.b.cs != 1 && !by_columns))
+    throw Error("cube::gemm: a 16-bit B needs one row of A and B's rows contiguous" +
+                std::string(one_row_reads_columns(isa) ? " or its columns contiguous" : "") + " (M = " +
+                std::to_string(g.M) + ", B's strides " + std::to_string(g.b.rs) + " and " + std::to_string(g.b.cs) +
+                ", " + isa_name(isa) + ")");
 }
 }  // namespace
 
 void run(const Gemm& g, Isa isa, int64_t begin, int64_t end) {
-  check_b16(g);
+  check_b16(g, isa);
   const detail::Impl& im = impl_for(isa);
   im.run(g, begin, end, tiles_for(g, isa, im));
 }
 
 void gemm(const Gemm& g, Isa isa) {
-  check_b16(g);
+  check_b16(g, isa);
   const detail::Impl& im = impl_for(isa);
   im.run(g, 0, im.items(g), tiles_for(g, isa, im));
 }

@@ -75,8 +75,9 @@ struct Gemm {
   // b16[k * b.rs + j * b.cs] (b.data is not read), widened exactly as they
   // are read: the same sums as on a widened f32 copy, with B's bytes read
   // once. Only a product of one row (M <= 1) whose B rows are contiguous
-  // (b.cs == 1) takes them, and b16_type is BF16 or F16; otherwise run()
-  // throws dvm::Error.
+  // (b.cs == 1), or whose B columns are (b.rs == 1) where
+  // one_row_reads_columns(isa), takes them, and b16_type is BF16 or F16;
+  // otherwise run() throws dvm::Error.
   const uint16_t* b16 = nullptr;
   Dtype b16_type = Dtype::BF16;
 };

@@ -47,10 +47,8 @@ struct Params {
   static constexpr int64_t kSmallNB = 256;
   static constexpr int kSmallMR = 2;
   static constexpr int kSmallNV = 4;
-  // t[q] = (src[0 * cs + q], ..., src[7 * cs + q]) for q < 8.
-  [[gnu::always_inline]] static inline void transpose_lanes(const float* src, int64_t cs, __m256* t) {
-    transpose8x8_regs(src, cs, t);
-  }
+  // t[q] = (r[0][q], ..., r[7][q]) for q < 8.
+  [[gnu::always_inline]] static inline void transpose_lanes(const __m256* r, __m256* t) { transpose8x8_vregs(r, t); }
   // dst[t * ldd + j] = src[j * cs + t] for j, t < 8.
   [[gnu::always_inline]] static inline void transpose8(const float* src, int64_t cs, float* dst,
                                                       int64_t ldd) {

@@ -47,12 +47,12 @@ struct Params {
   static constexpr int64_t kSmallNB = 512;
   static constexpr int kSmallMR = 4;
   static constexpr int kSmallNV = 4;
-  // t[q] = (src[0 * cs + q], src[1 * cs + q], ..., src[15 * cs + q]) for
-  // q < 16: a 16 x 16 block transposed in registers (4 shuffle stages).
-  [[gnu::always_inline]] static inline void transpose_lanes(const float* src, int64_t cs, __m512* t) {
+  // t[q] = (rows[0][q], rows[1][q], ..., rows[15][q]) for q < 16: a 16 x 16
+  // block transposed in registers (4 shuffle stages).
+  [[gnu::always_inline]] static inline void transpose_lanes(const __m512* rows, __m512* t) {
     __m512 r[16], u[16];
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * cs);
+    for (int i = 0; i < 16; ++i) r[i] = rows[i];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {  // per 128-bit lane: rows 2i, 2i+1 interleaved
       u[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);

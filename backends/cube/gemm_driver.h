@@ -440,62 +440,93 @@ struct Driver {
   }
   // One row of A times B stored by columns (x @ W^T with W row-major: column
   // j of B is W's row j, contiguous in k), where the ISA has
-  // P::transpose_lanes (a kLanes x kLanes block of kLanes rows cs apart into
-  // kLanes vectors, vector t holding element t of each row). Strips of kLanes
-  // columns: kLanes of W's rows stream side by side, each long run read
-  // whole, and each kLanes x kLanes block is transposed in registers, so C
-  // gets one V::madd per k in ascending order, as from a packed panel;
-  // nothing is packed, so the weight's bytes are read once.
-  static constexpr bool kColTimes = requires(const float* s, typename V::T* t) { P::transpose_lanes(s, 1, t); };
-  static void col_times(const Gemm& g, const Block& blk) {
-    if constexpr (kColTimes) col_times_impl(g, blk);
+  // P::transpose_lanes (kLanes vectors, one per row, transposed: vector t
+  // holding element t of each). Strips of kLanes columns: kLanes of W's rows
+  // stream side by side, each long run read whole (a vector of L::E widened
+  // by L::vec per row and block), and each kLanes x kLanes block is
+  // transposed in registers, so C gets one V::madd per k in ascending order,
+  // as from a packed panel; nothing is packed, so the weight's bytes are read
+  // once. Tails along k and j widen through a padded copy, as row_times does.
+  static constexpr bool kColTimes = requires(const typename V::T* r, typename V::T* t) { P::transpose_lanes(r, t); };
+  template <class L>
+  static void col_times(const Gemm& g, const Block& blk, const typename L::E* b) {
+    if constexpr (kColTimes) col_times_impl<L>(g, blk, b);
   }
-  static void col_times_impl(const Gemm& g, const Block& blk) {
+  template <class L>
+  static void col_times_impl(const Gemm& g, const Block& blk, const typename L::E* b) {
+    using E = typename L::E;
     constexpr int W = V::kLanes;
     float* c = g.c + blk.i0 * g.ldc + blk.j0;
     const float* a = g.a.data + blk.i0 * g.a.rs;
     const int64_t n = blk.cols, K = g.K, cs = g.b.cs;
-    const float* b = g.b.data + blk.j0 * cs;
+    // `count` (<= W) elements from p, a step apart, widened into wide[].
+    auto widen = [](const E* p, int64_t step, int64_t count, float* wide) {
+      E raw[W] = {};
+      for (int64_t q = 0; q < count; ++q) raw[q] = p[q * step];
+      V::store(wide, L::vec(raw));
+    };
     int64_t j = 0;
     for (; j + W <= n; j += W) {
-      const float* bj = b + j * cs;
+      const E* bj = b + j * cs;
       typename V::T acc = g.accumulate ? V::load(c + j) : V::zero();
       int64_t k = 0;
       for (; k + W <= K; k += W) {
-        typename V::T t[W];
+        typename V::T r[W], t[W];
         // The next strip's rows, a strip ahead (only the first one's start
         // is found by the hardware's prefetchers).
 #pragma GCC unroll 16
         for (int q = 0; q < W; ++q) __builtin_prefetch(bj + (W + q) * cs + k, 0, 1);
-        P::transpose_lanes(bj + k, cs, t);
+#pragma GCC unroll 16
+        for (int q = 0; q < W; ++q) r[q] = L::vec(bj + q * cs + k);
+        P::transpose_lanes(r, t);
 #pragma GCC unroll 16
         for (int q = 0; q < W; ++q) acc = V::madd(V::bcast(a + (k + q) * g.a.cs), t[q], acc);
       }
       for (; k < K; ++k) {
         alignas(64) float col[W];
-        for (int q = 0; q < W; ++q) col[q] = bj[q * cs + k];
+        if constexpr (std::is_same_v<E, float>) {
+          for (int q = 0; q < W; ++q) col[q] = bj[q * cs + k];
+        } else {
+          widen(bj + k, cs, W, col);
+        }
         acc = V::madd(V::bcast(a + k * g.a.cs), V::load(col), acc);
       }
       V::store(c + j, acc);
     }
     for (; j < n; ++j) {
-      const float* bj = b + j * cs;
+      const E* bj = b + j * cs;
       float acc = g.accumulate ? c[j] : 0.0f;
-      for (int64_t k = 0; k < K; ++k) acc = P::madd1(a[k * g.a.cs], bj[k], acc);
+      if constexpr (std::is_same_v<E, float>) {
+        for (int64_t k = 0; k < K; ++k) acc = P::madd1(a[k * g.a.cs], bj[k], acc);
+      } else {
+        alignas(64) float wide[W];
+        for (int64_t k0 = 0; k0 < K; k0 += W) {
+          const int64_t m = mn(K - k0, W);
+          widen(bj + k0, 1, m, wide);
+          for (int64_t q = 0; q < m; ++q) acc = P::madd1(a[(k0 + q) * g.a.cs], wide[q], acc);
+        }
+      }
       c[j] = acc;
     }
   }
-  static void row_times_b(const Gemm& g, const Block& blk) {
-    if (!g.b16) return row_times<RowsF32>(g, blk, g.b.data + blk.j0);
-    if (g.b16_type == Dtype::F16) return row_times<RowsF16>(g, blk, g.b16 + blk.j0);
-    row_times<RowsBf16>(g, blk, g.b16 + blk.j0);
+  // One row times B read in place, by rows (b.cs == 1) or by columns, its
+  // elements f32 or the 16-bit g.b16.
+  static void one_row_times(const Gemm& g, const Block& blk) {
+    if (g.b.cs == 1) {
+      if (!g.b16) return row_times<RowsF32>(g, blk, g.b.data + blk.j0);
+      if (g.b16_type == Dtype::F16) return row_times<RowsF16>(g, blk, g.b16 + blk.j0);
+      return row_times<RowsBf16>(g, blk, g.b16 + blk.j0);
+    }
+    if (!g.b16) return col_times<RowsF32>(g, blk, g.b.data + blk.j0 * g.b.cs);
+    if (g.b16_type == Dtype::F16) return col_times<RowsF16>(g, blk, g.b16 + blk.j0 * g.b.cs);
+    col_times<RowsBf16>(g, blk, g.b16 + blk.j0 * g.b.cs);
   }
 
   static constexpr int64_t kKeepA = int64_t{1} << 18;
   static void run(const Gemm& g, int64_t begin, int64_t end, const TileSet& ts) {
     if (begin >= end) return;
     const Plan p = plan(g);
-    const bool by_columns = kColTimes && g.b.rs == 1 && g.b.cs != 1 && !g.b16;
+    const bool by_columns = kColTimes && g.b.rs == 1 && g.b.cs != 1;
     if (g.M == 1 && (g.b.cs == 1 || by_columns) && g.K > 0) {
       // One row of C, so the run's blocks lie side by side in it: one pass
       // over all their columns reads B's rows (or columns) as long runs
@@ -503,8 +534,7 @@ struct Driver {
       Block row = block_of(g, p, begin);
       const Block last = block_of(g, p, end - 1);
       row.cols = last.j0 + last.cols - row.j0;
-      if (g.b.cs == 1) row_times_b(g, row);
-      else col_times(g, row);
+      one_row_times(g, row);
       if (g.hook)
         for (int64_t item = begin; item < end; ++item) {
           const Block blk = block_of(g, p, item);
@@ -529,8 +559,8 @@ struct Driver {
         float* cblk = g.c + blk.i0 * g.ldc + blk.j0;
         for (int64_t r = 0; r < blk.rows; ++r)
           for (int64_t j = 0; j < blk.cols; ++j) cblk[r * g.ldc + j] = 0.0f;
-      } else if (blk.rows == 1 && g.b.cs == 1) {
-        row_times_b(g, blk);
+      } else if (blk.rows == 1 && (g.b.cs == 1 || g.b16)) {
+        one_row_times(g, blk);
       } else if (small && g.b.cs == 1) {
         // Small M streams B once: its rows read in place beat a packed copy.
         block_body<1, P::kSmallKC, true>(ts, g, blk, apack, bpack);

@@ -10,17 +10,13 @@
 
 namespace dvm::backends::cube::detail {
 
-// t[q] = (src[0 * cs + q], ..., src[7 * cs + q]) for q < 8: an 8 x 8 block
+// t[q] = (r[0][q], ..., r[7][q]) for q < 8: the 8 x 8 block of rows r
 // transposed in registers.
-[[gnu::always_inline]] static inline void transpose8x8_regs(const float* src, int64_t cs, __m256* t) {
-  const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + cs),
-               r2 = _mm256_loadu_ps(src + 2 * cs), r3 = _mm256_loadu_ps(src + 3 * cs),
-               r4 = _mm256_loadu_ps(src + 4 * cs), r5 = _mm256_loadu_ps(src + 5 * cs),
-               r6 = _mm256_loadu_ps(src + 6 * cs), r7 = _mm256_loadu_ps(src + 7 * cs);
-  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
-               t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
-               t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+[[gnu::always_inline]] static inline void transpose8x8_vregs(const __m256* r, __m256* t) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
+               t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
+               t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
+               t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
   const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
                u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
                u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
@@ -33,6 +29,15 @@ namespace dvm::backends::cube::detail {
   t[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
   t[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
   t[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// t[q] = (src[0 * cs + q], ..., src[7 * cs + q]) for q < 8: an 8 x 8 block
+// transposed in registers.
+[[gnu::always_inline]] static inline void transpose8x8_regs(const float* src, int64_t cs, __m256* t) {
+  __m256 r[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * cs);
+  transpose8x8_vregs(r, t);
 }
 
 // dst[t * ldd + j] = src[j * cs + t] for j, t < 8.

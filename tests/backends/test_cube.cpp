@@ -471,45 +471,85 @@ TEST(CubeGemm, OneRowByColumnsContinuesAcrossKSplits) {
 // One row times a 16-bit B (Gemm::b16): the cube widens B as it reads it,
 // which must give the bits of the same product on B widened to f32 first
 // (subnormal 16-bit values included), on every ISA, with panels, strips and
-// column tails, B rows further apart than N, and guards intact.
+// column and k tails, B rows (or columns, where the ISA reads B by columns)
+// further apart than the product needs, and guards intact.
 TEST(CubeGemm, OneRowTimesSixteenBitB) {
   uint32_t seed = 1500;
   for (Isa isa : isas()) {
     for (Dtype type : {Dtype::BF16, Dtype::F16}) {
-      for (Shape s : {Shape{1, 600, 247}, Shape{1, 513, 123}, Shape{1, 9, 5}, Shape{1, 300, 1}}) {
-        const Operand a = make_operand(s.M, s.K, Layout::RowMajor, seed++);
-        const int64_t ldb = s.N + 3;
-        std::vector<uint16_t> b16(static_cast<size_t>(s.K * ldb), 0);
-        std::vector<float> wide(b16.size(), 0.0f);
-        std::mt19937 rng(seed++);
-        std::uniform_real_distribution<float> d(-2.0f, 2.0f);
-        for (size_t i = 0; i < b16.size(); ++i) {
-          const float x = i % 97 == 5 ? 1e-6f : d(rng);  // 1e-6: a float16 subnormal
-          b16[i] = type == Dtype::F16 ? f32_to_f16(x) : f32_to_bf16(i % 89 == 3 ? 1e-39f : x);
-          wide[i] = type == Dtype::F16 ? f16_to_f32(b16[i]) : bf16_to_f32(b16[i]);
+      for (bool by_columns : {false, true}) {
+        if (by_columns && !one_row_reads_columns(isa)) continue;
+        for (Shape s : {Shape{1, 600, 247}, Shape{1, 513, 123}, Shape{1, 9, 5}, Shape{1, 300, 1}, Shape{1, 16, 32},
+                        Shape{1, 37, 17}}) {
+          const Operand a = make_operand(s.M, s.K, Layout::RowMajor, seed++);
+          // Element (k, j) at k * rs + j * cs: rows ldb apart, or columns.
+          const int64_t ldb = (by_columns ? s.K : s.N) + 3;
+          const int64_t rs = by_columns ? 1 : ldb, cs = by_columns ? ldb : 1;
+          std::vector<uint16_t> b16(static_cast<size_t>((by_columns ? s.N : s.K) * ldb), 0);
+          std::vector<float> wide(b16.size(), 0.0f);
+          std::mt19937 rng(seed++);
+          std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+          for (size_t i = 0; i < b16.size(); ++i) {
+            const float x = i % 97 == 5 ? 1e-6f : d(rng);  // 1e-6: a float16 subnormal
+            b16[i] = type == Dtype::F16 ? f32_to_f16(x) : f32_to_bf16(i % 89 == 3 ? 1e-39f : x);
+            wide[i] = type == Dtype::F16 ? f16_to_f32(b16[i]) : bf16_to_f32(b16[i]);
+          }
+          Output want(s.M, s.N, 2), got(s.M, s.N, 2);
+          Gemm gw = make_gemm(a, a, want);
+          gw.N = s.N;
+          gw.b = Matrix{wide.data(), rs, cs};
+          gemm(gw, isa);
+          const std::string what = std::string(isa_name(isa)) + (type == Dtype::F16 ? " f16 " : " bf16 ") +
+                                   (by_columns ? "by columns " : "by rows ") + std::to_string(s.K) + "x" +
+                                   std::to_string(s.N);
+          // The widened product itself against a double-precision sum.
+          double worst = 0;
+          for (int64_t j = 0; j < s.N; ++j) {
+            double ref = 0, mag = 0;
+            for (int64_t k = 0; k < s.K; ++k) {
+              const double t = static_cast<double>(a.m.data[k * a.m.cs]) * wide[static_cast<size_t>(k * rs + j * cs)];
+              ref += t;
+              mag += std::fabs(t);
+            }
+            worst = std::max(worst, std::fabs(want.at(0, j) - ref) / (mag + 1e-30));
+          }
+          EXPECT_LT(worst, 1e-6 * static_cast<double>(s.K)) << what;
+          Gemm g = make_gemm(a, a, got);
+          g.N = s.N;
+          g.b = Matrix{nullptr, rs, cs};
+          g.b16 = b16.data();
+          g.b16_type = type;
+          gemm(g, isa);
+          int64_t diff = 0;
+          for (int64_t j = 0; j < s.N; ++j)
+            diff += std::bit_cast<uint32_t>(got.at(0, j)) != std::bit_cast<uint32_t>(want.at(0, j));
+          EXPECT_EQ(diff, 0) << what;
+          EXPECT_EQ(got.guards_broken(), 0) << what;
+          // Cut along K (Gemm::accumulate): the same bits as one call.
+          if (s.K > 2) {
+            Output cut(s.M, s.N, 2);
+            Gemm g1 = make_gemm(a, a, cut);
+            g1.N = s.N;
+            g1.b = Matrix{nullptr, rs, cs};
+            g1.b16 = b16.data();
+            g1.b16_type = type;
+            g1.K = s.K / 3;
+            gemm(g1, isa);
+            g1.a.data += g1.K * a.m.cs;
+            g1.b16 += g1.K * rs;
+            g1.K = s.K - g1.K;
+            g1.accumulate = true;
+            gemm(g1, isa);
+            int64_t wrong = 0;
+            for (int64_t j = 0; j < s.N; ++j)
+              wrong += std::bit_cast<uint32_t>(cut.at(0, j)) != std::bit_cast<uint32_t>(want.at(0, j));
+            EXPECT_EQ(wrong, 0) << what << " cut at k " << s.K / 3;
+          }
         }
-        Output want(s.M, s.N, 2), got(s.M, s.N, 2);
-        Gemm gw = make_gemm(a, a, want);
-        gw.N = s.N;
-        gw.b = Matrix{wide.data(), ldb, 1};
-        gemm(gw, isa);
-        Gemm g = make_gemm(a, a, got);
-        g.N = s.N;
-        g.b = Matrix{nullptr, ldb, 1};
-        g.b16 = b16.data();
-        g.b16_type = type;
-        gemm(g, isa);
-        const std::string what = std::string(isa_name(isa)) + (type == Dtype::F16 ? " f16 " : " bf16 ") +
-                                 std::to_string(s.K) + "x" + std::to_string(s.N);
-        int64_t diff = 0;
-        for (int64_t j = 0; j < s.N; ++j)
-          diff += std::bit_cast<uint32_t>(got.at(0, j)) != std::bit_cast<uint32_t>(want.at(0, j));
-        EXPECT_EQ(diff, 0) << what;
-        EXPECT_EQ(got.guards_broken(), 0) << what;
       }
     }
   }
-  // Anything but one row read by rows is refused.
+  // Anything but one row read by rows (or by columns, where the ISA can) is refused.
   const Operand a = make_operand(2, 4, Layout::RowMajor, 1);
   std::vector<uint16_t> b16(32, 0);
   Output c(2, 8, 0);
@@ -519,8 +559,15 @@ TEST(CubeGemm, OneRowTimesSixteenBitB) {
   g.b16 = b16.data();
   EXPECT_THROW(gemm(g, Isa::Portable), Error);
   g.M = 1;
-  g.b = Matrix{nullptr, 1, 4};
+  g.b = Matrix{nullptr, 1, 4};  // by columns: only where the ISA reads columns in place
   EXPECT_THROW(gemm(g, Isa::Portable), Error);
+  for (Isa isa : isas()) {
+    if (one_row_reads_columns(isa)) {
+      EXPECT_NO_THROW(gemm(g, isa)) << isa_name(isa);
+    }
+  }
+  g.b = Matrix{nullptr, 2, 4};  // neither rows nor columns contiguous
+  for (Isa isa : isas()) EXPECT_THROW(gemm(g, isa), Error) << isa_name(isa);
   g.b = Matrix{nullptr, 8, 1};
   g.b16_type = Dtype::I32;
   EXPECT_THROW(gemm(g, Isa::Portable), Error);

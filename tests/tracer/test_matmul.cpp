@@ -489,6 +489,40 @@ TEST(MatMul, LinearWithAPrologueAndAnEpilogueIsOneKernel) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
 }
 
+// A decoded token's linear over 16-bit weights (x @ W^T, one row, W stored
+// as torch.nn.Linear keeps it): the cube reads W's 16-bit rows in place and
+// widens them as it reads. The sums are those of the same product on
+// float32 copies of both operands (every 16-bit value widens exactly), so
+// after the one rounding of the 16-bit store the bits are the same; and the
+// result is within the K-sum bound of a double reference plus that
+// rounding. Shapes cover K and N tails of the register blocks and rows of W
+// further apart than K (a view).
+TEST(MatMul, OneRowLinearOverSixteenBitWeights) {
+  uint32_t seed = 900;
+  for (Dtype type : {Dtype::F16, Dtype::BF16}) {
+    for (const auto& [K, N] : {std::pair<int64_t, int64_t>{256, 768}, {37, 17}, {300, 513}, {16, 16}, {5, 3}}) {
+      const std::string what = std::string(dtype_name(type)) + " K " + std::to_string(K) + " N " + std::to_string(N);
+      const Tensor x = tensor_of({1, K}, seed++).to(type);
+      const Tensor wide = tensor_of({N, K + 3}, seed++).to(type);
+      const Tensor w = wide.narrow(1, 0, K);  // rows K + 3 apart
+      x.sync();
+      wide.sync();
+      const Tensor got = linear(x, w);
+      const Tensor xf = x.to(Dtype::F32), wf = w.to(Dtype::F32).contiguous();
+      xf.sync();
+      wf.sync();
+      const Tensor want = linear(xf, wf).to(type);
+      ASSERT_EQ(got.dtype(), type) << what;
+      const std::vector<float> g = got.to(Dtype::F32).to_vector(), e = want.to(Dtype::F32).to_vector();
+      ASSERT_EQ(g.size(), e.size()) << what;
+      for (size_t i = 0; i < g.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(e[i])) << what << " element " << i;
+      expect_close(got.to(Dtype::F32), reference_matmul(dense(xf), dense(wf.transpose(0, 1).contiguous())), K, what,
+                   type == Dtype::BF16 ? 0x1p-8 : 0x1p-11);
+    }
+  }
+}
+
 // An operand's elementwise value that something else also reads (here the
 // user, and a sum) is stored by its own kernel, and the product reads it.
 TEST(MatMul, AnOperandValueReadElsewhereIsStored) {
