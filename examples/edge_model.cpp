@@ -1,18 +1,17 @@
-// An edge model on dvm: a small audio-keyword classifier whose weights ship
-// as float16 (half the bytes of the download and of every weight read), run
-// on batches whose size changes with every call, as frames arrive.
+// An edge model on dvm: the tiny GPT decoder of gpt_model.h as a device would
+// ship it, its weights a float16 file (dvm's weights format, docs/WEIGHTS.md)
+// at half the bytes of float32, loaded and run in float16: weights, KV caches
+// and activations (dvm computes each kernel in f32 and rounds its stores
+// once). Prompts of different lengths arrive one after another, as typed
+// text would; each is prefilled and then decoded greedily.
 //
-//   features [B, 64] -> linear 64x128 -> gelu -> (+ linear 128x128 -> gelu)
-//   -> layer_norm -> linear 128x12 -> softmax            (B from 1 to 16)
+// It checks the first prompt's logits against a double-precision evaluation
+// of the same float16 weights, that no kernel compiles after the first
+// prompt, and with --interp that nothing is compiled to machine code (an
+// engine that forbids executable memory: TierMode::Off). It prints the
+// weights' size, tokens/s and per-token latency.
 //
-// The activations are float16 too (dvm computes each kernel in f32 and rounds
-// its stores once); the class probabilities come back as float32. With
-// --interp the program runs as an engine that forbids executable memory
-// (TierMode::Off: the interpreter only). It checks every call against a
-// double-precision reference on the same float16 weights and inputs, and
-// that no kernel compiles after the first call, and prints the latency.
-//
-//   edge_model [--interp] [calls]     (default 200; exit status 0 when the checks pass)
+//   edge_model [--interp] [prompts]     (default 6; exit status 0 when the checks pass)
 #include <dvm/dvm.h>
 
 #include <algorithm>
@@ -21,102 +20,27 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
+
+#include "gpt_model.h"
+#include "gpt_reference.h"
 
 namespace {
 
-constexpr int64_t kIn = 64, kHidden = 128, kClasses = 12, kMaxBatch = 16;
+constexpr int64_t kDecodeTokens = 16;
 
-// A weight as it ships: float16 values, and the same values widened for the
-// reference.
-struct Weight {
-  std::vector<dvm::Half> f16;
-  std::vector<double> ref;
-  dvm::Shape shape;
-};
-
-Weight make_weight(dvm::Shape shape, uint32_t seed, double scale) {
-  Weight w;
-  w.shape = shape;
-  int64_t n = 1;
-  for (int64_t e : shape) n *= e;
-  uint32_t s = seed;
-  for (int64_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    const float v = static_cast<float>(scale * (static_cast<double>(s >> 8) / 8388608.0 - 1.0));
-    w.f16.push_back(dvm::to_half(v));
-    w.ref.push_back(dvm::to_float(w.f16.back()));
+std::vector<int32_t> prompt_tokens(int64_t length, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> t(static_cast<size_t>(length));
+  uint64_t s = seed;
+  for (int32_t& v : t) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab));
   }
-  return w;
-}
-
-struct Model {
-  Weight w1 = make_weight({kHidden, kIn}, 1, 0.25), b1 = make_weight({kHidden}, 2, 0.1);
-  Weight w2 = make_weight({kHidden, kHidden}, 3, 0.18), b2 = make_weight({kHidden}, 4, 0.1);
-  Weight w3 = make_weight({kClasses, kHidden}, 5, 0.3), b3 = make_weight({kClasses}, 6, 0.1);
-};
-
-dvm::Tensor wrap(const Weight& w) { return dvm::Tensor::from_blob(w.f16.data(), w.shape); }
-
-// One call: probabilities [B, kClasses] in float32.
-std::vector<float> classify(const Model& m, const std::vector<dvm::Half>& features, int64_t batch) {
-  using dvm::Tensor;
-  const Tensor x = Tensor::from_blob(features.data(), {batch, kIn});
-  const Tensor h = dvm::gelu(dvm::linear(x, wrap(m.w1), wrap(m.b1)));
-  const Tensor r = h + dvm::gelu(dvm::linear(h, wrap(m.w2), wrap(m.b2)));
-  const Tensor n = dvm::layer_norm(r, {kHidden}, Tensor(), Tensor());
-  const Tensor logits = dvm::linear(n, wrap(m.w3), wrap(m.b3));
-  return dvm::softmax(logits.to(dvm::Dtype::F32), -1).to_vector();
-}
-
-double gelu_ref(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
-double f16_round(double v) { return dvm::to_float(dvm::to_half(static_cast<float>(v))); }
-
-// The same model in double precision, rounding to float16 where dvm's
-// kernels store float16 (each linear's output, the residual sum, the norm,
-// the logits), so the comparison measures dvm's f32 arithmetic, not the
-// model's sensitivity to float16.
-std::vector<double> classify_ref(const Model& m, const std::vector<dvm::Half>& features, int64_t batch) {
-  auto linear = [](const std::vector<double>& x, int64_t rows, int64_t in, const Weight& w, const Weight& b,
-                   int64_t out) {
-    std::vector<double> y(static_cast<size_t>(rows * out));
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out; ++o) {
-        double s = b.ref[static_cast<size_t>(o)];
-        for (int64_t k = 0; k < in; ++k)
-          s += x[static_cast<size_t>(r * in + k)] * w.ref[static_cast<size_t>(o * in + k)];
-        y[static_cast<size_t>(r * out + o)] = s;
-      }
-    return y;
-  };
-  std::vector<double> x(static_cast<size_t>(batch * kIn));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = dvm::to_float(features[i]);
-  std::vector<double> h = linear(x, batch, kIn, m.w1, m.b1, kHidden);
-  for (double& v : h) v = f16_round(gelu_ref(v));
-  std::vector<double> g = linear(h, batch, kHidden, m.w2, m.b2, kHidden);
-  for (size_t i = 0; i < g.size(); ++i) g[i] = f16_round(h[i] + f16_round(gelu_ref(g[i])));
-  for (int64_t r = 0; r < batch; ++r) {
-    double mean = 0, var = 0;
-    for (int64_t k = 0; k < kHidden; ++k) mean += g[static_cast<size_t>(r * kHidden + k)];
-    mean /= kHidden;
-    for (int64_t k = 0; k < kHidden; ++k) var += std::pow(g[static_cast<size_t>(r * kHidden + k)] - mean, 2);
-    var /= kHidden;
-    for (int64_t k = 0; k < kHidden; ++k) {
-      double& v = g[static_cast<size_t>(r * kHidden + k)];
-      v = f16_round((v - mean) / std::sqrt(var + 1e-5));
-    }
-  }
-  std::vector<double> z = linear(g, batch, kHidden, m.w3, m.b3, kClasses);
-  for (int64_t r = 0; r < batch; ++r) {
-    double mx = -1e300, sum = 0;
-    for (int64_t c = 0; c < kClasses; ++c) mx = std::max(mx, f16_round(z[static_cast<size_t>(r * kClasses + c)]));
-    for (int64_t c = 0; c < kClasses; ++c) sum += std::exp(f16_round(z[static_cast<size_t>(r * kClasses + c)]) - mx);
-    for (int64_t c = 0; c < kClasses; ++c) {
-      double& v = z[static_cast<size_t>(r * kClasses + c)];
-      v = std::exp(f16_round(v) - mx) / sum;
-    }
-  }
-  return z;
+  return t;
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -124,70 +48,119 @@ double percentile(std::vector<double> v, double q) {
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
 }
 
+int64_t compiles() { return dvm::stats().kernels_compiled + dvm::stats().jit_compiles; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool interp = false;
-  int calls = 200;
+  int prompts = 6;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--interp") == 0) interp = true;
-    else calls = std::atoi(argv[i]);
+    else prompts = std::atoi(argv[i]);
   }
-  if (calls < 2) {
-    std::fprintf(stderr, "edge_model: expected at least 2 calls\n");
+  if (prompts < 2) {
+    std::fprintf(stderr, "edge_model: expected at least 2 prompts\n");
     return 2;
   }
   if (interp) dvm::set_tier_mode(dvm::TierMode::Off);
-  const Model model;
-  std::vector<dvm::Half> features(static_cast<size_t>(kMaxBatch * kIn));
+  const gpt::Config config = gpt::Config::tiny();
 
-  std::vector<double> us;
-  int64_t compiled_after_first = 0, compiled_at_first = 0;
-  double worst = 0;
-  for (int c = 0; c < calls; ++c) {
-    const int64_t batch = 1 + (static_cast<int64_t>(c) * 7) % kMaxBatch;  // 1..16, a new size most calls
-    for (size_t i = 0; i < features.size(); ++i)
-      features[i] = dvm::to_half(static_cast<float>(std::sin(0.013 * static_cast<double>(i) + 0.7 * c)));
-    std::vector<float> p;
-    if (c == 0) {
-      // At load time: the first call with its kernels compiled before they run.
-      dvm::warm_up([&] { p = classify(model, features, batch); });
-      compiled_at_first = dvm::stats().kernels_compiled + dvm::stats().jit_compiles;
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      p = classify(model, features, batch);
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-      compiled_after_first = dvm::stats().kernels_compiled + dvm::stats().jit_compiles - compiled_at_first;
-    }
-    // Every probability within 4e-3 of the reference. The reference rounds
-    // where dvm rounds, so what is left is f32 arithmetic (~1e-6) and the
-    // float16 roundings it can flip by one unit (2^-11 relative): a flipped
-    // logit (|z| < 4) moves a probability by at most 0.25 * 4 * 2^-11 = 5e-4,
-    // and flips in the 128-wide hidden layers reach the logits through the
-    // weights (|w| <= 0.3): a few of them stay under 4e-3.
-    const std::vector<double> want = classify_ref(model, features, batch);
-    for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(p[i] - want[i]));
+  // What ships: the weights rounded to float16 in a weights file.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("dvm_edge_model_" + std::to_string(getpid()) + ".dvmw")).string();
+  {
+    std::vector<dvm::NamedTensor> f16;
+    for (const dvm::NamedTensor& w : gpt::random_weights(config, 2026))
+      f16.push_back({w.name, w.tensor.to(dvm::Dtype::F16)});
+    dvm::save_weights(path, f16);
   }
-  const int64_t jit_compiles = dvm::stats().jit_compiles;
-  std::printf("edge_model: %d calls, batch 1-16, float16 weights and activations, %s (ISA %s)\n", calls,
-              interp ? "interpreter only (tier off)" : "interpreter, then machine code", dvm::isa().c_str());
-  std::printf("edge_model: latency p50 %.1f us, p99 %.1f us; max probability error %.2g; weights %zu bytes\n",
-              percentile(us, 0.5), percentile(us, 0.99), worst,
-              sizeof(dvm::Half) * static_cast<size_t>(kHidden * kIn + kHidden * kHidden + kClasses * kHidden +
-                                                      2 * kHidden + kClasses));
-  std::printf("edge_model: kernels compiled after the first call: %lld\n",
-              static_cast<long long>(compiled_after_first));
-  if (worst > 4e-3) {
-    std::fprintf(stderr, "edge_model: probabilities differ from the reference by %g\n", worst);
+  const auto file_bytes = std::filesystem::file_size(path);
+  const std::vector<dvm::NamedTensor> weights = dvm::load_weights(path);
+  std::filesystem::remove(path);
+  const gpt::Model model(config, weights, dvm::Dtype::F16);
+
+  // The check: the logits of a prompt against the double-precision model on
+  // the same float16 weights, relative to the largest logit. Every kernel
+  // rounds what it stores to float16 (2^-11 relative); a token's path through
+  // the 4 layers stores about 30 intermediates, and layer_norm keeps each
+  // perturbation at the scale of the activations, so the logits stay within
+  // 30 * 2^-11 = 1.5e-2 of their scale (measured: about 1e-3).
+  double rel_error = 0;
+  {
+    const std::vector<int32_t> probe = prompt_tokens(9, config.vocab, 7);
+    gpt::Model::Session s(model);
+    const std::vector<float> got = model.forward(s, probe, true).to(dvm::Dtype::F32).to_vector();
+    const std::vector<double> want = gpt::reference_logits(config, weights, probe);
+    double scale = 0;
+    for (double w : want) scale = std::max(scale, std::fabs(w));
+    for (size_t i = 0; i < want.size(); ++i) rel_error = std::max(rel_error, std::fabs(got[i] - want[i]) / scale);
+  }
+  if (!(rel_error <= 1.5e-2)) {
+    std::fprintf(stderr, "edge_model: logits differ from the double-precision model by %g of their scale\n",
+                 rel_error);
     return 1;
   }
-  if (interp && jit_compiles != 0) {
+
+  gpt::Model::Session session(model);
+  std::vector<double> token_us;
+  int64_t compiled_after_first = 0, compiled_at_first = 0, decoded = 0;
+  double decode_s = 0;
+  for (int p = 0; p < prompts; ++p) {
+    const int64_t length = 1 + (static_cast<int64_t>(p) * 37 + 11) % 64;  // 12, 49, 22, ...: 1 to 64 tokens
+    session.reset();
+    std::vector<int32_t> step = prompt_tokens(length, config.vocab, static_cast<uint64_t>(p) + 1);
+    auto next_token = [&] {
+      step = {static_cast<int32_t>(model.forward(session, step).argmax(-1).to_vector<int64_t>()[0])};
+    };
+    if (p == 0) {
+      // At load time, with every kernel compiled before it runs: the first
+      // prompt and a decode step, and a prompt of one token. That one is a
+      // structure of its own: attention over a single key reduces rows of
+      // length 1, and kernels are keyed by which extents are 1 (what
+      // broadcasts), never by the other sizes.
+      dvm::warm_up([&] {
+        next_token();
+        next_token();
+        gpt::Model::Session one(model);
+        (void)model.forward(one, {step[0]}).argmax(-1).to_vector<int64_t>();
+      });
+      compiled_at_first = compiles();
+    } else {
+      next_token();
+    }
+    for (int64_t t = 0; t < kDecodeTokens; ++t) {
+      const auto t0 = std::chrono::steady_clock::now();
+      next_token();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      token_us.push_back(s * 1e6);
+      decode_s += s;
+      ++decoded;
+    }
+    if (p > 0) compiled_after_first = compiles() - compiled_at_first;
+  }
+  std::printf("edge_model: gpt tiny (d %lld, %lld layers, vocab %lld), float16 weights, caches and activations, %s "
+              "(ISA %s)\n",
+              static_cast<long long>(config.d_model), static_cast<long long>(config.n_layers),
+              static_cast<long long>(config.vocab),
+              interp ? "interpreter only (tier off)" : "interpreter, then machine code", dvm::isa().c_str());
+  std::printf("edge_model: weights file %.1f MB (float32: %.1f MB); logits within %.1e of the double-precision "
+              "model\n",
+              static_cast<double>(file_bytes) / 1e6, static_cast<double>(file_bytes) * 2 / 1e6, rel_error);
+  std::printf("edge_model: %d prompts of 1-64 tokens, %lld decoded tokens: %.0f tokens/s, per token p50 %.0f us, "
+              "p99 %.0f us\n",
+              prompts, static_cast<long long>(decoded), static_cast<double>(decoded) / decode_s,
+              percentile(token_us, 0.5), percentile(token_us, 0.99));
+  std::printf("edge_model: kernels compiled after the first prompt: %lld\n",
+              static_cast<long long>(compiled_after_first));
+  if (interp && dvm::stats().jit_compiles != 0) {
     std::fprintf(stderr, "edge_model: %lld machine-code compiles with the tier off\n",
-                 static_cast<long long>(jit_compiles));
+                 static_cast<long long>(dvm::stats().jit_compiles));
     return 1;
   }
   if (compiled_after_first != 0) {
-    std::fprintf(stderr, "edge_model: %lld kernels compiled after the first call (expected none: only B changed)\n",
+    std::fprintf(stderr,
+                 "edge_model: %lld kernels compiled after the first prompt (expected none: only lengths changed)\n",
                  static_cast<long long>(compiled_after_first));
     return 1;
   }

@@ -75,9 +75,15 @@ inline std::vector<dvm::NamedTensor> random_weights(const Config& c, uint64_t se
 class Model {
  public:
   // The weights by name (weight_shapes(config)); float32, float16 or
-  // bfloat16, converted to float32 once here. A missing weight or a wrong
-  // shape is a dvm::Error naming it.
-  Model(Config config, const std::vector<dvm::NamedTensor>& weights) : c_(std::move(config)) {
+  // bfloat16, converted once here to `dtype` (float32, float16 or bfloat16),
+  // the type the model then holds its weights, caches and activations in
+  // (dvm computes each kernel in float32 and rounds what it stores). A
+  // missing weight or a wrong shape is a dvm::Error naming it.
+  Model(Config config, const std::vector<dvm::NamedTensor>& weights, dvm::Dtype dtype = dvm::Dtype::F32)
+      : c_(std::move(config)), dtype_(dtype) {
+    if (!dvm::is_floating(dtype_))
+      throw dvm::Error(std::string("gpt::Model: the model's type is ") + dvm::dtype_name(dtype_) +
+                       ", expected float32, float16 or bfloat16");
     if (c_.d_model <= 0 || c_.n_heads <= 0 || c_.d_model % c_.n_heads != 0 || c_.n_layers <= 0 || c_.vocab <= 0 ||
         c_.context <= 0)
       throw dvm::Error("gpt::Model: configuration '" + c_.name + "' is not valid (d_model a positive multiple of " +
@@ -93,7 +99,7 @@ class Model {
       if (!dvm::is_floating(it->second.dtype()))
         throw dvm::Error("gpt::Model: weight '" + name + "' is " + dvm::dtype_name(it->second.dtype()) +
                          ", expected a floating type");
-      dvm::Tensor t = it->second.to(dvm::Dtype::F32).contiguous();
+      dvm::Tensor t = it->second.to(dtype_).contiguous();
       t.sync();
       return t;
     };
@@ -116,6 +122,7 @@ class Model {
   }
 
   const Config& config() const { return c_; }
+  dvm::Dtype dtype() const { return dtype_; }
 
   // One sequence being decoded: every layer's key and value cache
   // ([heads, context, head_dim], growing along axis 1) and the position of
@@ -125,8 +132,8 @@ class Model {
     explicit Session(const Model& m) {
       const Config& c = m.config();
       for (int64_t l = 0; l < c.n_layers; ++l) {
-        keys_.emplace_back(dvm::Shape{c.n_heads, c.context, c.head_dim()}, 1);
-        values_.emplace_back(dvm::Shape{c.n_heads, c.context, c.head_dim()}, 1);
+        keys_.emplace_back(dvm::Shape{c.n_heads, c.context, c.head_dim()}, 1, m.dtype());
+        values_.emplace_back(dvm::Shape{c.n_heads, c.context, c.head_dim()}, 1, m.dtype());
       }
     }
     int64_t position() const { return position_; }
@@ -147,7 +154,7 @@ class Model {
   // Runs tokens at positions session.position() onward, appending their keys
   // and values to the session, and returns the logits: [tokens, vocab], or
   // [1, vocab] for the last token only when all_logits is false (what
-  // generation needs). Pending: the caller's read computes them.
+  // generation needs), in the model's type. Pending: the caller's read computes them.
   dvm::Tensor forward(Session& s, const std::vector<int32_t>& tokens, bool all_logits = false) const {
     const int64_t S = static_cast<int64_t>(tokens.size()), pos = s.position_;
     if (S == 0) throw dvm::Error("gpt::Model::forward: no tokens");
@@ -207,6 +214,7 @@ class Model {
     dvm::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
   };
   Config c_;
+  dvm::Dtype dtype_ = dvm::Dtype::F32;
   dvm::Tensor wte_, wpe_, lnf_w_, lnf_b_;
   std::vector<Block> blocks_;
 };
