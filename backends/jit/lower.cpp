@@ -307,7 +307,6 @@ struct Lowering {
   // in their scratch rows instead of folding; with copies > 1 it only
   // reloads them and folds.
   int pass_loop(int pass, const std::vector<uint8_t>& need, int copies, const std::vector<int>& rows) {
-    const bool last = pass == vp.max_level;
     const bool split = !rows.empty();
     const bool folding = copies > 1;
     std::vector<std::vector<int32_t>> accs(static_cast<size_t>(copies), std::vector<int32_t>(ni, -1));
@@ -355,7 +354,7 @@ struct Lowering {
           if (split && kind(s) == Kind::Vec && vec_val[s] < 0)
             set(s, rows[s] >= 0 ? scratch(IrOp::Load, s, rows[s]) : compute(s, kPhaseRow));
           fold(i, p.code[i].op, true);
-        } else if (last && p.code[i].op == Op::ST && !(split && folding)) {
+        } else if (p.code[i].op == Op::ST && level(i) == pass && !(split && folding)) {
           compute(i, kPhaseRow);
         }
       }
@@ -391,19 +390,22 @@ struct Lowering {
       if (p.code[i].op == Op::STB)
         for (size_t j = 0; j < i; ++j)
           if (p.code[j].op == Op::ST && p.code[j].r[0] == p.code[i].r[0]) stb_after[i] = 1;
-    // Vec values pass P computes: sources of the level P+1 reductions and, in
-    // the last pass, of the stores. A value (not a plain load) that several
-    // passes need is computed once, kept in a scratch row, and reloaded.
+    // Vec values pass P computes: sources of the level P+1 reductions and of
+    // the stores of level P. A store runs in the first pass that has its
+    // value (a value no reduction feeds is stored while the first pass folds),
+    // so no later pass reads or recomputes it for that; outputs never alias
+    // the kernel's inputs (writes into a buffer are kernels of their own).
+    // A value (not a plain load) that several passes need is computed once,
+    // kept in a scratch row, and reloaded.
     cached_.assign(ni, -1);
     slot_.assign(ni, -1);
     std::vector<int>& cached = cached_;
     std::vector<int>& slot = slot_;
     auto needs = [&](int pass, std::vector<uint8_t>& need) {
-      const bool last = pass == vp.max_level;
       need.assign(ni, 0);
       for (size_t i = ni; i-- > 0;) {
         bool roots = (cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1) ||
-                     (last && p.code[i].op == Op::ST);
+                     (p.code[i].op == Op::ST && level(i) == pass);
         if (!roots && !need[i]) continue;
         if (need[i] && cached[i] >= 0 && cached[i] < pass) continue;  // reloaded
         for (int32_t d : src[i])

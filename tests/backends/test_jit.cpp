@@ -415,6 +415,56 @@ TEST(JitReduce, SplitFoldingPass) {
                  static_cast<uint32_t>(C) + 5, "split pass", C == 17);
 }
 
+// A row kernel whose outputs need no reduction beside one that does (a game
+// loop's particle update that also sums an energy): the values no reduction
+// feeds are stored in the first pass, while it folds, so no later pass
+// recomputes them or keeps them in scratch rows; only the value that reads
+// the sum is stored by the last pass. Results stay the interpreter's.
+TEST(JitReduce, StoresNoReductionFeedsRunInTheFirstPass) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder e(Form::RowReduce);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Input);
+  int o1 = e.add_arg(ArgRole::Output), o2 = e.add_arg(ArgRole::Output), o3 = e.add_arg(ArgRole::Output),
+      o4 = e.add_arg(ArgRole::Output);
+  auto x = e.load(Op::LD, ax);
+  auto v = e.binary(Op::ADD, e.binary(Op::MUL, x, x), e.load(Op::LD, ay));
+  e.store(Op::ST, o1, v);
+  e.store(Op::ST, o2, e.unary(Op::NEG, v));
+  auto s = e.reduce(Op::RSUM, e.binary(Op::MUL, v, v));
+  e.store(Op::STB, o3, s);
+  e.store(Op::ST, o4, e.binary(Op::MUL, x, s));
+  auto k = make_kernel(e);
+  IrBuilder ir;
+  std::string reason;
+  ASSERT_TRUE(lower(k->verified(), &ir, &reason));
+  EXPECT_EQ(ir.scratch_rows, 0);
+  // Column loops in order; for each output, which of them store it.
+  std::vector<std::pair<int32_t, int32_t>> loops;  // [begin, end) node ids
+  for (size_t i = 0; i < ir.nodes.size(); ++i)
+    if (ir.nodes[i].op == IrOp::LoopBegin && ir.nodes[i].imm == 0)
+      loops.emplace_back(static_cast<int32_t>(i), ir.nodes[i].a);
+  ASSERT_EQ(loops.size(), 2u) << "the folding pass, then the last pass";
+  auto stored_in = [&](int arg) {
+    std::vector<int> in;
+    for (size_t l = 0; l < loops.size(); ++l)
+      for (int32_t i = loops[l].first; i < loops[l].second; ++i)
+        if (ir.nodes[static_cast<size_t>(i)].op == IrOp::Store && ir.nodes[static_cast<size_t>(i)].arg == arg &&
+            ir.nodes[static_cast<size_t>(i)].phase == kPhaseRow) {
+          in.push_back(static_cast<int>(l));
+          break;
+        }
+    return in;
+  };
+  EXPECT_EQ(stored_in(o1), std::vector<int>{0});
+  EXPECT_EQ(stored_in(o2), std::vector<int>{0});
+  EXPECT_EQ(stored_in(o4), std::vector<int>{1});
+  std::vector<int64_t> lens = short_and_long();
+  lens.push_back(10007);
+  for (int64_t C : lens)
+    differential(*k, {dense(3, C), dense(3, C), dense(3, C), dense(3, C), per_row(3), dense(3, C)}, 1, 3, C,
+                 static_cast<uint32_t>(C) + 11, "first-pass stores", C == 17);
+}
+
 // A layernorm-shaped row kernel (mean, variance, affine) whose weight every
 // row shares (row stride 0) while x and the output advance row by row: over
 // a run of rows in one call, each row's pointers move by their own rs, P = 2
