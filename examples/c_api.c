@@ -34,9 +34,10 @@ int main(void) {
   CHECK(dvm_binary_scalar(DVM_GT, p, 0.2f, 0, &mask));
   CHECK(dvm_reduce(DVM_SUM, mask, NULL, 0, 0, &count));
 
-  float probs[ROWS * OUT], n = 0.0f;
+  float probs[ROWS * OUT];
+  int64_t n = 0; /* a sum of bool counts in int64, as torch's */
   CHECK(dvm_read_f32(p, probs, ROWS * OUT)); /* one flush computes what is pending */
-  CHECK(dvm_read(count, DVM_F32, &n, sizeof n));
+  CHECK(dvm_read(count, DVM_I64, &n, sizeof n));
 
   /* The reference, in double. */
   double worst = 0.0;
@@ -56,8 +57,8 @@ int main(void) {
       above += probs[r * OUT + o] > 0.2f;
     }
   }
-  if (worst > 1e-6 || (int)n != above) {
-    fprintf(stderr, "c_api: softmax error %g, mask count %g (expected %d)\n", worst, n, above);
+  if (worst > 1e-6 || n != above) {
+    fprintf(stderr, "c_api: softmax error %g, mask count %lld (expected %d)\n", worst, (long long)n, above);
     return 1;
   }
 

@@ -330,9 +330,11 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
   const char* name = caller ? caller : detail::op_name(op);
   Node* in = need(x, name);
   // Integers as torch's: a sum is int64, max and min keep the type (all
-  // fold in int64 lanes, fuser/lower.cpp).
-  const Dtype dt = is_integral(in->dtype) ? (op == OpKind::Sum ? Dtype::I64 : in->dtype)
-                                          : result_dtype(op, in->dtype, &in, 1);
+  // fold in int64 lanes, fuser/lower.cpp); a sum of bool counts the trues
+  // in int64 too.
+  const bool count = op == OpKind::Sum && in->dtype == Dtype::Bool;
+  const Dtype dt = is_integral(in->dtype) || count ? (op == OpKind::Sum ? Dtype::I64 : in->dtype)
+                                                   : result_dtype(op, in->dtype, &in, 1);
   std::vector<int> axes = detail::normalize_axes(name, axes_in, in->shape);
   if (op != OpKind::Sum)
     for (int a : axes)
@@ -842,6 +844,7 @@ void check_mean_operand(const Tensor& x) {
 
 Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   check_mean_operand(*this);
+  if (dtype() == Dtype::Bool) return to(Dtype::F32).mean(axes, keepdim);  // the fraction of trues
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   const std::vector<int> norm = detail::normalize_axes("mean", axes, shape());
   Tensor m = s / size_scalar(static_cast<double>(reduced_count(shape(), norm)));
@@ -849,6 +852,7 @@ Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
 }
 Tensor Tensor::mean() const {
   check_mean_operand(*this);
+  if (dtype() == Dtype::Bool) return to(Dtype::F32).mean();
   Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
   // s is 0-d like the count, so the division would promote a 16-bit float
   // to float32; the mean keeps the operand's type (torch).

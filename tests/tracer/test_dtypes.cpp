@@ -162,7 +162,8 @@ TEST(DtypePromotion, OpResultTypesFollowTorch) {
   EXPECT_EQ(f16.sum().dtype(), Dtype::F16);
   EXPECT_EQ(bf16.mean(0).dtype(), Dtype::BF16);
   EXPECT_EQ(u8.max().dtype(), Dtype::U8);
-  EXPECT_EQ(mask.sum().dtype(), Dtype::F32);  // documented: torch gives int64
+  EXPECT_EQ(mask.sum().dtype(), Dtype::I64);  // torch: counts the trues
+  EXPECT_EQ(mask.mean().dtype(), Dtype::F32);  // the fraction of trues (torch refuses bool)
   EXPECT_EQ((mask + mask).dtype(), Dtype::Bool);  // torch: logical or
   EXPECT_EQ((mask * mask).dtype(), Dtype::Bool);
   EXPECT_EQ((mask * 2.0f).dtype(), Dtype::F32);

@@ -326,6 +326,68 @@ TEST_P(Int64Lanes, ReductionsGiveTorchsTypes) {
   expect_error("i64 mean", [&] { (void)i.mean(); }, {"mean", "int64[4]", "floating"});
 }
 
+// A sum of bool counts the trues in int64 (torch's type), over the same
+// axes as above, from a comparison fused into the counting kernel and from
+// stored masks whose bytes are any nonzero value (true); mean is the
+// fraction of trues in float32. The reference counts.
+TEST_P(Int64Lanes, BoolSumsCountTheTruesInInt64) {
+  struct Case {
+    Shape shape;
+    std::vector<int> axes;
+  };
+  const Case cases[] = {{{5, 37}, {1}}, {{5, 37}, {0}}, {{3, 4, 9}, {1}}, {{2, 70000}, {1}}, {{9000, 3}, {0}},
+                        {{4, 6}, {0, 1}}, {{1, 1}, {1}}, {{40000}, {0}}, {{2, 3, 5}, {0, 2}}, {{3, 0}, {1}}};
+  std::mt19937 rng(23);
+  for (const Case& c : cases) {
+    const int64_t n = c.shape.numel();
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& e : v) e = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+    std::vector<uint8_t> bytes(static_cast<size_t>(n));
+    for (uint8_t& b : bytes) b = rng() % 3 == 0 ? static_cast<uint8_t>(1 + rng() % 255) : 0;
+    const Tensor x = Tensor::from_vector(v, c.shape);
+    const Tensor stored = Tensor::from_blob(bytes.data(), c.shape, Dtype::Bool);
+    const Tensor fused = dvm::gt(x, 0.0f).sum(c.axes), direct = stored.sum(c.axes);
+    const Tensor frac = stored.mean(c.axes);
+    ASSERT_EQ(fused.dtype(), Dtype::I64);
+    ASSERT_EQ(direct.dtype(), Dtype::I64);
+    ASSERT_EQ(frac.dtype(), Dtype::F32);
+    const int rank = c.shape.rank();
+    std::map<std::vector<int64_t>, std::array<int64_t, 3>> acc;  // fused count, stored count, members
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> key;
+      int64_t rest = i;
+      std::vector<int64_t> idx(static_cast<size_t>(rank));
+      for (int d = rank - 1; d >= 0; --d) {
+        idx[static_cast<size_t>(d)] = rest % c.shape[d];
+        rest /= c.shape[d];
+      }
+      for (int d = 0; d < rank; ++d)
+        if (std::find(c.axes.begin(), c.axes.end(), d) == c.axes.end()) key.push_back(idx[static_cast<size_t>(d)]);
+      auto& a = acc[key];
+      a[0] += v[static_cast<size_t>(i)] > 0.0f;
+      a[1] += bytes[static_cast<size_t>(i)] != 0;
+      a[2] += 1;
+    }
+    const std::vector<int64_t> gf = read(fused), gd = read(direct);
+    const std::vector<float> gm = frac.to_vector();
+    const std::string what = c.shape.to_string() + " axes " + std::to_string(c.axes[0]);
+    if (n == 0) {
+      EXPECT_EQ(gd, std::vector<int64_t>(gd.size(), 0)) << what;
+      continue;
+    }
+    ASSERT_EQ(gf.size(), acc.size()) << what;
+    size_t k = 0;
+    for (const auto& [key, a] : acc) {
+      ASSERT_EQ(gf[k], a[0]) << "gt(x, 0).sum " << what << " output " << k;
+      ASSERT_EQ(gd[k], a[1]) << "mask.sum " << what << " output " << k;
+      // mean: the count (exact in f32 below 2^24) times one rounded division
+      const double want = static_cast<double>(a[1]) / static_cast<double>(a[2]);
+      ASSERT_NEAR(gm[k], want, 2 * 0x1p-24 * want) << "mask.mean " << what << " output " << k;
+      ++k;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Target, Int64Lanes, ::testing::ValuesIn(kTargets), target_name);
 
 }  // namespace

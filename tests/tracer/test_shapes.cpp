@@ -370,25 +370,31 @@ TEST(ZeroDim, AxisOutOfRangeStillRejected) {
   expect_error("log_softmax(-2)", [&] { dvm::log_softmax(s, -2); }, {"log_softmax", "-2", "[]"});
 }
 
-TEST(ZeroDim, BoolMaskSumsAreFloatAndMaxIsBool) {
+TEST(ZeroDim, BoolMaskSumsAreInt64AndMaxIsBool) {
   for (float v : {-1.0f, 2.0f}) {
     Tensor mask = dvm::gt(Tensor::from_vector({v}, Shape{}), 0.0f);
     ASSERT_EQ(mask.dtype(), Dtype::Bool);
     const float want = v > 0 ? 1.0f : 0.0f;
+    const int64_t count = v > 0 ? 1 : 0;
     // The rank-1 rule this must match.
     Tensor mask1 = dvm::gt(Tensor::from_vector({v}, {1}), 0.0f);
-    EXPECT_EQ(mask1.sum().dtype(), Dtype::F32);
-    expect_scalar(mask.sum(), want, "sum()");
+    EXPECT_EQ(mask1.sum().dtype(), Dtype::I64);
+    // sum counts the trues in int64, as torch's.
+    for (const Tensor& s : {mask.sum(), mask.sum(0), mask1.sum()}) {
+      EXPECT_EQ(s.dtype(), Dtype::I64);
+      EXPECT_EQ(s.rank(), 0);
+      EXPECT_EQ(s.to_vector<int64_t>(), std::vector<int64_t>{count});
+    }
     // max and min select an element: a bool, as in torch.
     EXPECT_EQ(mask.max().dtype(), Dtype::Bool);
     EXPECT_EQ(mask.min(0).dtype(), Dtype::Bool);
     EXPECT_EQ(mask.max().item(), want);
     EXPECT_EQ(mask.min(0).item(), want);
+    // mean is the fraction of trues, in float32.
     expect_scalar(mask.mean(), want, "mean()");
-    expect_scalar(mask.sum(0), want, "sum(0)");
     EXPECT_EQ(mask.max(-1, true).item(), want);
     expect_scalar(mask.mean(0), want, "mean(0)");
-    // The float result computes with other floats.
+    // The count computes with floats as an integer does: float32.
     expect_scalar(mask.sum() + 1.0f, want + 1.0f, "sum() + 1");
   }
 }
