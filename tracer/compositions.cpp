@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dvm/tensor.h"
+#include "tracer/capture.h"
 #include "tracer/operands.h"
 #include "tracer/shape_rules.h"
 
@@ -37,6 +38,9 @@ Tensor variance(const Tensor& x, const std::vector<int>& axes, int64_t correctio
   const std::vector<int> norm = detail::normalize_axes(op, axes, x.shape());
   int64_t count = 1;  // (norm lists every axis for an empty list; none for a 0-d x)
   for (int a : norm) count *= x.shape()[a];
+  if (detail::CaptureHooks* g = detail::capture(); g && g->symbolic(count)) [[unlikely]]
+    throw Error(std::string(op) + ": over axes whose extents are symbols, in a " + g->what() +
+                ": not supported yet (its divisor, count - correction, is not a product of extents)");
   const Tensor xf = x.dtype() == Dtype::F32 ? x : x.to(Dtype::F32);
   const Tensor d = xf - xf.mean(norm, true);
   // At or below zero degrees of freedom the divide gives inf or NaN (torch).
@@ -205,6 +209,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                 " do not fit (expected k [..., S, E] with q's E, and v [..., S, Ev] with k's S)");
   if (attn_mask.defined() && is_causal)
     throw Error(std::string(op) + ": both attn_mask and is_causal given (torch refuses this too)");
+  if (detail::CaptureHooks* g = detail::capture(); g && scale <= 0.0f && g->symbolic(E)) [[unlikely]]
+    throw Error(std::string(op) + ": the default scale 1/sqrt(E) of a symbolic E, in a " + g->what() +
+                ": not supported yet (pass the scale)");
   const float sc = scale > 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(E)));
   Tensor scores = matmul(q, k.transpose(-2, -1)) * sc;
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();

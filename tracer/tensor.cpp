@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "tracer/capture.h"
 #include "tracer/host_values.h"
 #include "tracer/node.h"
 #include "tracer/operands.h"
@@ -396,11 +397,15 @@ uint64_t splitmix64(uint64_t& state) {
 // A scalar that depends on sizes (an element count), passed to kernels as a
 // one-element input rather than an immediate: the bytecode, and so the
 // kernel, stays the same whatever the sizes.
-Tensor size_scalar(double v) {
+// `count`, or 1 / count when `reciprocal`. A graph being captured is told,
+// so that each of its runs puts its own count there.
+Tensor size_scalar(int64_t count, bool reciprocal = false) {
   Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{}));  // frees it if allocation fails
   Node* n = t.node();
   n->storage = detail::Storage::allocate(1);
-  n->storage->f32()[0] = static_cast<float>(v);
+  const double c = static_cast<double>(count);
+  n->storage->f32()[0] = static_cast<float>(reciprocal ? 1.0 / c : c);
+  if (detail::CaptureHooks* g = detail::capture()) [[unlikely]] g->size_scalar(n, count, reciprocal);
   return t;
 }
 
@@ -847,7 +852,7 @@ Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   if (dtype() == Dtype::Bool) return to(Dtype::F32).mean(axes, keepdim);  // the fraction of trues
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   const std::vector<int> norm = detail::normalize_axes("mean", axes, shape());
-  Tensor m = s / size_scalar(static_cast<double>(reduced_count(shape(), norm)));
+  Tensor m = s / size_scalar(reduced_count(shape(), norm));
   return m.dtype() == s.dtype() ? m : m.to(s.dtype());  // a 0-d sum: as mean() above
 }
 Tensor Tensor::mean() const {
@@ -856,7 +861,7 @@ Tensor Tensor::mean() const {
   Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
   // s is 0-d like the count, so the division would promote a 16-bit float
   // to float32; the mean keeps the operand's type (torch).
-  Tensor m = s / size_scalar(static_cast<double>(numel()));
+  Tensor m = s / size_scalar(numel());
   return m.dtype() == s.dtype() ? m : m.to(s.dtype());
 }
 
@@ -1110,7 +1115,7 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
                   ", got " + t->shape().to_string());
   std::vector<int> axes;
   for (int i = rank - k; i < rank; ++i) axes.push_back(i);
-  const Tensor inv = size_scalar(1.0 / static_cast<double>(normalized_shape.numel()));
+  const Tensor inv = size_scalar(normalized_shape.numel(), true);
   // One run of trailing axes: a single reduction node each.
   auto rowsum = [&](const Tensor& t) { return reduce(OpKind::Sum, t, axes, true, "layer_norm"); };
   Tensor xc = x - rowsum(x) * inv;

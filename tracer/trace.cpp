@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dvm/error.h"
+#include "tracer/capture.h"
 #include "tracer/pipeline.h"
 
 namespace dvm::detail {
@@ -50,7 +51,8 @@ void Trace::record(Node* n) {
   }
   n->pending = true;
   n->owner.store(this, std::memory_order_relaxed);
-  if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_) flush();
+  // A graph being captured is never flushed (it is computed by its runs).
+  if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_ && !capture()) [[unlikely]] flush();
 }
 
 std::vector<Node*> mark_needed(const std::vector<Node*>& nodes) {
@@ -123,8 +125,24 @@ void settle(std::vector<Node*>& nodes, bool failed) {
 
 }  // namespace
 
+namespace {
+[[noreturn, gnu::cold, gnu::noinline]] void flush_while_capturing() {
+  throw Error(std::string(capture()->what()) +
+              ": values were asked for while the graph is being built (an observer such as data(), item() or "
+              "to_vector(), or an op that reads its operands' values when it is recorded, such as embedding or "
+              "index_select of a graph tensor); a graph records ops only: its Executable computes them");
+}
+}  // namespace
+
+void Trace::abandon(const std::shared_ptr<const std::string>& why) noexcept {
+  for (Node* n : nodes_)
+    if (!n->storage) mark_failed(n, why);
+  settle(nodes_, true);
+}
+
 void Trace::flush() {
   if (flushing_ || nodes_.empty()) return;
+  if (capture()) [[unlikely]] flush_while_capturing();
   flushing_ = true;
   // Swap in the spare list so both keep their capacity from flush to flush.
   std::vector<Node*>& nodes = spare_;

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "tracer/node.h"
@@ -21,6 +23,9 @@ class Trace {
   // Computes every pending node a live Tensor can still observe; pending
   // nodes nothing can reach are dropped without being computed.
   void flush();
+  // Every pending node fails with `why` and leaves the trace uncomputed (a
+  // captured graph's nodes, once the graph has taken their description).
+  void abandon(const std::shared_ptr<const std::string>& why) noexcept;
   size_t pending() const { return nodes_.size(); }
   // The pending nodes in record order (for tests and benchmarks that drive
   // the fuser directly).

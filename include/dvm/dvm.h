@@ -3,6 +3,7 @@
 
 #include "dvm/dtype.h"
 #include "dvm/error.h"
+#include "dvm/graph.h"
 #include "dvm/runtime.h"
 #include "dvm/shape.h"
 #include "dvm/tensor.h"

@@ -1,0 +1,602 @@
+// dvm::Graph and dvm::Executable (include/dvm/graph.h): a capture records the
+// graph through the ordinary ops on a thread whose trace may not flush; the
+// executable keeps each recorded op with its extents, strides and offsets
+// as monomials of the symbols (graph/symbolic.h), and a run rebuilds the ops
+// at the bound sizes, checks that every op's extents fit its operands', and
+// hands them to the tracer's flush, as the lazy path would.
+#include "dvm/graph.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <unordered_map>
+
+#include "graph/symbolic.h"
+#include "tracer/capture.h"
+#include "tracer/node.h"
+#include "tracer/operands.h"
+#include "tracer/shape_rules.h"
+#include "tracer/trace.h"
+
+namespace dvm {
+namespace detail {
+
+using graph::Monomial;
+
+// One recorded op, as a run rebuilds it.
+struct GNode {
+  NodeKind kind = NodeKind::Leaf;
+  OpKind op = OpKind::None;
+  Dtype dtype = Dtype::F32;
+  bool keepdim = false, immediate = false;
+  int8_t red_begin = 0, red_end = 0, scalar_pos = -1;
+  uint8_t nin = 0;
+  float value = 0.0f;
+  std::vector<Monomial> shape, strides;  // strides: a View's, relative to its input
+  Monomial offset;
+  // Each input: >= 0 a node of the list; < 0: -1 - an index into constants.
+  int32_t in[3] = {0, 0, 0};
+  int input = -1;        // a graph input's index
+  int size = -1;         // a size scalar's index
+};
+
+struct SizeScalar {
+  Monomial count;
+  bool reciprocal = false;
+};
+
+struct Port {
+  std::string name;
+  Dtype dtype = Dtype::F32;
+  std::vector<Monomial> shape;
+  int32_t node = -1;
+};
+
+struct ExecutableState {
+  std::vector<std::string> symbols;
+  std::vector<Port> inputs, outputs;
+  std::vector<GNode> nodes;
+  std::vector<Tensor> constants;  // tensors made before the graph that it reads
+  std::vector<SizeScalar> sizes;
+};
+
+struct GraphState final : CaptureHooks {
+  std::vector<std::string> symbols;
+  struct In {
+    std::string name;
+    Tensor t;
+  };
+  std::vector<In> inputs;
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  std::unordered_map<const Node*, std::pair<int64_t, bool>> sizes;
+  bool done = false;
+
+  const char* what() const override { return "graph capture"; }
+  bool symbolic(int64_t extent) const override {
+    Monomial m;
+    return !graph::factor(extent, static_cast<int>(symbols.size()), &m) || !m.constant();
+  }
+  void size_scalar(Node* leaf, int64_t count, bool reciprocal) override {
+    sizes[leaf] = {count, reciprocal};
+  }
+  // Ends the capture: this thread's pending nodes fail with `why` and leave.
+  void end(const char* why) noexcept {
+    if (done) return;
+    done = true;
+    set_capture(nullptr);
+    std::shared_ptr<const std::string> message;
+    try {
+      message = std::make_shared<const std::string>(why);
+    } catch (...) {  // the nodes still fail, with a generic message
+    }
+    Trace::current().abandon(message);
+  }
+};
+
+namespace {
+
+bool valid_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+std::string dims_text(const std::vector<Monomial>& dims, const std::vector<std::string>& names) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i].to_string(names);
+  return s + "]";
+}
+
+}  // namespace
+}  // namespace detail
+
+using detail::GNode;
+using detail::Monomial;
+using detail::Node;
+using detail::NodeKind;
+using detail::OpKind;
+
+// ---------------------------------------------------------------------------
+// Graph
+// ---------------------------------------------------------------------------
+
+Graph::Graph() {
+  if (detail::capture())
+    throw Error("dvm::Graph: another graph is being built on this thread (compile or destroy it first)");
+  detail::Trace::current().flush();  // what the lazy path left pending is computed first
+  s_ = std::make_unique<detail::GraphState>();
+  detail::set_capture(s_.get());
+}
+
+Graph::~Graph() {
+  if (s_) s_->end("a tensor of a dvm::Graph that was destroyed without compile() has no values");
+}
+
+Dim Graph::symbol(const std::string& name) {
+  if (!s_ || s_->done) throw Error("dvm::Graph::symbol: the graph was already compiled");
+  if (!detail::valid_name(name))
+    throw Error("dvm::Graph::symbol: '" + name + "' is not a valid name (letters, digits and '_', not empty)");
+  if (std::find(s_->symbols.begin(), s_->symbols.end(), name) != s_->symbols.end())
+    throw Error("dvm::Graph::symbol: '" + name + "' is already a symbol of this graph");
+  if (static_cast<int>(s_->symbols.size()) >= graph::kMaxSymbols)
+    throw Error("dvm::Graph::symbol: a graph has at most " + std::to_string(graph::kMaxSymbols) + " symbols");
+  s_->symbols.push_back(name);
+  return Dim(graph::probe(static_cast<int>(s_->symbols.size()) - 1));
+}
+
+Tensor Graph::input(const std::string& name, const std::vector<Dim>& shape, Dtype dtype) {
+  if (!s_ || s_->done) throw Error("dvm::Graph::input: the graph was already compiled");
+  if (!detail::valid_name(name))
+    throw Error("dvm::Graph::input: '" + name + "' is not a valid name (letters, digits and '_', not empty)");
+  for (const auto& in : s_->inputs)
+    if (in.name == name) throw Error("dvm::Graph::input: '" + name + "' is already an input of this graph");
+  detail::check_dtype("dvm::Graph::input", dtype);
+  if (static_cast<int>(shape.size()) > kMaxRank)
+    throw Error("dvm::Graph::input '" + name + "': " + std::to_string(shape.size()) + " extents (at most " +
+                std::to_string(kMaxRank) + ")");
+  Shape s;
+  for (const Dim& d : shape) {
+    Monomial m;
+    if (!graph::factor(d, static_cast<int>(s_->symbols.size()), &m) || m.coeff < 1)
+      throw Error("dvm::Graph::input '" + name + "': an extent is not a positive product of this graph's symbols "
+                  "and a constant");
+    s.push_back(d);
+  }
+  detail::check_extents("dvm::Graph::input", s, " (input '" + name + "')");
+  Node* n = detail::new_node(NodeKind::Leaf, OpKind::None, dtype, s);
+  detail::contiguous_strides(s, n->strides);
+  Tensor t = detail::record(n);  // pending: nothing reads its values until a run
+  s_->inputs.push_back({name, t});
+  return t;
+}
+
+void Graph::output(const std::string& name, const Tensor& t) {
+  if (!s_ || s_->done) throw Error("dvm::Graph::output: the graph was already compiled");
+  if (!detail::valid_name(name))
+    throw Error("dvm::Graph::output: '" + name + "' is not a valid name (letters, digits and '_', not empty)");
+  for (const auto& o : s_->outputs)
+    if (o.first == name) throw Error("dvm::Graph::output: '" + name + "' is already an output of this graph");
+  Node* n = detail::need(t, "dvm::Graph::output");
+  if (!n->pending)
+    throw Error("dvm::Graph::output '" + name + "': the tensor was not recorded in this graph (it is a constant " +
+                "made before it; an output must be computed by the graph)");
+  s_->outputs.emplace_back(name, t);
+}
+
+namespace {
+
+// Builds the executable's description of the captured ops (the capture is
+// still on: the nodes are pending in this thread's trace).
+struct Describe {
+  detail::GraphState& g;
+  detail::ExecutableState& x;
+  std::unordered_map<const Node*, int32_t> index;     // pending node -> its GNode
+  std::unordered_map<const Node*, int32_t> constant;  // external node -> constants
+  int symbols() const { return static_cast<int>(g.symbols.size()); }
+
+  Monomial read(int64_t v, const Node* n, const char* what) {
+    Monomial m;
+    if (!graph::factor(v, symbols(), &m))
+      throw Error("dvm::Graph::compile: " + std::string(what) + " " + std::to_string(v) + " of " +
+                  detail::op_name(n->op) + " " + detail::describe(n) +
+                  " is not a product of the graph's symbols and a constant (sums and differences of symbols, "
+                  "such as S - 1 or a cat along a symbolic axis, are not supported yet)");
+    return m;
+  }
+  std::vector<Monomial> read_shape(const Node* n) {
+    std::vector<Monomial> s;
+    for (int64_t d : n->shape) s.push_back(read(d, n, "extent"));
+    return s;
+  }
+
+  // The reference to input node `in` of a GNode: a rebuilt node or a constant.
+  int32_t ref(const Node* in) {
+    if (auto it = index.find(in); it != index.end()) return it->second;
+    if (auto it = constant.find(in); it != constant.end()) return -1 - it->second;
+    if (auto it = g.sizes.find(in); it != g.sizes.end()) {
+      GNode s;
+      s.kind = NodeKind::Leaf;
+      s.size = static_cast<int>(x.sizes.size());
+      x.sizes.push_back({read(it->second.first, in, "element count"), it->second.second});
+      x.nodes.push_back(s);
+      return index[in] = static_cast<int32_t>(x.nodes.size() - 1);
+    }
+    if (in->kind == NodeKind::Const && !in->storage) {
+      // A constant's extents may be symbols (full({B, S}, 0)): rebuilt per run.
+      GNode c;
+      c.kind = NodeKind::Const;
+      c.dtype = in->dtype;
+      c.value = in->value;
+      c.immediate = in->immediate;
+      c.shape = read_shape(in);
+      x.nodes.push_back(c);
+      return index[in] = static_cast<int32_t>(x.nodes.size() - 1);
+    }
+    for (int64_t d : in->shape)
+      if (g.symbolic(d))
+        throw Error("dvm::Graph::compile: " + detail::describe(in) +
+                    " holds values made during the capture with an extent that is a symbol (such as arange(S) or a "
+                    "causal mask of a symbolic length): not supported yet");
+    x.constants.push_back(Tensor(const_cast<Node*>(in)));
+    return -1 - (constant[in] = static_cast<int32_t>(x.constants.size() - 1));
+  }
+
+  void add(const Node* n, int input) {
+    if (n->target)
+      throw Error("dvm::Graph::compile: " + std::string(detail::op_name(n->op)) + " " + detail::describe(n) +
+                  " writes into a buffer (cat, KVCache::append): not supported in a graph yet");
+    GNode gn;
+    gn.kind = n->kind;
+    gn.op = n->op;
+    gn.dtype = n->dtype;
+    gn.keepdim = n->keepdim;
+    gn.immediate = n->immediate;
+    gn.red_begin = n->red_begin;
+    gn.red_end = n->red_end;
+    gn.scalar_pos = n->scalar_pos;
+    gn.nin = n->nin;
+    gn.value = n->value;
+    gn.input = input;
+    gn.shape = read_shape(n);
+    if (n->kind == NodeKind::View) {
+      for (int i = 0; i < n->shape.rank(); ++i) gn.strides.push_back(read(n->strides[i], n, "stride"));
+      gn.offset = read(n->offset, n, "offset");
+    }
+    for (int i = 0; i < n->nin; ++i) gn.in[i] = ref(n->in[i]);
+    x.nodes.push_back(std::move(gn));
+    index[n] = static_cast<int32_t>(x.nodes.size() - 1);
+  }
+};
+
+}  // namespace
+
+Executable Graph::compile() {
+  if (!s_ || s_->done) throw Error("dvm::Graph::compile: the graph was already compiled");
+  if (s_->outputs.empty()) throw Error("dvm::Graph::compile: the graph has no outputs (Graph::output)");
+  Executable exe;
+  exe.s_ = std::make_unique<detail::ExecutableState>();
+  detail::ExecutableState& x = *exe.s_;
+  x.symbols = s_->symbols;
+  try {
+    const std::vector<Node*>& pending = detail::Trace::current().pending_nodes();
+    // What the outputs reach, and the inputs, in record order.
+    std::unordered_map<const Node*, bool> needed;
+    for (const auto& o : s_->outputs) needed[o.second.node()] = true;
+    for (const auto& in : s_->inputs) needed[in.t.node()] = true;
+    for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
+      if (!needed.count(*it)) continue;
+      for (int i = 0; i < (*it)->nin; ++i)
+        if ((*it)->in[i]->pending) needed[(*it)->in[i]] = true;
+    }
+    Describe d{*s_, x, {}, {}};
+    std::unordered_map<const Node*, int> input_of;
+    for (size_t i = 0; i < s_->inputs.size(); ++i) input_of[s_->inputs[i].t.node()] = static_cast<int>(i);
+    for (Node* n : pending) {
+      if (!needed.count(n)) continue;
+      auto in = input_of.find(n);
+      if (n->kind == NodeKind::Leaf && in == input_of.end())
+        throw Error("internal: dvm::Graph::compile: a pending leaf that is not a graph input");
+      d.add(n, in == input_of.end() ? -1 : in->second);
+    }
+    for (const auto& in : s_->inputs) {
+      const Node* n = in.t.node();
+      x.inputs.push_back({in.name, n->dtype, d.read_shape(n), d.index.at(n)});
+    }
+    for (const auto& o : s_->outputs) {
+      const Node* n = o.second.node();
+      x.outputs.push_back({o.first, n->dtype, d.read_shape(n), d.index.at(n)});
+    }
+  } catch (...) {
+    s_->end("a tensor of a dvm::Graph whose compile() failed has no values");
+    throw;
+  }
+  s_->end("a tensor of a dvm::Graph has no values: it was recorded to be computed by the Executable's run()");
+  return exe;
+}
+
+// ---------------------------------------------------------------------------
+// Executable
+// ---------------------------------------------------------------------------
+
+Executable::Executable() = default;
+Executable::~Executable() = default;
+Executable::Executable(Executable&&) noexcept = default;
+Executable& Executable::operator=(Executable&&) noexcept = default;
+
+namespace {
+
+const detail::ExecutableState& state(const std::unique_ptr<detail::ExecutableState>& s, const char* op) {
+  if (!s) throw Error(std::string("dvm::Executable::") + op + ": an empty executable (moved from, or never compiled)");
+  return *s;
+}
+
+// Every symbol's value, in symbol order, from bindings; errors name op.
+std::vector<int64_t> bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op) {
+  std::vector<int64_t> v(x.symbols.size(), -1);
+  for (const auto& [name, value] : bindings) {
+    auto it = std::find(x.symbols.begin(), x.symbols.end(), name);
+    if (it == x.symbols.end())
+      throw Error(std::string("dvm::Executable::") + op + ": '" + name + "' is not a symbol of this graph");
+    int64_t& slot = v[static_cast<size_t>(it - x.symbols.begin())];
+    if (slot >= 0) throw Error(std::string("dvm::Executable::") + op + ": symbol '" + name + "' is bound twice");
+    if (value < 1)
+      throw Error(std::string("dvm::Executable::") + op + ": symbol '" + name + "' is bound to " +
+                  std::to_string(value) + " (expected at least 1)");
+    slot = value;
+  }
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] < 0) throw Error(std::string("dvm::Executable::") + op + ": symbol '" + x.symbols[i] + "' is not bound");
+  return v;
+}
+
+std::string binding_text(const detail::ExecutableState& x, const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + x.symbols[i] + " = " + std::to_string(v[i]);
+  return s.empty() ? "no symbols" : s;
+}
+
+Shape eval_shape(const detail::ExecutableState& x, const std::vector<Monomial>& dims, const std::vector<int64_t>& v,
+                 const std::string& what) {
+  Shape s;
+  for (const Monomial& m : dims) {
+    int64_t e = 0;
+    if (!m.eval(v.data(), &e))
+      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": the extent " + m.to_string(x.symbols) + " of " +
+                  what + " overflows int64");
+    s.push_back(e);
+  }
+  detail::check_extents("dvm::Executable::run", s, " (" + what + " at " + binding_text(x, v) + ")");
+  return s;
+}
+
+const detail::Port* find_port(const std::vector<detail::Port>& ports, const std::string& name) {
+  for (const detail::Port& p : ports)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// Whether `in` broadcasts to `out` (numpy's rule, out already the result).
+bool broadcasts_to(const Shape& in, const Shape& out) {
+  if (in.rank() > out.rank()) return false;
+  for (int i = 1; i <= in.rank(); ++i) {
+    const int64_t a = in[in.rank() - i], b = out[out.rank() - i];
+    if (a != b && a != 1) return false;
+  }
+  return true;
+}
+
+// Whether a rebuilt op's extents fit its operands' (a graph whose extents
+// were read as constants where the capture's sizes made them numbers would
+// otherwise read outside its operands at other sizes).
+bool fits(const GNode& g, const Shape& out, Node* const* ins) {
+  switch (g.kind) {
+    case NodeKind::Elementwise:
+      for (int i = 0; i < g.nin; ++i)
+        if (!broadcasts_to(ins[i]->shape, out)) return false;
+      return true;
+    case NodeKind::Copy:
+      return ins[0]->shape == out;
+    case NodeKind::Reduce: {
+      const Shape& in = ins[0]->shape;
+      Shape want;
+      for (int i = 0; i < in.rank(); ++i) {
+        if (i < g.red_begin || i >= g.red_end) want.push_back(in[i]);
+        else if (g.keepdim) want.push_back(1);
+      }
+      return want == out;
+    }
+    case NodeKind::Contract: {
+      const Shape &a = ins[0]->shape, &b = ins[1]->shape;
+      if (a.rank() < 2 || b.rank() < 2 || out.rank() != std::max(a.rank(), b.rank())) return false;
+      if (a[a.rank() - 1] != b[b.rank() - 2] || out[out.rank() - 2] != a[a.rank() - 2] ||
+          out[out.rank() - 1] != b[b.rank() - 1])
+        return false;
+      for (int i = 3; i <= out.rank(); ++i) {
+        const int64_t o = out[out.rank() - i];
+        const int64_t ea = i <= a.rank() ? a[a.rank() - i] : 1, eb = i <= b.rank() ? b[b.rank() - i] : 1;
+        if ((ea != o && ea != 1) || (eb != o && eb != 1) || (ea != o && eb != o)) return false;
+      }
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const {
+  const detail::ExecutableState& x = state(s_, "run");
+  const std::vector<int64_t> v = bind(x, bindings, "run");
+  std::vector<const void*> in_ptr(x.inputs.size(), nullptr);
+  for (const auto& [name, ptr] : inputs) {
+    const detail::Port* p = find_port(x.inputs, name);
+    if (!p) throw Error("dvm::Executable::run: '" + name + "' is not an input of this graph");
+    const size_t i = static_cast<size_t>(p - x.inputs.data());
+    if (in_ptr[i]) throw Error("dvm::Executable::run: input '" + name + "' is given twice");
+    if (!ptr) throw Error("dvm::Executable::run: input '" + name + "' is a null pointer");
+    in_ptr[i] = ptr;
+  }
+  for (size_t i = 0; i < in_ptr.size(); ++i)
+    if (!in_ptr[i]) throw Error("dvm::Executable::run: input '" + x.inputs[i].name + "' is not given");
+  std::vector<void*> out_ptr(x.outputs.size(), nullptr);
+  for (const auto& [name, ptr] : outputs) {
+    const detail::Port* p = find_port(x.outputs, name);
+    if (!p) throw Error("dvm::Executable::run: '" + name + "' is not an output of this graph");
+    const size_t i = static_cast<size_t>(p - x.outputs.data());
+    if (out_ptr[i]) throw Error("dvm::Executable::run: output '" + name + "' is given twice");
+    if (!ptr) throw Error("dvm::Executable::run: output '" + name + "' is a null pointer");
+    out_ptr[i] = ptr;
+  }
+  for (size_t i = 0; i < out_ptr.size(); ++i)
+    if (!out_ptr[i]) throw Error("dvm::Executable::run: output '" + x.outputs[i].name + "' is not given");
+  if (detail::capture())
+    throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
+
+  // Rebuild the ops at these sizes; the flush of the first output computes them all.
+  std::vector<Tensor> built(x.nodes.size());
+  auto node_of = [&](int32_t ref) { return ref >= 0 ? built[static_cast<size_t>(ref)].node() : x.constants[static_cast<size_t>(-1 - ref)].node(); };
+  for (size_t i = 0; i < x.nodes.size(); ++i) {
+    const GNode& g = x.nodes[i];
+    const std::string what = std::string(detail::op_name(g.op)) + " (op " + std::to_string(i) + ")";
+    const Shape shape = eval_shape(x, g.shape, v, what);
+    if (g.input >= 0) {
+      Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, g.dtype, shape));
+      Node* n = t.node();
+      n->storage = detail::Storage::wrap(in_ptr[static_cast<size_t>(g.input)], shape.numel(), g.dtype);
+      detail::contiguous_strides(shape, n->strides);
+      built[i] = std::move(t);
+      continue;
+    }
+    if (g.size >= 0) {
+      const detail::SizeScalar& sz = x.sizes[static_cast<size_t>(g.size)];
+      int64_t count = 0;
+      if (!sz.count.eval(v.data(), &count))
+        throw Error("dvm::Executable::run at " + binding_text(x, v) + ": an element count overflows int64");
+      Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{}));
+      Node* n = t.node();
+      n->storage = detail::Storage::allocate(1);
+      const double c = static_cast<double>(count);
+      n->storage->f32()[0] = static_cast<float>(sz.reciprocal ? 1.0 / c : c);
+      built[i] = std::move(t);
+      continue;
+    }
+    if (g.kind == NodeKind::Const) {
+      Tensor t(detail::new_node(NodeKind::Const, OpKind::None, g.dtype, shape));
+      t.node()->value = g.value;
+      t.node()->immediate = g.immediate;
+      built[i] = std::move(t);
+      continue;
+    }
+    Node* ins[3] = {nullptr, nullptr, nullptr};
+    for (int k = 0; k < g.nin; ++k) ins[k] = node_of(g.in[k]);
+    if (!fits(g, shape, ins))
+      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what + " gives " + shape.to_string() +
+                  ", which does not fit its operands (a size computed from a dvm::Dim during the capture, such as "
+                  "S / 2, is a constant of the graph)");
+    // A view of an input (values that exist) is no trace node, as in the
+    // lazy path: it shares the input's buffer.
+    const bool view_of_values = g.kind == NodeKind::View && ins[0]->storage;
+    Node* n = view_of_values ? detail::new_node(g.kind, g.op, g.dtype, shape)
+                             : detail::new_node(g.kind, g.op, g.dtype, shape, ins, g.nin);
+    Tensor own = view_of_values ? Tensor(n) : Tensor();  // frees n if a check below throws
+    n->keepdim = g.keepdim;
+    n->immediate = g.immediate;
+    n->red_begin = g.red_begin;
+    n->red_end = g.red_end;
+    n->scalar_pos = g.scalar_pos;
+    n->value = g.value;
+    if (g.kind == NodeKind::View) {
+      // Every element it reaches lies in its operand (strides and offset
+      // relative to the operand's contiguous layout).
+      int64_t lo = 0, hi = 0;
+      bool ok = g.offset.eval(v.data(), &n->offset), empty = false;
+      for (int d = 0; ok && d < shape.rank(); ++d) {
+        ok = g.strides[static_cast<size_t>(d)].eval(v.data(), &n->strides[d]);
+        if (shape[d] == 0) empty = true;
+        int64_t reach = 0;
+        ok = ok && !__builtin_mul_overflow(shape[d] > 0 ? shape[d] - 1 : 0, n->strides[d], &reach) &&
+             !__builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
+      }
+      if (!ok || (!empty && (n->offset + lo < 0 || n->offset + hi >= ins[0]->shape.numel()))) {
+        if (!view_of_values) own = detail::record(n);  // recorded so that it is freed with the others
+        throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what + " of " + shape.to_string() +
+                    " reads outside its operand " + ins[0]->shape.to_string() +
+                    " (a size computed from a dvm::Dim during the capture, such as S / 2, is a constant of the graph)");
+      }
+    }
+    if (view_of_values) {
+      ins[0]->storage->retain();
+      n->storage = ins[0]->storage;
+      n->offset += ins[0]->offset;
+      built[i] = std::move(own);
+      continue;
+    }
+    built[i] = detail::record(n);
+  }
+  // Only the outputs stay observable, so the ops fuse as the lazy path's
+  // (a recorded op is kept by the trace, a value by its consumers' edges).
+  std::vector<Tensor> dense(x.outputs.size());
+  for (size_t o = 0; o < x.outputs.size(); ++o) dense[o] = built[static_cast<size_t>(x.outputs[o].node)];
+  built.clear();
+  // Compute every output first (one flush; a strided view or a constant is
+  // then copied dense), then write them: a failure leaves every output as it
+  // was.
+  for (const Tensor& t : dense) t.sync();
+  for (Tensor& t : dense)
+    if (!t.node()->storage || !t.node()->is_contiguous()) t = t.contiguous();
+  for (const Tensor& t : dense) t.sync();
+  for (size_t o = 0; o < x.outputs.size(); ++o) {
+    const Node* n = dense[o].node();
+    const size_t bytes = static_cast<size_t>(n->shape.numel()) * dtype_size(n->dtype);
+    if (bytes == 0) continue;
+    if (!n->storage || !n->is_contiguous())
+      throw Error("internal: dvm::Executable::run: output '" + x.outputs[o].name + "' is not contiguous");
+    std::memcpy(out_ptr[o], n->storage->at(n->offset), bytes);
+  }
+}
+
+Shape Executable::shape(const std::string& name, const Bindings& bindings) const {
+  const detail::ExecutableState& x = state(s_, "shape");
+  const detail::Port* p = find_port(x.inputs, name);
+  if (!p) p = find_port(x.outputs, name);
+  if (!p) throw Error("dvm::Executable::shape: '" + name + "' is neither an input nor an output of this graph");
+  return eval_shape(x, p->shape, bind(x, bindings, "shape"), "'" + name + "'");
+}
+
+Dtype Executable::dtype(const std::string& name) const {
+  const detail::ExecutableState& x = state(s_, "dtype");
+  const detail::Port* p = find_port(x.inputs, name);
+  if (!p) p = find_port(x.outputs, name);
+  if (!p) throw Error("dvm::Executable::dtype: '" + name + "' is neither an input nor an output of this graph");
+  return p->dtype;
+}
+
+std::vector<std::string> Executable::symbols() const { return state(s_, "symbols").symbols; }
+
+std::vector<std::string> Executable::inputs() const {
+  std::vector<std::string> n;
+  for (const detail::Port& p : state(s_, "inputs").inputs) n.push_back(p.name);
+  return n;
+}
+
+std::vector<std::string> Executable::outputs() const {
+  std::vector<std::string> n;
+  for (const detail::Port& p : state(s_, "outputs").outputs) n.push_back(p.name);
+  return n;
+}
+
+std::string Executable::describe() const {
+  const detail::ExecutableState& x = state(s_, "describe");
+  std::string s;
+  for (const auto* ports : {&x.inputs, &x.outputs})
+    for (const detail::Port& p : *ports)
+      s += (ports == &x.inputs ? "input " : "output ") + p.name + ": " + dtype_name(p.dtype) +
+           detail::dims_text(p.shape, x.symbols) + "\n";
+  return s;
+}
+
+int64_t Executable::ops() const { return static_cast<int64_t>(state(s_, "ops").nodes.size()); }
+
+}  // namespace dvm

@@ -1,0 +1,35 @@
+// Symbolic extents of a captured graph. Symbol i is captured as a prime of
+// its own (its probe), so an extent the capture computed from symbols and
+// constants by products (reshape, flatten, strides, offsets) is read back by
+// factoring out the probes: coeff * prod(symbol_i ^ e_i).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dvm::graph {
+
+inline constexpr int kMaxSymbols = 16;
+
+// The probe of symbol i (0 <= i < kMaxSymbols): distinct primes above 16000.
+int64_t probe(int symbol);
+
+struct Monomial {
+  int64_t coeff = 0;  // negative for a reversed stride
+  std::array<uint8_t, kMaxSymbols> exp{};
+  bool constant() const;
+  // Its value when symbol i is values[i]; false when it overflows int64.
+  bool eval(const int64_t* values, int64_t* out) const;
+  // "B*S*12", "768", "-S".
+  std::string to_string(const std::vector<std::string>& names) const;
+};
+
+// `v` read as a monomial of the first `symbols` symbols. False where v
+// cannot be one: what is left once the probes are divided out lies within
+// 64 of a multiple of a probe or of a product of two (v was a sum or a
+// difference, such as S - 1).
+bool factor(int64_t v, int symbols, Monomial* out);
+
+}  // namespace dvm::graph

@@ -1,0 +1,142 @@
+// Static graphs with symbolic dimensions: record a computation once, with
+// some extents named by symbols (a batch B, a sequence length S), and run it
+// for any values of them.
+//
+//   dvm::Graph g;
+//   dvm::Dim B = g.symbol("B"), S = g.symbol("S");
+//   dvm::Tensor x = g.input("x", {B, S, 768});
+//   dvm::Tensor y = dvm::layer_norm(x, {768}, w, b).reshape({B * S, 768});
+//   g.output("y", y);
+//   dvm::Executable exe = g.compile();
+//   exe.run({{"x", x_ptr}}, {{"y", y_ptr}}, {{"B", 8}, {"S", 77}});
+//
+// Between the Graph's construction and compile(), the ordinary ops record
+// the graph on this thread (nothing is computed; an observer such as data()
+// is an error). Tensors made before the graph (weights) are constants of it.
+// A run rebuilds the recorded ops at the bound sizes and computes them: the
+// kernels are those of the lazy path for the same ops (the plan and kernel
+// caches are shared), so a graph's results are bit-identical to the lazy
+// path's, and bindings whose extents differ only in value compile nothing
+// (an extent of 1 is a structure of its own, as in the lazy path: it may
+// make kernels of its own the first time). Each run checks every op's
+// extents against its operands' before anything is computed.
+//
+// A symbol's extent is captured as a number of its own (a large prime), so
+// any size argument accepts a Dim (it converts to that number) and the graph
+// reads every extent back as a product of symbols and a constant: B * S * 12
+// works anywhere a size does, through reshape, permute, narrow and the rest.
+// Not supported yet, each a dvm::Error at capture: sums and differences of
+// symbols (S - 1, cat along a symbolic axis), writes into buffers (cat,
+// KVCache), tensors made from values whose extents are symbols (arange(S),
+// a causal mask of a symbolic length), var/std over symbolic axes, and the
+// default scale of attention over a symbolic head size. A number computed
+// from a Dim in the user's own code (1.0f / S) is a constant of the graph,
+// the value at capture: pass such values as inputs.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dvm/dtype.h"
+#include "dvm/shape.h"
+#include "dvm/tensor.h"
+
+namespace dvm {
+
+namespace detail {
+struct GraphState;
+struct ExecutableState;
+}  // namespace detail
+
+// An extent of a graph: a constant, or a product of its symbols and a
+// constant. Converts to the number the capture gives it, so it can be
+// passed wherever a size is taken.
+class Dim {
+ public:
+  Dim(int64_t constant) : value_(constant) {}  // NOLINT(google-explicit-constructor)
+  operator int64_t() const { return value_; }  // NOLINT(google-explicit-constructor)
+  friend Dim operator*(const Dim& a, const Dim& b) { return times(a.value_, b.value_); }
+  friend Dim operator*(const Dim& a, int64_t k) { return times(a.value_, k); }
+  friend Dim operator*(int64_t k, const Dim& a) { return times(a.value_, k); }
+  friend Dim operator*(const Dim& a, int k) { return times(a.value_, k); }
+  friend Dim operator*(int k, const Dim& a) { return times(a.value_, k); }
+
+ private:
+  static Dim times(int64_t a, int64_t b) {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) throw Error("dvm::Dim: the product of two extents overflows int64");
+    return Dim(r);
+  }
+  int64_t value_;
+};
+
+// Named values for a run.
+using Bindings = std::vector<std::pair<std::string, int64_t>>;
+using GraphInputs = std::vector<std::pair<std::string, const void*>>;
+using GraphOutputs = std::vector<std::pair<std::string, void*>>;
+
+class Executable;
+
+class Graph {
+ public:
+  // Starts recording on this thread (what is pending there is computed
+  // first). One graph at a time per thread; dvm::Error otherwise.
+  Graph();
+  ~Graph();  // a graph never compiled drops what it recorded
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // A new symbol (a non-empty name of letters, digits and '_', unique in
+  // this graph; at most 16 symbols).
+  Dim symbol(const std::string& name);
+  // A named input of the given extents and type. Its run binds a pointer to
+  // numel() contiguous elements of dtype, never written.
+  Tensor input(const std::string& name, const std::vector<Dim>& shape, Dtype dtype = Dtype::F32);
+  // A named output: a tensor recorded in this graph (or a constant of it).
+  void output(const std::string& name, const Tensor& t);
+  // Ends the recording and returns the executable. The graph's tensors have
+  // no values afterwards (reading one is a dvm::Error); the Graph is spent.
+  Executable compile();
+
+ private:
+  std::unique_ptr<detail::GraphState> s_;
+};
+
+class Executable {
+ public:
+  Executable();
+  ~Executable();
+  Executable(Executable&&) noexcept;
+  Executable& operator=(Executable&&) noexcept;
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Computes the outputs for one binding of every symbol (each at least 1):
+  // every input by name (a pointer to its elements, contiguous, row-major,
+  // in its dtype), every output by name (written with its numel() elements
+  // of its dtype and nothing else). A missing, unknown or repeated name, a
+  // symbol below 1, or extents that overflow are dvm::Errors naming them;
+  // no output is written then.
+  void run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const;
+
+  // The extents of input or output `name` for a binding.
+  Shape shape(const std::string& name, const Bindings& bindings) const;
+  Dtype dtype(const std::string& name) const;
+  std::vector<std::string> symbols() const;
+  std::vector<std::string> inputs() const;
+  std::vector<std::string> outputs() const;
+  // "x: float32[B, S, 768]" per input and output, one per line.
+  std::string describe() const;
+  // How many recorded ops a run rebuilds.
+  int64_t ops() const;
+
+ private:
+  friend class Graph;
+  std::unique_ptr<detail::ExecutableState> s_;
+};
+
+}  // namespace dvm

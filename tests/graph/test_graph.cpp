@@ -1,0 +1,296 @@
+// dvm::Graph and dvm::Executable: a graph captured once with symbolic
+// extents runs at any binding with the lazy path's bits (the lazy path is the
+// reference: its own tests check it against double-precision references),
+// compiles nothing after its first run, writes only its outputs, and every
+// misuse is a dvm::Error naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dvm/dvm.h"
+
+namespace dvm::testing {
+namespace {
+
+// f must throw a dvm::Error whose message contains every one of parts.
+template <class F>
+void expect_error(const std::string& what, F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << what << ": no dvm::Error thrown";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts)
+      EXPECT_TRUE(msg.find(p) != std::string::npos) << what << ": message \"" << msg << "\" lacks \"" << p << "\"";
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": threw a non-dvm exception: " << e.what();
+  }
+}
+
+std::vector<float> values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// The model both paths run: x [B, S, 32], m [S, 1]; weights made before.
+struct Weights {
+  Tensor w = Tensor::normal({48, 32}, 1, 0.0f, 0.2f), b = Tensor::normal({48}, 2);
+  Tensor lw = Tensor::normal({32}, 3, 1.0f, 0.1f), lb = Tensor::normal({32}, 4);
+  Weights() {
+    for (const Tensor* t : {&w, &b, &lw, &lb}) t->sync();
+  }
+};
+
+struct Outs {
+  Tensor y, pooled, scores, z;
+};
+
+// Ops of every form: a row kernel (layer_norm, softmax), a product with an
+// epilogue, views through products of symbols, a reduction over a symbolic
+// axis (its count bound per run), a batched product of two graph tensors,
+// broadcasting against a [S, 1] input and a constant of symbolic extents.
+Outs model(const Weights& wt, const Tensor& x, const Tensor& m, int64_t B, int64_t S) {
+  const Tensor h = layer_norm(x, {32}, wt.lw, wt.lb);
+  const Tensor y = gelu(linear(h, wt.w, wt.b));                      // [B, S, 48]
+  const Tensor flat = y.reshape({B * S, 48});
+  const Tensor pooled = flat.mean({0});                               // [48]
+  const Tensor q = y.reshape({B, S, 6, 8}).permute({0, 2, 1, 3});     // [B, 6, S, 8]
+  const Tensor scores = softmax(matmul(q, q.transpose(-2, -1)) * 0.35f, -1);  // [B, 6, S, S]
+  const Tensor z = (x * m + Tensor::full({B, S, 32}, 0.5f)).sum({2});  // [B, S]
+  return {flat, pooled, scores, z};
+}
+
+Executable capture_model(const Weights& wt) {
+  Graph g;
+  const Dim B = g.symbol("B"), S = g.symbol("S");
+  const Tensor x = g.input("x", {B, S, 32});
+  const Tensor m = g.input("m", {S, 1});
+  const Outs o = model(wt, x, m, B, S);
+  g.output("y", o.y);
+  g.output("pooled", o.pooled);
+  g.output("scores", o.scores);
+  g.output("z", o.z);
+  return g.compile();
+}
+
+TEST(Graph, RunsMatchTheLazyPathBitForBitAtEveryBinding) {
+  const Weights wt;
+  const Executable exe = capture_model(wt);
+  EXPECT_EQ(exe.symbols(), (std::vector<std::string>{"B", "S"}));
+  EXPECT_EQ(exe.inputs(), (std::vector<std::string>{"x", "m"}));
+  EXPECT_EQ(exe.describe(),
+            "input x: float32[B, S, 32]\ninput m: float32[S, 1]\noutput y: float32[B*S, 48]\n"
+            "output pooled: float32[48]\noutput scores: float32[B, 6, S, S]\noutput z: float32[B, S]\n");
+  std::mt19937 rng(5);
+  int64_t compiled_after_first = -1;
+  for (int run = 0; run < 14; ++run) {
+    // Extents of 1 last: they are a structure of their own (what broadcasts),
+    // which may make kernels of its own; any other sizes compile nothing.
+    const int64_t B = run == 12 ? 1 : 2 + static_cast<int64_t>(rng() % 4);
+    const int64_t S = run == 13 ? 1 : 2 + static_cast<int64_t>(rng() % 40);
+    const Bindings bind = {{"S", S}, {"B", B}};
+    EXPECT_EQ(exe.shape("scores", bind), (Shape{B, 6, S, S}));
+    const std::vector<float> xv = values(B * S * 32, static_cast<uint32_t>(run)), mv = values(S, 100u + run);
+    // Outputs with guard elements after them.
+    constexpr float kGuard = -12345.0f;
+    std::vector<float> y(static_cast<size_t>(B * S * 48 + 4), kGuard), pooled(48 + 4, kGuard),
+        scores(static_cast<size_t>(B * 6 * S * S + 4), kGuard), z(static_cast<size_t>(B * S + 4), kGuard);
+    const int64_t before = stats().kernels_compiled, launched = stats().kernels_run;
+    exe.run({{"x", xv.data()}, {"m", mv.data()}},
+            {{"y", y.data()}, {"pooled", pooled.data()}, {"scores", scores.data()}, {"z", z.data()}}, bind);
+    if (run > 0 && run < 12) compiled_after_first += stats().kernels_compiled - before;
+    else compiled_after_first = 0;
+    const int64_t graph_kernels = stats().kernels_run - launched;
+    const Tensor x = Tensor::from_blob(xv.data(), {B, S, 32}), m = Tensor::from_blob(mv.data(), {S, 1});
+    const Outs lazy = model(wt, x, m, B, S);
+    const int64_t before_lazy = stats().kernels_run;
+    for (const Tensor* t : {&lazy.y, &lazy.pooled, &lazy.scores, &lazy.z}) t->sync();
+    // (At an extent of 1 the lazy path records some ops differently.)
+    if (B > 1 && S > 1) {
+      EXPECT_EQ(graph_kernels, stats().kernels_run - before_lazy) << "the graph's ops fuse as the lazy path's";
+    }
+    const std::string at = "B " + std::to_string(B) + " S " + std::to_string(S);
+    for (const auto& [got, want] : {std::pair{&y, &lazy.y}, std::pair{&pooled, &lazy.pooled},
+                                    std::pair{&scores, &lazy.scores}, std::pair{&z, &lazy.z}}) {
+      const std::vector<float> w = want->to_vector();
+      ASSERT_EQ(got->size(), w.size() + 4) << at;
+      for (size_t i = 0; i < w.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>((*got)[i]), std::bit_cast<uint32_t>(w[i])) << at << " element " << i;
+      for (size_t i = w.size(); i < got->size(); ++i) ASSERT_EQ((*got)[i], kGuard) << at << ": written past the end";
+    }
+  }
+  EXPECT_EQ(compiled_after_first, 0) << "a new binding compiled kernels";
+}
+
+// Typed inputs and outputs: a float16 input, an int32 one, a bool output.
+TEST(Graph, TypedInputsAndOutputs) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N");
+    const Tensor a = g.input("a", {N, 4}, Dtype::F16), k = g.input("k", {N}, Dtype::I32);
+    g.output("h", a * 2.0f);
+    g.output("s", (k * Tensor::full({}, 3, Dtype::I32)).sum());
+    g.output("big", gt(k, Tensor::full({}, 10, Dtype::I32)));
+    exe = g.compile();
+  }
+  EXPECT_EQ(exe.dtype("h"), Dtype::F16);
+  EXPECT_EQ(exe.dtype("s"), Dtype::I64);
+  EXPECT_EQ(exe.dtype("big"), Dtype::Bool);
+  for (int64_t n : {1, 5, 300}) {
+    std::vector<Half> a(static_cast<size_t>(n * 4));
+    std::vector<int32_t> k(static_cast<size_t>(n));
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      k[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7 % 23);
+      sum += 3 * k[static_cast<size_t>(i)];
+    }
+    for (size_t i = 0; i < a.size(); ++i) a[i] = to_half(static_cast<float>(i % 17) * 0.25f);
+    std::vector<Half> h(a.size());
+    int64_t s = -1;
+    std::vector<uint8_t> big(static_cast<size_t>(n), 7);
+    exe.run({{"a", a.data()}, {"k", k.data()}}, {{"h", h.data()}, {"s", &s}, {"big", big.data()}}, {{"N", n}});
+    EXPECT_EQ(s, sum);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(to_float(h[i]), 2.0f * to_float(a[i])) << i;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(big[static_cast<size_t>(i)], k[static_cast<size_t>(i)] > 10 ? 1 : 0);
+  }
+}
+
+// An input may be an output; an output read through a non-contiguous view
+// is written contiguous.
+TEST(Graph, InputsAndViewsAsOutputs) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim R = g.symbol("R"), C = g.symbol("C");
+    const Tensor x = g.input("x", {R, C});
+    g.output("same", x);
+    g.output("t", x.transpose(0, 1));
+    g.output("half", x.narrow(1, 1, 2) * 1.0f);  // a constant width inside a symbolic row
+    exe = g.compile();
+  }
+  const int64_t R = 3, C = 5;
+  const std::vector<float> x = values(R * C, 9);
+  std::vector<float> same(R * C), t(R * C), half(R * 2);
+  exe.run({{"x", x.data()}}, {{"same", same.data()}, {"t", t.data()}, {"half", half.data()}}, {{"R", R}, {"C", C}});
+  EXPECT_EQ(same, x);
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) EXPECT_EQ(t[static_cast<size_t>(j * R + i)], x[static_cast<size_t>(i * C + j)]);
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      EXPECT_EQ(half[static_cast<size_t>(i * 2 + j)], x[static_cast<size_t>(i * C + 1 + j)]);
+  // Narrower than the constant slice: the view would read outside x.
+  std::vector<float> small(2);
+  expect_error("narrow past a bound extent", [&] {
+    exe.run({{"x", small.data()}}, {{"same", small.data()}, {"t", small.data()}, {"half", small.data()}},
+            {{"R", 1}, {"C", 2}});
+  }, {"R = 1", "C = 2", "outside"});
+}
+
+TEST(Graph, CaptureErrors) {
+  {
+    Graph g;
+    expect_error("empty symbol", [&] { g.symbol(""); }, {"symbol", "not a valid name"});
+    expect_error("bad symbol", [&] { g.symbol("a b"); }, {"symbol", "a b"});
+    g.symbol("B");
+    expect_error("repeated symbol", [&] { g.symbol("B"); }, {"'B' is already a symbol"});
+    const Tensor x = g.input("x", {4});
+    expect_error("repeated input", [&] { g.input("x", {4}); }, {"'x' is already an input"});
+    expect_error("second graph", [] { Graph h; }, {"another graph is being built"});
+    expect_error("read during capture", [&] { (void)(x * 2.0f).to_vector(); },
+                 {"graph capture", "values were asked for"});
+    const Tensor before = Tensor::full({2}, 1.0f);
+    expect_error("output made before", [&] { g.output("c", before); }, {"'c'", "not recorded in this graph"});
+    expect_error("no outputs", [&] { (void)g.compile(); }, {"no outputs"});
+  }
+  {
+    Graph g;
+    const Dim S = g.symbol("S");
+    const Tensor x = g.input("x", {S, 8});
+    g.output("y", x.narrow(0, 1, S - 1));  // S - 1: a difference of symbols
+    expect_error("a difference", [&] { (void)g.compile(); }, {"not a product of the graph's symbols", "S - 1"});
+  }
+  {
+    Graph g;
+    const Dim S = g.symbol("S");
+    const Tensor x = g.input("x", {S});
+    g.output("y", x + Tensor::arange(static_cast<int64_t>(S)));
+    expect_error("values of symbolic extent", [&] { (void)g.compile(); }, {"arange(S)", "not supported yet"});
+  }
+  {
+    Graph g;
+    const Dim S = g.symbol("S");
+    const Tensor x = g.input("x", {S, 4});
+    expect_error("var over a symbol", [&] { (void)x.var({0}); }, {"var", "symbols", "not supported yet"});
+    KVCache cache({16, 4}, 0);
+    expect_error("a write", [&] {
+      g.output("k", cache.append(x.narrow(0, 0, 2)));
+      (void)g.compile();
+    }, {"writes into a buffer", "not supported"});
+  }
+  // After a failed compile (or a destroyed graph) the thread records lazily again.
+  const Tensor t = Tensor::full({3}, 2.0f) * 2.0f;
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{4.0f, 4.0f, 4.0f}));
+}
+
+TEST(Graph, GraphTensorsHaveNoValuesAfterCompile) {
+  Tensor kept;
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N");
+    kept = g.input("x", {N}) * 3.0f;
+    g.output("y", kept);
+    exe = g.compile();
+    expect_error("compile twice", [&] { (void)g.compile(); }, {"already compiled"});
+  }
+  expect_error("read a graph tensor", [&] { (void)kept.to_vector(); }, {"Graph", "no values"});
+  expect_error("use a graph tensor", [&] { (void)(kept + 1.0f); }, {"Graph", "no values"});
+  std::vector<float> x = {1, 2}, y(2);
+  exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"N", 2}});
+  EXPECT_EQ(y, (std::vector<float>{3.0f, 6.0f}));
+}
+
+TEST(Graph, RunErrorsNameTheProblemAndWriteNothing) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N");
+    g.output("y", g.input("x", {N, 2}) + 1.0f);
+    exe = g.compile();
+  }
+  std::vector<float> x(8, 1.0f), y(8, 7.0f);
+  const GraphInputs in = {{"x", x.data()}};
+  const GraphOutputs out = {{"y", y.data()}};
+  expect_error("unbound", [&] { exe.run(in, out, {}); }, {"symbol 'N' is not bound"});
+  expect_error("unknown symbol", [&] { exe.run(in, out, {{"N", 2}, {"M", 1}}); }, {"'M' is not a symbol"});
+  expect_error("twice", [&] { exe.run(in, out, {{"N", 2}, {"N", 3}}); }, {"'N' is bound twice"});
+  expect_error("zero", [&] { exe.run(in, out, {{"N", 0}}); }, {"'N' is bound to 0", "at least 1"});
+  expect_error("negative", [&] { exe.run(in, out, {{"N", -4}}); }, {"'N' is bound to -4"});
+  expect_error("overflow", [&] { exe.run(in, out, {{"N", int64_t{1} << 62}}); }, {"N = 4611686018427387904"});
+  expect_error("missing input", [&] { exe.run({}, out, {{"N", 2}}); }, {"input 'x' is not given"});
+  expect_error("unknown input", [&] { exe.run({{"x", x.data()}, {"q", x.data()}}, out, {{"N", 2}}); },
+               {"'q' is not an input"});
+  expect_error("null input", [&] { exe.run({{"x", nullptr}}, out, {{"N", 2}}); }, {"input 'x' is a null pointer"});
+  expect_error("missing output", [&] { exe.run(in, {}, {{"N", 2}}); }, {"output 'y' is not given"});
+  expect_error("unknown output", [&] { exe.run(in, {{"y", y.data()}, {"w", y.data()}}, {{"N", 2}}); },
+               {"'w' is not an output"});
+  expect_error("shape of nothing", [&] { (void)exe.shape("q", {{"N", 2}}); }, {"'q' is neither"});
+  for (float v : y) EXPECT_EQ(v, 7.0f);
+  Executable moved = std::move(exe);
+  expect_error("moved from", [&] { exe.run(in, out, {{"N", 2}}); }, {"empty executable"});
+  moved.run(in, out, {{"N", 4}});
+  for (float v : y) EXPECT_EQ(v, 2.0f);
+}
+
+}  // namespace
+}  // namespace dvm::testing

@@ -1,0 +1,32 @@
+// What the tracer does differently while a static graph is being captured on
+// its thread (graph/, dvm::Graph): nothing is computed (a flush is an error),
+// and the values the tracer derives from sizes on the host are reported to
+// the graph, which evaluates them again for each binding of its symbols.
+// The graph layer implements the hooks; the tracer only calls them.
+#pragma once
+
+#include <cstdint>
+
+namespace dvm::detail {
+
+struct Node;
+
+class CaptureHooks {
+ public:
+  virtual ~CaptureHooks() = default;
+  // The graph's name for errors ("graph capture").
+  virtual const char* what() const = 0;
+  // Whether an extent (or a count made of extents) involves a symbol.
+  virtual bool symbolic(int64_t extent) const = 0;
+  // `leaf` (a one-element float32 leaf made during the capture) holds
+  // `count`, or 1 / count when `reciprocal`: an element count of the
+  // captured shapes.
+  virtual void size_scalar(Node* leaf, int64_t count, bool reciprocal) = 0;
+};
+
+// This thread's capture, or null (the lazy path).
+CaptureHooks* capture();
+// Installs (or, with null, removes) this thread's capture.
+void set_capture(CaptureHooks* hooks);
+
+}  // namespace dvm::detail
