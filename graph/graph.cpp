@@ -130,11 +130,27 @@ Graph::Graph() {
 }
 
 Graph::~Graph() {
-  if (s_) s_->end("a tensor of a dvm::Graph that was destroyed without compile() has no values");
+  if (!s_ || s_->done) return;
+  // Only the thread that made it can end its capture; elsewhere the state
+  // is left to that thread (which stays in it) rather than freed under it.
+  if (detail::capture() != s_.get()) {
+    (void)s_.release();
+    return;
+  }
+  s_->end("a tensor of a dvm::Graph that was destroyed without compile() has no values");
 }
 
+namespace {
+// The graph is open and this is its thread (the capture is per thread).
+void check_open(const std::unique_ptr<detail::GraphState>& s, const char* op) {
+  if (!s || s->done) throw Error(std::string("dvm::Graph::") + op + ": the graph was already compiled");
+  if (detail::capture() != s.get())
+    throw Error(std::string("dvm::Graph::") + op + ": called on a thread other than the one that made the graph");
+}
+}  // namespace
+
 Dim Graph::symbol(const std::string& name) {
-  if (!s_ || s_->done) throw Error("dvm::Graph::symbol: the graph was already compiled");
+  check_open(s_, "symbol");
   if (!detail::valid_name(name))
     throw Error("dvm::Graph::symbol: '" + name + "' is not a valid name (letters, digits and '_', not empty)");
   if (std::find(s_->symbols.begin(), s_->symbols.end(), name) != s_->symbols.end())
@@ -146,7 +162,7 @@ Dim Graph::symbol(const std::string& name) {
 }
 
 Tensor Graph::input(const std::string& name, const std::vector<Dim>& shape, Dtype dtype) {
-  if (!s_ || s_->done) throw Error("dvm::Graph::input: the graph was already compiled");
+  check_open(s_, "input");
   if (!detail::valid_name(name))
     throw Error("dvm::Graph::input: '" + name + "' is not a valid name (letters, digits and '_', not empty)");
   for (const auto& in : s_->inputs)
@@ -172,7 +188,7 @@ Tensor Graph::input(const std::string& name, const std::vector<Dim>& shape, Dtyp
 }
 
 void Graph::output(const std::string& name, const Tensor& t) {
-  if (!s_ || s_->done) throw Error("dvm::Graph::output: the graph was already compiled");
+  check_open(s_, "output");
   if (!detail::valid_name(name))
     throw Error("dvm::Graph::output: '" + name + "' is not a valid name (letters, digits and '_', not empty)");
   for (const auto& o : s_->outputs)
@@ -272,7 +288,7 @@ struct Describe {
 }  // namespace
 
 Executable Graph::compile() {
-  if (!s_ || s_->done) throw Error("dvm::Graph::compile: the graph was already compiled");
+  check_open(s_, "compile");
   if (s_->outputs.empty()) throw Error("dvm::Graph::compile: the graph has no outputs (Graph::output)");
   Executable exe;
   exe.s_ = std::make_unique<detail::ExecutableState>();

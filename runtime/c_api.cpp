@@ -24,6 +24,12 @@ struct dvm_kv_cache_s {
 struct dvm_weights_s {
   std::vector<dvm::NamedTensor> w;
 };
+struct dvm_graph_s {
+  dvm::Graph g;
+};
+struct dvm_executable_s {
+  dvm::Executable e;
+};
 
 namespace {
 
@@ -73,6 +79,21 @@ bool make_shape(const int64_t* shape, int rank, dvm::Shape* out) {
 
 // A new handle holding t into *out.
 void give(dvm::Tensor t, dvm_tensor* out) { *out = new dvm_tensor_s{std::move(t)}; }
+
+// Checks parallel arrays of names and values (n >= 0, non-null arrays when
+// n > 0, no null name); pairs() then makes the list.
+template <class V>
+dvm_status check_pairs(const char* fn, const char* what, const char* const* names, V values, int n) {
+  if (n < 0 || (n > 0 && (!names || !values)))
+    return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": " + what + ": a negative count or a null array");
+  for (int i = 0; i < n; ++i)
+    if (!names[i]) return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": " + what + ": a null name");
+  return DVM_OK;
+}
+template <class V, class P>
+void pairs(const char* const* names, V values, int n, P* out) {
+  for (int i = 0; i < n; ++i) out->emplace_back(names[i], values[i]);
+}
 
 #define DVM_NEED(ptr, fn) \
   if (!(ptr)) return invalid(fn, #ptr " is null")
@@ -646,6 +667,91 @@ dvm_status dvm_weights_find(dvm_weights w, const char* name, dvm_tensor* out) {
 }
 
 void dvm_weights_free(dvm_weights w) { delete w; }
+
+dvm_status dvm_graph_new(dvm_graph* out) {
+  DVM_NEED(out, "dvm_graph_new");
+  return guarded([&] { *out = new dvm_graph_s{}; });
+}
+
+dvm_status dvm_graph_symbol(dvm_graph g, const char* name, int64_t* dim) {
+  DVM_NEED(g, "dvm_graph_symbol");
+  DVM_NEED(name, "dvm_graph_symbol");
+  DVM_NEED(dim, "dvm_graph_symbol");
+  return guarded([&] { *dim = g->g.symbol(name); });
+}
+
+dvm_status dvm_graph_input(dvm_graph g, const char* name, const int64_t* shape, int rank, dvm_dtype dtype,
+                           dvm_tensor* out) {
+  DVM_NEED(g, "dvm_graph_input");
+  DVM_NEED(name, "dvm_graph_input");
+  DVM_NEED(out, "dvm_graph_input");
+  if (rank < 0 || rank > DVM_MAX_RANK || (rank > 0 && !shape))
+    return invalid("dvm_graph_input", "rank outside [0, DVM_MAX_RANK] or a null shape");
+  if (!valid_dtype(dtype)) return invalid("dvm_graph_input", "dtype is not a dvm_dtype");
+  return guarded([&] {
+    std::vector<dvm::Dim> dims(shape, shape + rank);
+    give(g->g.input(name, dims, static_cast<dvm::Dtype>(dtype)), out);
+  });
+}
+
+dvm_status dvm_graph_output(dvm_graph g, const char* name, dvm_tensor t) {
+  DVM_NEED(g, "dvm_graph_output");
+  DVM_NEED(name, "dvm_graph_output");
+  DVM_NEED(t, "dvm_graph_output");
+  return guarded([&] { g->g.output(name, t->t); });
+}
+
+dvm_status dvm_graph_compile(dvm_graph g, dvm_executable* out) {
+  DVM_NEED(g, "dvm_graph_compile");
+  DVM_NEED(out, "dvm_graph_compile");
+  return guarded([&] {
+    auto e = std::make_unique<dvm_executable_s>();
+    e->e = g->g.compile();
+    *out = e.release();
+  });
+}
+
+void dvm_graph_free(dvm_graph g) { delete g; }
+
+
+dvm_status dvm_executable_run(dvm_executable e, const char* const* input_names, const void* const* inputs,
+                              int n_inputs, const char* const* output_names, void* const* outputs, int n_outputs,
+                              const char* const* symbols, const int64_t* values, int n_symbols) {
+  DVM_NEED(e, "dvm_executable_run");
+  const char* fn = "dvm_executable_run";
+  for (dvm_status st : {check_pairs(fn, "inputs", input_names, inputs, n_inputs),
+                        check_pairs(fn, "outputs", output_names, outputs, n_outputs),
+                        check_pairs(fn, "symbols", symbols, values, n_symbols)})
+    if (st != DVM_OK) return st;
+  return guarded([&] {
+    dvm::GraphInputs in;
+    dvm::GraphOutputs out;
+    dvm::Bindings b;
+    pairs(input_names, inputs, n_inputs, &in);
+    pairs(output_names, outputs, n_outputs, &out);
+    pairs(symbols, values, n_symbols, &b);
+    e->e.run(in, out, b);
+  });
+}
+
+dvm_status dvm_executable_shape(dvm_executable e, const char* name, const char* const* symbols,
+                                const int64_t* values, int n_symbols, int64_t* shape, int* rank) {
+  DVM_NEED(e, "dvm_executable_shape");
+  DVM_NEED(name, "dvm_executable_shape");
+  DVM_NEED(shape, "dvm_executable_shape");
+  DVM_NEED(rank, "dvm_executable_shape");
+  if (const dvm_status st = check_pairs("dvm_executable_shape", "symbols", symbols, values, n_symbols); st != DVM_OK)
+    return st;
+  return guarded([&] {
+    dvm::Bindings b;
+    pairs(symbols, values, n_symbols, &b);
+    const dvm::Shape s = e->e.shape(name, b);
+    for (int i = 0; i < s.rank(); ++i) shape[i] = s[i];
+    *rank = s.rank();
+  });
+}
+
+void dvm_executable_free(dvm_executable e) { delete e; }
 
 dvm_status dvm_set_num_threads(int n) {
   return guarded([&] { dvm::set_num_threads(n); });

@@ -192,6 +192,30 @@ dvm_status dvm_weights_tensor(dvm_weights w, int64_t i, dvm_tensor* out);
 dvm_status dvm_weights_find(dvm_weights w, const char* name, dvm_tensor* out);
 void dvm_weights_free(dvm_weights w); /* NULL does nothing */
 
+/* ---- static graphs (dvm::Graph, dvm::Executable; docs/API.md) ------------------ */
+/* A graph records the ops called on this thread between dvm_graph_new and
+ * dvm_graph_compile (nothing is computed then); dvm_graph_symbol gives the
+ * size to pass for a symbol (products of them, in int64, work as sizes). */
+typedef struct dvm_graph_s* dvm_graph;
+typedef struct dvm_executable_s* dvm_executable;
+dvm_status dvm_graph_new(dvm_graph* out);
+dvm_status dvm_graph_symbol(dvm_graph g, const char* name, int64_t* dim);
+dvm_status dvm_graph_input(dvm_graph g, const char* name, const int64_t* shape, int rank, dvm_dtype dtype,
+                           dvm_tensor* out);
+dvm_status dvm_graph_output(dvm_graph g, const char* name, dvm_tensor t);
+/* The graph is spent afterwards (free it); its tensors have no values. */
+dvm_status dvm_graph_compile(dvm_graph g, dvm_executable* out);
+void dvm_graph_free(dvm_graph g); /* NULL does nothing; on the thread that made it */
+/* One run: every input and output by name (pointers to contiguous
+ * elements of their types), every symbol bound (each >= 1). */
+dvm_status dvm_executable_run(dvm_executable e, const char* const* input_names, const void* const* inputs,
+                              int n_inputs, const char* const* output_names, void* const* outputs, int n_outputs,
+                              const char* const* symbols, const int64_t* values, int n_symbols);
+/* The extents of input or output `name` for a binding: *rank of them in shape[0..DVM_MAX_RANK). */
+dvm_status dvm_executable_shape(dvm_executable e, const char* name, const char* const* symbols,
+                                const int64_t* values, int n_symbols, int64_t* shape, int* rank);
+void dvm_executable_free(dvm_executable e); /* NULL does nothing */
+
 /* ---- settings and statistics ---------------------------------------------------- */
 dvm_status dvm_set_num_threads(int n);
 /* Runs launches on the host's job system (dvm::set_parallel_for): fn(host,

@@ -605,4 +605,55 @@ TEST(CApi, HooksWarmUpAndProfiler) {
 }
 
 }  // namespace
+// A graph built and run through the C API gives the C++ lazy path's bits at
+// every binding; bad arguments are statuses naming the function.
+TEST(CApi, GraphsBuildAndRunAsInCpp) {
+  dvm_graph g = nullptr;
+  ASSERT_EQ(dvm_graph_new(&g), DVM_OK);
+  int64_t n = 0;
+  ASSERT_EQ(dvm_graph_symbol(g, "N", &n), DVM_OK);
+  const int64_t shape[2] = {n, 4};
+  H x, s, y;
+  ASSERT_EQ(dvm_graph_input(g, "x", shape, 2, DVM_F32, x.out()), DVM_OK) << dvm_last_error();
+  ASSERT_EQ(dvm_softmax(x.t, -1, s.out()), DVM_OK);
+  ASSERT_EQ(dvm_binary_scalar(DVM_MUL, s.t, 3.0f, 0, y.out()), DVM_OK);
+  ASSERT_EQ(dvm_graph_output(g, "y", y.t), DVM_OK);
+  EXPECT_EQ(dvm_graph_input(g, "x", shape, 2, DVM_F32, x.out()), DVM_ERROR);
+  EXPECT_NE(std::string(dvm_last_error()).find("already an input"), std::string::npos);
+  dvm_executable e = nullptr;
+  ASSERT_EQ(dvm_graph_compile(g, &e), DVM_OK) << dvm_last_error();
+  dvm_graph_free(g);
+  for (int64_t rows : {1, 3, 17}) {
+    std::vector<float> in(static_cast<size_t>(rows * 4)), out(in.size(), -1.0f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.7f * static_cast<float>(i));
+    const char* in_names[] = {"x"};
+    const void* ins[] = {in.data()};
+    const char* out_names[] = {"y"};
+    void* outs[] = {out.data()};
+    const char* syms[] = {"N"};
+    const int64_t vals[] = {rows};
+    ASSERT_EQ(dvm_executable_run(e, in_names, ins, 1, out_names, outs, 1, syms, vals, 1), DVM_OK) << dvm_last_error();
+    const std::vector<float> want = (softmax(Tensor::from_blob(in.data(), {rows, 4}), -1) * 3.0f).to_vector();
+    EXPECT_TRUE(same_bits(out, want)) << rows;
+    int64_t got_shape[DVM_MAX_RANK];
+    int rank = 0;
+    ASSERT_EQ(dvm_executable_shape(e, "y", syms, vals, 1, got_shape, &rank), DVM_OK);
+    EXPECT_EQ(rank, 2);
+    EXPECT_EQ(got_shape[0], rows);
+    // Bad arguments.
+    EXPECT_EQ(dvm_executable_run(e, in_names, ins, -1, out_names, outs, 1, syms, vals, 1), DVM_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dvm_last_error()).find("dvm_executable_run: inputs"), std::string::npos);
+    const char* null_name[] = {nullptr};
+    EXPECT_EQ(dvm_executable_run(e, in_names, ins, 1, out_names, outs, 1, null_name, vals, 1), DVM_INVALID_ARGUMENT);
+    EXPECT_EQ(dvm_executable_run(e, in_names, ins, 1, out_names, outs, 1, syms, vals, 0), DVM_ERROR);
+    EXPECT_NE(std::string(dvm_last_error()).find("symbol 'N' is not bound"), std::string::npos);
+  }
+  EXPECT_EQ(dvm_executable_run(nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0, nullptr, nullptr, 0),
+            DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_graph_new(nullptr), DVM_INVALID_ARGUMENT);
+  dvm_executable_free(e);
+  dvm_executable_free(nullptr);
+  dvm_graph_free(nullptr);
+}
+
 }  // namespace dvm
