@@ -372,17 +372,20 @@ std::string binding_text(const detail::ExecutableState& x, const std::vector<int
   return s.empty() ? "no symbols" : s;
 }
 
+// `what()` names the tensor for errors (built only when one is raised).
+template <class What>
 Shape eval_shape(const detail::ExecutableState& x, const std::vector<Monomial>& dims, const std::vector<int64_t>& v,
-                 const std::string& what) {
+                 What&& what) {
   Shape s;
   for (const Monomial& m : dims) {
     int64_t e = 0;
     if (!m.eval(v.data(), &e))
       throw Error("dvm::Executable::run at " + binding_text(x, v) + ": the extent " + m.to_string(x.symbols) + " of " +
-                  what + " overflows int64");
+                  what() + " overflows int64");
     s.push_back(e);
   }
-  detail::check_extents("dvm::Executable::run", s, " (" + what + " at " + binding_text(x, v) + ")");
+  if (!detail::extents_fit(s)) [[unlikely]]
+    detail::check_extents("dvm::Executable::run", s, " (" + what() + " at " + binding_text(x, v) + ")");
   return s;
 }
 
@@ -475,7 +478,7 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   auto node_of = [&](int32_t ref) { return ref >= 0 ? built[static_cast<size_t>(ref)].node() : x.constants[static_cast<size_t>(-1 - ref)].node(); };
   for (size_t i = 0; i < x.nodes.size(); ++i) {
     const GNode& g = x.nodes[i];
-    const std::string what = std::string(detail::op_name(g.op)) + " (op " + std::to_string(i) + ")";
+    auto what = [&] { return std::string(detail::op_name(g.op)) + " (op " + std::to_string(i) + ")"; };
     const Shape shape = eval_shape(x, g.shape, v, what);
     if (g.input >= 0) {
       Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, g.dtype, shape));
@@ -508,7 +511,7 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
     Node* ins[3] = {nullptr, nullptr, nullptr};
     for (int k = 0; k < g.nin; ++k) ins[k] = node_of(g.in[k]);
     if (!fits(g, shape, ins))
-      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what + " gives " + shape.to_string() +
+      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what() + " gives " + shape.to_string() +
                   ", which does not fit its operands (a size computed from a dvm::Dim during the capture, such as "
                   "S / 2, is a constant of the graph)");
     // A view of an input (values that exist) is no trace node, as in the
@@ -537,7 +540,7 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
       }
       if (!ok || (!empty && (n->offset + lo < 0 || n->offset + hi >= ins[0]->shape.numel()))) {
         if (!view_of_values) own = detail::record(n);  // recorded so that it is freed with the others
-        throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what + " of " + shape.to_string() +
+        throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what() + " of " + shape.to_string() +
                     " reads outside its operand " + ins[0]->shape.to_string() +
                     " (a size computed from a dvm::Dim during the capture, such as S / 2, is a constant of the graph)");
       }
@@ -578,7 +581,7 @@ Shape Executable::shape(const std::string& name, const Bindings& bindings) const
   const detail::Port* p = find_port(x.inputs, name);
   if (!p) p = find_port(x.outputs, name);
   if (!p) throw Error("dvm::Executable::shape: '" + name + "' is neither an input nor an output of this graph");
-  return eval_shape(x, p->shape, bind(x, bindings, "shape"), "'" + name + "'");
+  return eval_shape(x, p->shape, bind(x, bindings, "shape"), [&] { return "'" + name + "'"; });
 }
 
 Dtype Executable::dtype(const std::string& name) const {
