@@ -33,16 +33,6 @@ namespace {
 
 constexpr int64_t kDecodeTokens = 16;
 
-std::vector<int32_t> prompt_tokens(int64_t length, int64_t vocab, uint64_t seed) {
-  std::vector<int32_t> t(static_cast<size_t>(length));
-  uint64_t s = seed;
-  for (int32_t& v : t) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    v = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab));
-  }
-  return t;
-}
-
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
@@ -88,7 +78,7 @@ int main(int argc, char** argv) {
   // 30 * 2^-11 = 1.5e-2 of their scale (measured: about 1e-3).
   double rel_error = 0;
   {
-    const std::vector<int32_t> probe = prompt_tokens(9, config.vocab, 7);
+    const std::vector<int32_t> probe = gpt::prompt_tokens(9, config.vocab, 7);
     gpt::Model::Session s(model);
     const std::vector<float> got = model.forward(s, probe, true).to(dvm::Dtype::F32).to_vector();
     const std::vector<double> want = gpt::reference_logits(config, weights, probe);
@@ -109,7 +99,7 @@ int main(int argc, char** argv) {
   for (int p = 0; p < prompts; ++p) {
     const int64_t length = 1 + (static_cast<int64_t>(p) * 37 + 11) % 64;  // 12, 49, 22, ...: 1 to 64 tokens
     session.reset();
-    std::vector<int32_t> step = prompt_tokens(length, config.vocab, static_cast<uint64_t>(p) + 1);
+    std::vector<int32_t> step = gpt::prompt_tokens(length, config.vocab, static_cast<uint64_t>(p) + 1);
     auto next_token = [&] {
       step = {static_cast<int32_t>(model.forward(session, step).argmax(-1).to_vector<int64_t>()[0])};
     };

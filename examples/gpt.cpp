@@ -27,15 +27,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<int32_t> prompt_tokens(int64_t length, int64_t vocab, uint64_t seed) {
-  std::vector<int32_t> t(static_cast<size_t>(length));
-  uint64_t s = seed;
-  for (int32_t& v : t) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    v = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab));
-  }
-  return t;
-}
 
 // Launches and time per kernel form in one prompt's kernel log.
 std::string log_summary(const std::vector<dvm::KernelRun>& runs) {
@@ -78,7 +69,7 @@ int main() {
   bool ok = true;
   int prompt_no = 0;
   for (int64_t length : kPromptLengths) {
-    const std::vector<int32_t> prompt = prompt_tokens(length, cfg.vocab, 77 + static_cast<uint64_t>(length));
+    const std::vector<int32_t> prompt = gpt::prompt_tokens(length, cfg.vocab, 77 + static_cast<uint64_t>(length));
     session.reset();
     dvm::reset_stats();
     dvm::set_kernel_log(true);

@@ -56,6 +56,18 @@ inline std::vector<std::pair<std::string, dvm::Shape>> weight_shapes(const Confi
   return s;
 }
 
+// A pseudo-random prompt of `length` tokens below vocab, the same for a seed
+// on every platform.
+inline std::vector<int32_t> prompt_tokens(int64_t length, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> t(static_cast<size_t>(length));
+  uint64_t s = seed;
+  for (int32_t& v : t) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab));
+  }
+  return t;
+}
+
 // Seeded random weights (GPT-2's initialization scale: matrices N(0, 0.02),
 // layer_norm gains near 1), nothing downloaded. The same seed gives the same
 // values on every platform.

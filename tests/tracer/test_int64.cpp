@@ -246,6 +246,20 @@ TEST_P(Int64Lanes, ConversionsToAndFromFloats) {
   for (size_t i = 0; i < fl.size(); ++i) ASSERT_EQ(back[i], static_cast<int64_t>(fl[i])) << fl[i];
 }
 
+// The coordinates of flat element i of shape that a reduction over axes
+// keeps: the output element it folds into.
+std::vector<int64_t> kept_coordinates(int64_t i, const Shape& shape, const std::vector<int>& axes) {
+  std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    idx[static_cast<size_t>(d)] = i % shape[d];
+    i /= shape[d];
+  }
+  std::vector<int64_t> key;
+  for (int d = 0; d < shape.rank(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) key.push_back(idx[static_cast<size_t>(d)]);
+  return key;
+}
+
 // Reductions of integers as torch's: sum of int64, int32 and uint8 is int64
 // (wrapping), max and min keep the type; over the inner axis (rows long
 // enough for several passes too), the outer one (many rows: launches that
@@ -281,21 +295,10 @@ TEST_P(Int64Lanes, ReductionsGiveTorchsTypes) {
       const Tensor sum1 = sum + Tensor::full({}, 1, Dtype::I64);  // an epilogue
       // Reference: each output element folds the input elements whose
       // unreduced coordinates match.
-      const int rank = c.shape.rank();
-      std::vector<bool> red(static_cast<size_t>(rank), false);
-      for (int a : c.axes) red[static_cast<size_t>(a)] = true;
       std::map<std::vector<int64_t>, std::array<i128, 3>> acc;
       std::vector<std::vector<int64_t>> order;
       for (int64_t i = 0; i < n; ++i) {
-        std::vector<int64_t> key;
-        int64_t rest = i;
-        std::vector<int64_t> idx(static_cast<size_t>(rank));
-        for (int d = rank - 1; d >= 0; --d) {
-          idx[static_cast<size_t>(d)] = rest % c.shape[d];
-          rest /= c.shape[d];
-        }
-        for (int d = 0; d < rank; ++d)
-          if (!red[static_cast<size_t>(d)]) key.push_back(idx[static_cast<size_t>(d)]);
+        const std::vector<int64_t> key = kept_coordinates(i, c.shape, c.axes);
         auto [it, fresh] = acc.try_emplace(key, std::array<i128, 3>{0, INT64_MIN, INT64_MAX});
         if (fresh) order.push_back(key);
         it->second[0] += pv[static_cast<size_t>(i)];
@@ -351,19 +354,9 @@ TEST_P(Int64Lanes, BoolSumsCountTheTruesInInt64) {
     ASSERT_EQ(fused.dtype(), Dtype::I64);
     ASSERT_EQ(direct.dtype(), Dtype::I64);
     ASSERT_EQ(frac.dtype(), Dtype::F32);
-    const int rank = c.shape.rank();
     std::map<std::vector<int64_t>, std::array<int64_t, 3>> acc;  // fused count, stored count, members
     for (int64_t i = 0; i < n; ++i) {
-      std::vector<int64_t> key;
-      int64_t rest = i;
-      std::vector<int64_t> idx(static_cast<size_t>(rank));
-      for (int d = rank - 1; d >= 0; --d) {
-        idx[static_cast<size_t>(d)] = rest % c.shape[d];
-        rest /= c.shape[d];
-      }
-      for (int d = 0; d < rank; ++d)
-        if (std::find(c.axes.begin(), c.axes.end(), d) == c.axes.end()) key.push_back(idx[static_cast<size_t>(d)]);
-      auto& a = acc[key];
+      auto& a = acc[kept_coordinates(i, c.shape, c.axes)];
       a[0] += v[static_cast<size_t>(i)] > 0.0f;
       a[1] += bytes[static_cast<size_t>(i)] != 0;
       a[2] += 1;
