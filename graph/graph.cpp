@@ -328,6 +328,7 @@ Executable Graph::compile() {
     throw;
   }
   s_->end("a tensor of a dvm::Graph has no values: it was recorded to be computed by the Executable's run()");
+  exe.make_kernels();
   return exe;
 }
 
@@ -573,6 +574,74 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
     if (!n->storage || !n->is_contiguous())
       throw Error("internal: dvm::Executable::run: output '" + x.outputs[o].name + "' is not contiguous");
     std::memcpy(out_ptr[o], n->storage->at(n->offset), bytes);
+  }
+}
+
+namespace {
+
+// Values for the symbols under which every distinct monomial of the graph
+// (extents, strides, offsets) has a value of its own, none of them 0 or 1:
+// the extents then relate as they do for any binding, so the kernels a run
+// at these values makes are the ones every such binding uses. Empty when
+// none is found among a few tries or the tensors would be large.
+std::vector<int64_t> generic_binding(const detail::ExecutableState& x) {
+  std::vector<const Monomial*> all;
+  for (const GNode& g : x.nodes) {
+    for (const Monomial& m : g.shape) all.push_back(&m);
+    for (const Monomial& m : g.strides) all.push_back(&m);
+  }
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::vector<int64_t> v;
+    int64_t p = 11 + 2 * attempt;
+    while (v.size() < x.symbols.size()) {
+      bool prime = p > 1;
+      for (int64_t d = 2; d * d <= p; ++d) prime = prime && p % d != 0;
+      if (prime) v.push_back(p);
+      ++p;
+    }
+    std::unordered_map<int64_t, const Monomial*> seen;
+    bool ok = true;
+    for (const Monomial* m : all) {
+      int64_t e = 0;
+      if (!m->eval(v.data(), &e) || std::llabs(e) > (int64_t{1} << 22)) return {};
+      if (m->constant()) continue;
+      if (e == 0 || e == 1 || e == -1) ok = false;
+      auto [it, fresh] = seen.emplace(e, m);
+      if (!fresh && (it->second->coeff != m->coeff || it->second->exp != m->exp)) ok = false;
+    }
+    for (const Monomial* m : all)
+      if (m->constant() && seen.count(m->coeff)) ok = false;  // a symbolic extent equal to a constant one
+    if (ok) return v;
+  }
+  return {};
+}
+
+}  // namespace
+
+void Executable::make_kernels() const {
+  const detail::ExecutableState& x = *s_;
+  const std::vector<int64_t> v = generic_binding(x);
+  if (v.empty() && !x.symbols.empty()) return;
+  Bindings b;
+  for (size_t i = 0; i < v.size(); ++i) b.emplace_back(x.symbols[i], v[i]);
+  // Zeros in, scratch out; a failure (a graph that fits only other sizes)
+  // leaves the kernels to the first run.
+  try {
+    std::vector<std::vector<char>> in_buf, out_buf;
+    GraphInputs in;
+    GraphOutputs out;
+    for (const detail::Port& p : x.inputs) {
+      const Shape s = shape(p.name, b);
+      in_buf.emplace_back(static_cast<size_t>(s.numel()) * dtype_size(p.dtype) + 1, 0);
+      in.emplace_back(p.name, in_buf.back().data());
+    }
+    for (const detail::Port& p : x.outputs) {
+      const Shape s = shape(p.name, b);
+      out_buf.emplace_back(static_cast<size_t>(s.numel()) * dtype_size(p.dtype) + 1, 0);
+      out.emplace_back(p.name, out_buf.back().data());
+    }
+    run(in, out, b);
+  } catch (const Error&) {
   }
 }
 

@@ -98,8 +98,10 @@ class Graph {
   Tensor input(const std::string& name, const std::vector<Dim>& shape, Dtype dtype = Dtype::F32);
   // A named output: a tensor recorded in this graph (or a constant of it).
   void output(const std::string& name, const Tensor& t);
-  // Ends the recording and returns the executable. The graph's tensors have
-  // no values afterwards (reading one is a dvm::Error); the Graph is spent.
+  // Ends the recording and returns the executable, its kernels compiled
+  // (by one run at sizes of its choosing, with zeros as inputs). The graph's
+  // tensors have no values afterwards (reading one is a dvm::Error); the
+  // Graph is spent.
   Executable compile();
 
  private:
@@ -136,6 +138,9 @@ class Executable {
 
  private:
   friend class Graph;
+  // One run at sizes where every extent differs from the others as at any
+  // binding, with zeros as inputs: compiles the kernels before the first run.
+  void make_kernels() const;
   std::unique_ptr<detail::ExecutableState> s_;
 };
 
