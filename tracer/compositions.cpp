@@ -2,6 +2,7 @@
 // silu, masked_fill, tril, triu): the fuser sees only their parts, so each
 // fuses like them.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "tracer/capture.h"
 #include "tracer/operands.h"
 #include "tracer/shape_rules.h"
+#include "tracer/trace.h"
 
 namespace dvm {
 
@@ -78,6 +80,29 @@ void need_arg_operand(const Tensor& x, const char* op) {
 // reduction of int64 indices, so with the axis innermost both are phases
 // of one row kernel: the first finds the extreme m, the second the first
 // index where x reaches it (along another axis: two column kernels).
+// start, start + 1, ..., start + n - 1 as an int64 tensor [n]. Tensors are
+// immutable, so a few of them, of at most kCachedRange elements, are kept
+// per thread: argmax in a decode loop fills nothing on the host.
+constexpr int64_t kCachedRange = int64_t{1} << 16;
+Tensor int64_range(int64_t start, int64_t n) {
+  const auto make = [&] {
+    return Tensor::arange(static_cast<double>(start), static_cast<double>(start + n), 1.0, Dtype::I64);
+  };
+  if (n > kCachedRange || detail::capture()) return make();
+  struct Entry {
+    int64_t start = 0, n = -1;
+    Tensor t;
+  };
+  (void)detail::Trace::current();  // constructed first, so it outlives the cache at thread exit
+  thread_local std::array<Entry, 4> cache;
+  thread_local size_t next = 0;
+  for (Entry& e : cache)
+    if (e.n == n && e.start == start) return e.t;
+  Entry& e = cache[next++ % cache.size()];
+  e = {start, n, make()};
+  return e.t;
+}
+
 Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const char* op) {
   need_arg_operand(x, op);
   const Dtype t = x.dtype();
@@ -97,7 +122,7 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
   along.push_back(n);
   for (int i = a + 1; i < x.rank(); ++i) along.push_back(1);
   const auto n_ = static_cast<double>(n);
-  const Tensor idx = Tensor::arange(0.0, n_, 1.0, Dtype::I64).reshape(along);
+  const Tensor idx = int64_range(0, n).reshape(along);
   const Tensor none = Tensor::full(Shape{}, n_, Dtype::I64);  // past every index
 
   const Tensor m = largest ? x.max(a, true) : x.min(a, true);
@@ -109,7 +134,7 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
   // lean on how the max (min) reduction treats NaN (it propagates it, so m
   // is NaN in a row with a NaN and eq(x, m) is false everywhere there, but
   // the rank would be right either way).
-  const Tensor idx_nan = Tensor::arange(-n_, 0.0, 1.0, Dtype::I64).reshape(along);  // idx - n
+  const Tensor idx_nan = int64_range(-n, n).reshape(along);  // idx - n
   const Tensor rank = where(ne(x, x), idx_nan, where(eq(x, m), idx, none));
   const Tensor r = rank.min(a, keepdim);
   return where(lt(r, Tensor::full(Shape{}, 0.0, Dtype::I64)), r + none, r);
