@@ -461,7 +461,7 @@ struct Driver {
     const int64_t n = blk.cols, K = g.K, cs = g.b.cs;
     // `count` (<= W) elements from p, a step apart, widened into wide[].
     auto widen = [](const E* p, int64_t step, int64_t count, float* wide) {
-      E raw[W] = {};
+      E raw[V::kLanes] = {};
       for (int64_t q = 0; q < count; ++q) raw[q] = p[q * step];
       V::store(wide, L::vec(raw));
     };
