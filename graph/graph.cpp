@@ -68,7 +68,12 @@ struct GraphState final : CaptureHooks {
   };
   std::vector<In> inputs;
   std::vector<std::pair<std::string, Tensor>> outputs;
-  std::unordered_map<const Node*, std::pair<int64_t, bool>> sizes;
+  struct Size {
+    int64_t count;
+    bool reciprocal;
+    Tensor keep;  // holds the leaf, so its address is not reused during the capture
+  };
+  std::unordered_map<const Node*, Size> sizes;
   bool done = false;
 
   const char* what() const override { return "graph capture"; }
@@ -77,7 +82,7 @@ struct GraphState final : CaptureHooks {
     return !graph::factor(extent, static_cast<int>(symbols.size()), &m) || !m.constant();
   }
   void size_scalar(Node* leaf, int64_t count, bool reciprocal) override {
-    sizes[leaf] = {count, reciprocal};
+    sizes[leaf] = {count, reciprocal, Tensor(leaf)};
   }
   // Ends the capture: this thread's pending nodes fail with `why` and leave.
   void end(const char* why) noexcept {
@@ -234,7 +239,7 @@ struct Describe {
       GNode s;
       s.kind = NodeKind::Leaf;
       s.size = static_cast<int>(x.sizes.size());
-      x.sizes.push_back({read(it->second.first, in, "element count"), it->second.second});
+      x.sizes.push_back({read(it->second.count, in, "element count"), it->second.reciprocal});
       x.nodes.push_back(s);
       return index[in] = static_cast<int32_t>(x.nodes.size() - 1);
     }
@@ -641,7 +646,7 @@ void Executable::make_kernels() const {
       out.emplace_back(p.name, out_buf.back().data());
     }
     run(in, out, b);
-  } catch (const Error&) {
+  } catch (const std::exception&) {  // dvm::Error, or out of memory for the scratch buffers
   }
 }
 

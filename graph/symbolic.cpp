@@ -6,40 +6,25 @@
 namespace dvm::graph {
 namespace {
 
-bool is_prime(int64_t n) {
-  if (n < 2) return false;
-  for (int64_t d = 2; d * d <= n; ++d)
-    if (n % d == 0) return false;
-  return true;
-}
+// Primes chosen (once, by a search) so that no power of two (nor 3 or 5
+// times one), no multiple of 1000 up to 10^8 and no common vocabulary size
+// (32000, 50257, 128256, 151936, ...) lies within 16 of k * p (k <= 16) or
+// of k * p * q (k <= 4): such constant extents are never taken for a sum
+// or difference of symbols, while a sum or difference within 16 of such a
+// product is.
+constexpr std::array<int64_t, kMaxSymbols> kProbes = {40031, 40087, 40129, 40163, 40213, 40277, 40343, 40387,
+                                                      40423, 40459, 40519, 40559, 40609, 40697, 40739, 40787};
 
-struct Probes {
-  std::array<int64_t, kMaxSymbols> p{};
-  Probes() {
-    int64_t n = 16411;  // prime; far from powers of two and round numbers
-    for (int i = 0; i < kMaxSymbols; ++i) {
-      while (!is_prime(n)) ++n;
-      p[static_cast<size_t>(i)] = n;
-      n += 2;
-    }
-  }
-};
-
-const Probes& probes() {
-  static const Probes p;
-  return p;
-}
-
-// Whether r (> 0) lies within 64 of a nonzero multiple of m.
-bool near_multiple(int64_t r, int64_t m) {
-  if (r < m - 64) return false;
+// Whether r (> 0) lies within 16 of k * m for some 1 <= k <= max_k.
+bool near_multiple(int64_t r, int64_t m, int64_t max_k) {
+  if (r < m - 16 || r > max_k * m + 16) return false;
   const int64_t rem = r % m;
-  return rem <= 64 || m - rem <= 64;
+  return rem <= 16 || m - rem <= 16;
 }
 
 }  // namespace
 
-int64_t probe(int symbol) { return probes().p[static_cast<size_t>(symbol)]; }
+int64_t probe(int symbol) { return kProbes[static_cast<size_t>(symbol)]; }
 
 bool Monomial::constant() const {
   for (uint8_t e : exp)
@@ -84,9 +69,9 @@ bool factor(int64_t v, int symbols, Monomial* out) {
   }
   if (r != 0)
     for (int i = 0; i < symbols; ++i) {
-      if (near_multiple(r, probe(i))) return false;
+      if (near_multiple(r, probe(i), 16)) return false;
       for (int j = i; j < symbols; ++j)
-        if (near_multiple(r, probe(i) * probe(j))) return false;
+        if (near_multiple(r, probe(i) * probe(j), 4)) return false;
     }
   m.coeff = v < 0 ? -r : r;
   *out = m;

@@ -13,7 +13,7 @@ namespace dvm::graph {
 
 inline constexpr int kMaxSymbols = 16;
 
-// The probe of symbol i (0 <= i < kMaxSymbols): distinct primes above 16000.
+// The probe of symbol i (0 <= i < kMaxSymbols): distinct primes near 40000.
 int64_t probe(int symbol);
 
 struct Monomial {
@@ -28,8 +28,8 @@ struct Monomial {
 
 // `v` read as a monomial of the first `symbols` symbols. False where v
 // cannot be one: what is left once the probes are divided out lies within
-// 64 of a multiple of a probe or of a product of two (v was a sum or a
-// difference, such as S - 1).
+// 16 of k times a probe (k <= 16) or of a product of two (k <= 4): v was a
+// sum or a difference, such as S - 1 or 2 * S + 3.
 bool factor(int64_t v, int symbols, Monomial* out);
 
 }  // namespace dvm::graph

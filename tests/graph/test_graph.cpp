@@ -234,6 +234,33 @@ TEST(Graph, CaptureErrors) {
   EXPECT_EQ(t.to_vector(), (std::vector<float>{4.0f, 4.0f, 4.0f}));
 }
 
+// Extents that models use (powers of two, round numbers, vocabulary sizes)
+// are constants, never taken for sums of symbols; S - 1 and 2 * S + 3 are.
+TEST(Graph, ConstantExtentsAreNotTakenForSums) {
+  for (int64_t c : {16384, 32768, 65536, 50257, 32000, 128256, 151936, 40000, 100000}) {
+    Executable exe;
+    {
+      Graph g;
+      const Dim S = g.symbol("S");
+      const Tensor x = g.input("x", {S, c}, Dtype::U8);
+      g.output("y", x.reshape({S * c}).narrow(0, 0, c));  // a constant extent next to S * c
+      exe = g.compile();
+    }
+    EXPECT_EQ(exe.shape("y", {{"S", 3}}), (Shape{c})) << c;
+    std::vector<uint8_t> in(static_cast<size_t>(2 * c), 5), out(static_cast<size_t>(c), 0);
+    exe.run({{"x", in.data()}}, {{"y", out.data()}}, {{"S", 2}});
+    EXPECT_EQ(out, std::vector<uint8_t>(static_cast<size_t>(c), 5)) << c;
+  }
+  for (int k : {1, 2, 3}) {
+    Graph g;
+    const Dim S = g.symbol("S"), B = g.symbol("B");
+    const Tensor x = g.input("x", {B * S, 2});
+    const int64_t n = k == 1 ? S - 1 : k == 2 ? 2 * S + 3 : B * S - 7;
+    g.output("y", x.narrow(0, 0, n));
+    expect_error("a sum", [&] { (void)g.compile(); }, {"not a product of the graph's symbols"});
+  }
+}
+
 TEST(Graph, GraphTensorsHaveNoValuesAfterCompile) {
   Tensor kept;
   Executable exe;
