@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <unordered_map>
 
 #include "graph/symbolic.h"
 #include "tracer/capture.h"
+#include "tracer/host_values.h"
 #include "tracer/node.h"
 #include "tracer/operands.h"
 #include "tracer/shape_rules.h"
@@ -401,6 +401,35 @@ const detail::Port* find_port(const std::vector<detail::Port>& ports, const std:
   return nullptr;
 }
 
+// The pointer given for each port, in port order: every port exactly once,
+// no unknown name, no null pointer; errors say `what` ("input", "output").
+template <class Ptr>
+std::vector<Ptr> by_port(const std::vector<detail::Port>& ports, const std::vector<std::pair<std::string, Ptr>>& given,
+                         const char* what) {
+  std::vector<Ptr> ptr(ports.size(), nullptr);
+  for (const auto& [name, p] : given) {
+    const detail::Port* port = find_port(ports, name);
+    if (!port) throw Error("dvm::Executable::run: '" + name + "' is not an " + what + " of this graph");
+    Ptr& slot = ptr[static_cast<size_t>(port - ports.data())];
+    if (slot) throw Error("dvm::Executable::run: " + std::string(what) + " '" + name + "' is given twice");
+    if (!p) throw Error("dvm::Executable::run: " + std::string(what) + " '" + name + "' is a null pointer");
+    slot = p;
+  }
+  for (size_t i = 0; i < ptr.size(); ++i)
+    if (!ptr[i]) throw Error("dvm::Executable::run: " + std::string(what) + " '" + ports[i].name + "' is not given");
+  return ptr;
+}
+
+// An input's or output's port by name; errors name op.
+const detail::Port& port_named(const detail::ExecutableState& x, const std::string& name, const char* op) {
+  const detail::Port* p = find_port(x.inputs, name);
+  if (!p) p = find_port(x.outputs, name);
+  if (!p)
+    throw Error(std::string("dvm::Executable::") + op + ": '" + name +
+                "' is neither an input nor an output of this graph");
+  return *p;
+}
+
 // Whether `in` broadcasts to `out` (numpy's rule, out already the result).
 bool broadcasts_to(const Shape& in, const Shape& out) {
   if (in.rank() > out.rank()) return false;
@@ -454,28 +483,8 @@ bool fits(const GNode& g, const Shape& out, Node* const* ins) {
 void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const {
   const detail::ExecutableState& x = state(s_, "run");
   const std::vector<int64_t> v = bind(x, bindings, "run");
-  std::vector<const void*> in_ptr(x.inputs.size(), nullptr);
-  for (const auto& [name, ptr] : inputs) {
-    const detail::Port* p = find_port(x.inputs, name);
-    if (!p) throw Error("dvm::Executable::run: '" + name + "' is not an input of this graph");
-    const size_t i = static_cast<size_t>(p - x.inputs.data());
-    if (in_ptr[i]) throw Error("dvm::Executable::run: input '" + name + "' is given twice");
-    if (!ptr) throw Error("dvm::Executable::run: input '" + name + "' is a null pointer");
-    in_ptr[i] = ptr;
-  }
-  for (size_t i = 0; i < in_ptr.size(); ++i)
-    if (!in_ptr[i]) throw Error("dvm::Executable::run: input '" + x.inputs[i].name + "' is not given");
-  std::vector<void*> out_ptr(x.outputs.size(), nullptr);
-  for (const auto& [name, ptr] : outputs) {
-    const detail::Port* p = find_port(x.outputs, name);
-    if (!p) throw Error("dvm::Executable::run: '" + name + "' is not an output of this graph");
-    const size_t i = static_cast<size_t>(p - x.outputs.data());
-    if (out_ptr[i]) throw Error("dvm::Executable::run: output '" + name + "' is given twice");
-    if (!ptr) throw Error("dvm::Executable::run: output '" + name + "' is a null pointer");
-    out_ptr[i] = ptr;
-  }
-  for (size_t i = 0; i < out_ptr.size(); ++i)
-    if (!out_ptr[i]) throw Error("dvm::Executable::run: output '" + x.outputs[i].name + "' is not given");
+  const std::vector<const void*> in_ptr = by_port(x.inputs, inputs, "input");
+  const std::vector<void*> out_ptr = by_port(x.outputs, outputs, "output");
   if (detail::capture())
     throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
 
@@ -562,24 +571,13 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   }
   // Only the outputs stay observable, so the ops fuse as the lazy path's
   // (a recorded op is kept by the trace, a value by its consumers' edges).
-  std::vector<Tensor> dense(x.outputs.size());
-  for (size_t o = 0; o < x.outputs.size(); ++o) dense[o] = built[static_cast<size_t>(x.outputs[o].node)];
+  std::vector<Tensor> outs(x.outputs.size());
+  for (size_t o = 0; o < x.outputs.size(); ++o) outs[o] = built[static_cast<size_t>(x.outputs[o].node)];
   built.clear();
-  // Compute every output first (one flush; a strided view or a constant is
-  // then copied dense), then write them: a failure leaves every output as it
-  // was.
-  for (const Tensor& t : dense) t.sync();
-  for (Tensor& t : dense)
-    if (!t.node()->storage || !t.node()->is_contiguous()) t = t.contiguous();
-  for (const Tensor& t : dense) t.sync();
-  for (size_t o = 0; o < x.outputs.size(); ++o) {
-    const Node* n = dense[o].node();
-    const size_t bytes = static_cast<size_t>(n->shape.numel()) * dtype_size(n->dtype);
-    if (bytes == 0) continue;
-    if (!n->storage || !n->is_contiguous())
-      throw Error("internal: dvm::Executable::run: output '" + x.outputs[o].name + "' is not contiguous");
-    std::memcpy(out_ptr[o], n->storage->at(n->offset), bytes);
-  }
+  // Compute every output first (one flush), then write them: a failure
+  // leaves every output as it was.
+  for (const Tensor& t : outs) t.sync();
+  for (size_t o = 0; o < outs.size(); ++o) detail::copy_values(outs[o].node(), out_ptr[o]);
 }
 
 namespace {
@@ -652,18 +650,12 @@ void Executable::make_kernels() const {
 
 Shape Executable::shape(const std::string& name, const Bindings& bindings) const {
   const detail::ExecutableState& x = state(s_, "shape");
-  const detail::Port* p = find_port(x.inputs, name);
-  if (!p) p = find_port(x.outputs, name);
-  if (!p) throw Error("dvm::Executable::shape: '" + name + "' is neither an input nor an output of this graph");
-  return eval_shape(x, p->shape, bind(x, bindings, "shape"), [&] { return "'" + name + "'"; });
+  const detail::Port& p = port_named(x, name, "shape");
+  return eval_shape(x, p.shape, bind(x, bindings, "shape"), [&] { return "'" + name + "'"; });
 }
 
 Dtype Executable::dtype(const std::string& name) const {
-  const detail::ExecutableState& x = state(s_, "dtype");
-  const detail::Port* p = find_port(x.inputs, name);
-  if (!p) p = find_port(x.outputs, name);
-  if (!p) throw Error("dvm::Executable::dtype: '" + name + "' is neither an input nor an output of this graph");
-  return p->dtype;
+  return port_named(state(s_, "dtype"), name, "dtype").dtype;
 }
 
 std::vector<std::string> Executable::symbols() const { return state(s_, "symbols").symbols; }

@@ -588,6 +588,10 @@ void detail::copy_values(const Node* n, void* out) {
   int64_t idx[kMaxRank] = {};
   const char* base = static_cast<const char*>(n->storage->at(n->offset));
   char* o = static_cast<char*>(out);
+  if (n->is_contiguous()) {  // the common case: one copy
+    if (count > 0) std::memcpy(o, base, static_cast<size_t>(count) * es);
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
     int64_t off = 0;
     for (int k = 0; k < rank; ++k) off += idx[k] * n->strides[k];
