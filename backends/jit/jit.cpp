@@ -16,6 +16,31 @@
 namespace dvm::backends::jit {
 namespace {
 
+// The longest chain of dependent vector instructions in a program (loads
+// and constants start one): a long chain is bound by its latency, which
+// interleaved copies of the body hide.
+int chain_depth(const vm::Program& p) {
+  int depth[256] = {};
+  int longest = 0;
+  for (const vm::Instr& ins : p.code) {
+    const vm::OpClass cls = vm::op_class(ins.op);
+    int k = 0, in = 0, dst = -1;
+    for (const char* s = vm::op_info(ins.op).signature; *s; ++s) {
+      if (*s == 'F' || *s == 'S') continue;
+      if (*s == 'R') in = std::max(in, depth[ins.r[k]]);
+      if (*s == 'D') dst = ins.r[k];
+      ++k;
+    }
+    if (dst < 0) continue;
+    depth[dst] = cls == vm::OpClass::Load || cls == vm::OpClass::Const ? 0 : in + 1;
+    longest = std::max(longest, depth[dst]);
+  }
+  return longest;
+}
+// Elementwise bodies with a chain at least this long run four interleaved
+// copies per iteration (W7's 100-op chain: 1.3x; W1-W6 have short chains).
+constexpr int kLatencyBoundChain = 16;
+
 std::atomic<size_t> g_code_bytes[3];  // per Isa
 
 // ColReduce: column vectors per pass over the rows, an accumulator each: half
@@ -146,13 +171,22 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   const vm::Form form = vp.program.form;
   // Elementwise: one copy of the body per main-loop iteration unless tuning
   // asks for more (docs/JIT.md: W1 with 4 interleaved copies was 1.3x slower
-  // at 16M and no faster at 4K or 1M). ColReduce: col_block(caps) column
+  // at 16M and no faster at 4K or 1M) or a long chain of dependent
+  // instructions would leave the core waiting on each result. ColReduce: col_block(caps) column
   // vectors per row pass; a default block that would spill falls back to 4,
   // then 1.
   int copies = 1;
+  // A long chain gains from the copies even where they spill loop
+  // invariants (W7's 50 scalar parameters spill with one copy too).
+  bool latency_bound = false;
   const bool interleave = tune.interleave != 0;
   if (form == vm::Form::Elementwise) {
-    if (tune.unroll > 0) copies = tune.unroll;
+    if (tune.unroll > 0) {
+      copies = tune.unroll;
+    } else if (chain_depth(vp.program) >= kLatencyBoundChain) {
+      latency_bound = true;
+      copies = 4;
+    }
   } else if (form == vm::Form::ColReduce) {
     copies = tune.col_block > 0 ? std::min(tune.col_block, kMaxColBlock)
                                 : col_block(ir.caps);
@@ -165,7 +199,7 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
                form == vm::Form::ColReduce ? copies : 1))
       return nullptr;
     bool spilled = false;
-    fn = generate(ir, isa, &bytes, reason, copies > 1 && !forced, &spilled);
+    fn = generate(ir, isa, &bytes, reason, copies > 1 && !forced && !latency_bound, &spilled);
     if (fn || !spilled) break;
     copies = copies > 4 ? 4 : 1;
     reason->clear();

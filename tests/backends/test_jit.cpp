@@ -708,6 +708,44 @@ TEST(JitShapes, ElementwiseUnrollFactors) {
     }
 }
 
+// A long chain of dependent ops (W7's 100 ops, 50 of them reading scalar
+// parameters) runs four interleaved copies per iteration by default, even
+// though its parameters spill, with the bits of the interpreter.
+TEST(JitShapes, LongChainsRunInterleavedCopies) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  TuningScope scope;
+  tuning() = Tuning{};
+  Encoder e(Form::Elementwise);
+  const int ax = e.add_arg(ArgRole::Input), az = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
+  auto t = e.load(Op::LD, ax);
+  const auto z = e.load(Op::LD, az);
+  std::vector<float> scalars;
+  for (int k = 0; k < 100; ++k) {
+    const Op op = k % 3 == 0 ? Op::ADD : k % 3 == 1 ? Op::MUL : Op::SUB;
+    if (k % 2 == 0) {
+      t = e.binary(op, t, z);
+    } else {
+      t = e.binary(op, t, e.param());
+      scalars.push_back(0.25f + 0.125f * static_cast<float>(k % 5));
+    }
+  }
+  e.store(Op::ST, ay, t);
+  auto k = make_kernel(e);
+  for (Isa isa : jit_isas()) {
+    std::string reason;
+    auto chosen = compile(k->verified(), isa, &reason);
+    tuning().unroll = 1;
+    auto single = compile(k->verified(), isa, &reason);
+    tuning() = Tuning{};
+    ASSERT_TRUE(chosen && single) << reason;
+    // The main loop holds four copies, the tail loop one.
+    EXPECT_GT(2 * chosen->code_bytes, 3 * single->code_bytes) << isa_name(isa) << ": four copies of the body";
+  }
+  for (int64_t C : around_blocks())
+    differential(*k, {dense(1, C), dense(1, C), dense(1, C)}, 1, 1, C, static_cast<uint32_t>(C), "chain",
+                 C % 7 == 0, scalars);
+}
+
 TEST(JitShapes, ColReduceBlocks) {
   if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   TuningScope scope;
