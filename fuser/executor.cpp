@@ -38,6 +38,7 @@ struct FaultPlan {
   int group = 0;
 };
 thread_local FaultPlan t_fault;
+thread_local PlanObserver* t_observer = nullptr;
 
 // True (and disarms) when the armed fault is `kind` at group gi.
 bool fault_fires(Fault kind, int gi) {
@@ -56,6 +57,7 @@ std::string reason_of(const Error& e) {
 }  // namespace
 
 void inject_fault(Fault kind, int group) { t_fault = {kind, group}; }
+void set_plan_observer(PlanObserver* observer) { t_observer = observer; }
 
 std::string describe_ops(const std::vector<Node*>& members) {
   std::string s = "[";
@@ -81,6 +83,7 @@ std::string describe_ops(const std::vector<Node*>& members) {
 }
 
 void set_kernel_log(bool on) { t_log_on = on; }
+bool kernel_log() { return t_log_on; }
 
 std::vector<KernelRun> take_kernel_log() {
   std::vector<KernelRun> out;
@@ -441,7 +444,9 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner, bool prof, b
   PlanCache& cache = PlanCache::current();
   int64_t computed = 0;
   int gi = 0;  // the group's number in this flush
+  const CachedPlan* ran = nullptr;
   if (const CachedPlan* cached = cache.find(sig)) {
+    ran = cached;
     ++cache.hits;
     for (const CachedGroup& cg : cached->groups) {
       thread_local Group g;
@@ -528,9 +533,10 @@ int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner, bool prof, b
       computed += static_cast<int64_t>(g.members.size());
     }
     record.placement = std::move(plan.placement);
-    cache.insert(sig, std::move(record));
+    ran = &cache.insert(sig, std::move(record));
   }
   runner.flush();
+  if (t_observer) [[unlikely]] t_observer->ran(nodes, *ran);
   return computed;
 }
 

@@ -11,6 +11,11 @@
 #include "tracer/node.h"
 
 namespace dvm::fuser {
+struct CachedPlan;
+struct CachedGroup;
+}
+
+namespace dvm::fuser {
 
 // Computes `nodes` (pending, needed, in record order). On return every node
 // that is observable has a buffer. Returns the number of nodes computed.
@@ -18,6 +23,18 @@ namespace dvm::fuser {
 // buffers allocated for kernels that did not run are taken back, so the
 // caller can tell what was computed from what was not by Node::storage.
 int64_t execute(const std::vector<detail::Node*>& nodes);
+
+// Told, at the end of each execute() on the thread that installed it, which
+// cached plan ran over which nodes (numbered by Node::index, every group
+// launched and every node alive): a static graph turns that into a launch
+// program it can run without rebuilding its nodes (graph/program.h).
+class PlanObserver {
+ public:
+  virtual ~PlanObserver() = default;
+  virtual void ran(const std::vector<detail::Node*>& nodes, const CachedPlan& plan) = 0;
+};
+// Installs (or, with null, removes) this thread's observer.
+void set_plan_observer(PlanObserver* observer);
 
 // Test hook: the calling thread's next execute() fails at its group number
 // `group` (0-based, in launch order). It fires once and is disarmed at the
@@ -47,6 +64,7 @@ ExecStats& exec_stats();
 // The calling thread's kernel log: while on, every launch runs alone and is
 // timed and recorded; take_kernel_log() returns and clears the records.
 void set_kernel_log(bool on);
+bool kernel_log();
 std::vector<KernelRun> take_kernel_log();
 
 // The calling thread's record of its last flush's fused groups, kept while

@@ -907,27 +907,25 @@ namespace {
 constexpr int64_t kRowCopyMaxRows = 16;
 constexpr int64_t kRowCopyMinElems = 4096;
 
-// Points the product's B, when stored by columns, at its row-major copy
-// (tracer/row_copies.h) once it has one: the same elements, so the same sums.
-void read_b_by_rows(const Lowered& low, vm::Launch& l) {
-  const ArgSpec& s = low.args[static_cast<size_t>(low.product_b)];
-  vm::ArgBinding& b = l.args[static_cast<size_t>(low.product_b)];
+}  // namespace
+
+void read_b_by_rows(detail::Storage* storage, int64_t offset, Dtype dtype, vm::Op access, int arg,
+                    vm::Launch& l) {
+  vm::ArgBinding& b = l.args[static_cast<size_t>(arg)];
   const int64_t K = l.K(), N = l.C();
   if (l.R() > kRowCopyMaxRows || K < 2 || N < 2 || K * N < kRowCopyMinElems) return;
   if (l.R() == 1 && vm::one_row_reads_columns()) return;
   // Columns contiguous in k and apart (no overlap), one matrix for every batch.
   if (b.stride[vm::kK] != 1 || b.stride[vm::kC] < K || (l.P() > 1 && b.stride[vm::kP] != 0)) return;
-  if (s.output || s.access == vm::Op::LDG || s.node->dtype != Dtype::F32 || !b.in) return;
+  if (!storage || access == vm::Op::LDG || dtype != Dtype::F32 || !b.in) return;
   int64_t ld = 0;
-  const float* copy = detail::row_copy(s.node->storage, s.offset, K, N, b.stride[vm::kC], vm::copy_by_rows, &ld);
+  const float* copy = detail::row_copy(storage, offset, K, N, b.stride[vm::kC], vm::copy_by_rows, &ld);
   if (!copy) return;
   b.in = copy;
   b.stride[vm::kP] = 0;
   b.stride[vm::kK] = ld;
   b.stride[vm::kC] = 1;
 }
-
-}  // namespace
 
 vm::Launch bind(const Lowered& low) {
   vm::Launch l;
@@ -980,7 +978,10 @@ void bind(const Lowered& low, vm::Launch* out) {
       }
     }
   }
-  if (low.product_b >= 0) read_b_by_rows(low, l);
+  if (low.product_b >= 0) {
+    const ArgSpec& s = low.args[static_cast<size_t>(low.product_b)];
+    if (!s.output) read_b_by_rows(s.node->storage, s.offset, s.node->dtype, s.access, low.product_b, l);
+  }
 }
 
 }  // namespace dvm::fuser

@@ -103,6 +103,13 @@ vm::Launch bind(const Lowered& low);
 // The same into an existing launch, reusing its argument storage.
 void bind(const Lowered& low, vm::Launch* out);
 
+// Points a product's operand B (argument `arg` of launch l, read from
+// `storage` at `offset`), when stored by columns, at its row-major copy
+// (tracer/row_copies.h) where the cube's small products gain by it: the same
+// elements, so the same sums. bind() calls it; so does a graph's program.
+void read_b_by_rows(detail::Storage* storage, int64_t offset, Dtype dtype, vm::Op access, int arg,
+                    vm::Launch& l);
+
 // Gives a pending View whose input is now materialized its buffer.
 void resolve_view(detail::Node* v);
 

@@ -142,10 +142,10 @@ const CachedPlan* PlanCache::find(const Signature& sig) const {
   return nullptr;
 }
 
-void PlanCache::insert(Signature sig, CachedPlan plan) {
+const CachedPlan& PlanCache::insert(Signature sig, CachedPlan plan) {
   if (entries_.size() >= kMaxPlans) entries_.clear();  // rare: a program with very many structures
   uint64_t h = sig.hash;
-  entries_.emplace(h, Entry{std::move(sig), std::move(plan)});
+  return entries_.emplace(h, Entry{std::move(sig), std::move(plan)})->second.plan;
 }
 
 }  // namespace dvm::fuser

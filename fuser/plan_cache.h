@@ -51,7 +51,7 @@ class PlanCache {
  public:
   static PlanCache& current();  // per thread, like the trace
   const CachedPlan* find(const Signature& sig) const;
-  void insert(Signature sig, CachedPlan plan);
+  const CachedPlan& insert(Signature sig, CachedPlan plan);
   int64_t hits = 0, misses = 0;
   size_t size() const { return entries_.size(); }
   void clear() { entries_.clear(); }

@@ -8,8 +8,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <unordered_map>
 
+#include "fuser/executor.h"
+#include "graph/executable_state.h"
+#include "graph/program.h"
 #include "graph/symbolic.h"
 #include "tracer/capture.h"
 #include "tracer/host_values.h"
@@ -17,48 +21,10 @@
 #include "tracer/operands.h"
 #include "tracer/shape_rules.h"
 #include "tracer/trace.h"
+#include "vm/profile.h"
 
 namespace dvm {
 namespace detail {
-
-using graph::Monomial;
-
-// One recorded op, as a run rebuilds it.
-struct GNode {
-  NodeKind kind = NodeKind::Leaf;
-  OpKind op = OpKind::None;
-  Dtype dtype = Dtype::F32;
-  bool keepdim = false, immediate = false;
-  int8_t red_begin = 0, red_end = 0, scalar_pos = -1;
-  uint8_t nin = 0;
-  float value = 0.0f;
-  std::vector<Monomial> shape, strides;  // strides: a View's, relative to its input
-  Monomial offset;
-  // Each input: >= 0 a node of the list; < 0: -1 - an index into constants.
-  int32_t in[3] = {0, 0, 0};
-  int input = -1;        // a graph input's index
-  int size = -1;         // a size scalar's index
-};
-
-struct SizeScalar {
-  Monomial count;
-  bool reciprocal = false;
-};
-
-struct Port {
-  std::string name;
-  Dtype dtype = Dtype::F32;
-  std::vector<Monomial> shape;
-  int32_t node = -1;
-};
-
-struct ExecutableState {
-  std::vector<std::string> symbols;
-  std::vector<Port> inputs, outputs;
-  std::vector<GNode> nodes;
-  std::vector<Tensor> constants;  // tensors made before the graph that it reads
-  std::vector<SizeScalar> sizes;
-};
 
 struct GraphState final : CaptureHooks {
   std::vector<std::string> symbols;
@@ -292,6 +258,47 @@ struct Describe {
 
 }  // namespace
 
+namespace {
+
+// The executable's relations (ExecutableState::relations) and views.
+void collect_relations(detail::ExecutableState& x) {
+  auto add = [&](const Monomial& m) {
+    if (std::find(x.relations.begin(), x.relations.end(), m) == x.relations.end()) x.relations.push_back(m);
+  };
+  auto product = [&](const Monomial& a, const Monomial& b) {
+    Monomial m;
+    if (graph::multiply(a, b, &m)) add(m);
+  };
+  for (size_t i = 0; i < x.nodes.size(); ++i) {
+    const GNode& g = x.nodes[i];
+    Monomial fit = graph::constant(1), suffix = graph::constant(1);
+    for (const Monomial& e : g.shape) {
+      add(e);
+      if (!graph::multiply(fit, e.constant() ? graph::constant(std::max<int64_t>(e.coeff, 1)) : e, &fit)) break;
+    }
+    add(fit);
+    if (g.kind != NodeKind::View) continue;
+    x.views.push_back(static_cast<int32_t>(i));
+    add(g.offset);
+    for (size_t d = g.shape.size(); d-- > 0;) {
+      add(g.strides[d]);
+      product(g.strides[d], g.shape[d]);  // where the next outer dim would continue it
+      add(suffix);                        // the contiguous stride of dim d
+      if (!graph::multiply(suffix, g.shape[d], &suffix)) break;
+    }
+  }
+  for (const Tensor& c : x.constants)
+    for (int d = 0; d < c.node()->shape.rank(); ++d) add(graph::constant(c.node()->shape[d]));
+  for (auto* ports : {&x.inputs, &x.outputs})
+    for (detail::Port& p : *ports) {
+      p.numel = graph::constant(1);
+      for (const Monomial& e : p.shape)
+        if (!graph::multiply(p.numel, e, &p.numel)) p.numel = graph::constant(kMaxElements);
+    }
+}
+
+}  // namespace
+
 Executable Graph::compile() {
   check_open(s_, "compile");
   if (s_->outputs.empty()) throw Error("dvm::Graph::compile: the graph has no outputs (Graph::output)");
@@ -322,17 +329,18 @@ Executable Graph::compile() {
     }
     for (const auto& in : s_->inputs) {
       const Node* n = in.t.node();
-      x.inputs.push_back({in.name, n->dtype, d.read_shape(n), d.index.at(n)});
+      x.inputs.push_back({in.name, n->dtype, d.read_shape(n), d.index.at(n), {}});
     }
     for (const auto& o : s_->outputs) {
       const Node* n = o.second.node();
-      x.outputs.push_back({o.first, n->dtype, d.read_shape(n), d.index.at(n)});
+      x.outputs.push_back({o.first, n->dtype, d.read_shape(n), d.index.at(n), {}});
     }
   } catch (...) {
     s_->end("a tensor of a dvm::Graph whose compile() failed has no values");
     throw;
   }
   s_->end("a tensor of a dvm::Graph has no values: it was recorded to be computed by the Executable's run()");
+  collect_relations(x);
   exe.make_kernels();
   return exe;
 }
@@ -353,9 +361,11 @@ const detail::ExecutableState& state(const std::unique_ptr<detail::ExecutableSta
   return *s;
 }
 
-// Every symbol's value, in symbol order, from bindings; errors name op.
-std::vector<int64_t> bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op) {
-  std::vector<int64_t> v(x.symbols.size(), -1);
+// Every symbol's value, in symbol order, from bindings, into *out; errors
+// name op.
+void bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op, std::vector<int64_t>* out) {
+  std::vector<int64_t>& v = *out;
+  v.assign(x.symbols.size(), -1);
   for (const auto& [name, value] : bindings) {
     auto it = std::find(x.symbols.begin(), x.symbols.end(), name);
     if (it == x.symbols.end())
@@ -369,6 +379,10 @@ std::vector<int64_t> bind(const detail::ExecutableState& x, const Bindings& bind
   }
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i] < 0) throw Error(std::string("dvm::Executable::") + op + ": symbol '" + x.symbols[i] + "' is not bound");
+}
+std::vector<int64_t> bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op) {
+  std::vector<int64_t> v;
+  bind(x, bindings, op, &v);
   return v;
 }
 
@@ -402,11 +416,13 @@ const detail::Port* find_port(const std::vector<detail::Port>& ports, const std:
 }
 
 // The pointer given for each port, in port order: every port exactly once,
-// no unknown name, no null pointer; errors say `what` ("input", "output").
+// no unknown name, no null pointer, into *out; errors say `what` ("input",
+// "output").
 template <class Ptr>
-std::vector<Ptr> by_port(const std::vector<detail::Port>& ports, const std::vector<std::pair<std::string, Ptr>>& given,
-                         const char* what) {
-  std::vector<Ptr> ptr(ports.size(), nullptr);
+void by_port(const std::vector<detail::Port>& ports, const std::vector<std::pair<std::string, Ptr>>& given,
+             const char* what, std::vector<Ptr>* out) {
+  std::vector<Ptr>& ptr = *out;
+  ptr.assign(ports.size(), nullptr);
   for (const auto& [name, p] : given) {
     const detail::Port* port = find_port(ports, name);
     if (!port) throw Error("dvm::Executable::run: '" + name + "' is not an " + what + " of this graph");
@@ -417,7 +433,6 @@ std::vector<Ptr> by_port(const std::vector<detail::Port>& ports, const std::vect
   }
   for (size_t i = 0; i < ptr.size(); ++i)
     if (!ptr[i]) throw Error("dvm::Executable::run: " + std::string(what) + " '" + ports[i].name + "' is not given");
-  return ptr;
 }
 
 // An input's or output's port by name; errors name op.
@@ -480,14 +495,80 @@ bool fits(const GNode& g, const Shape& out, Node* const* ins) {
 
 }  // namespace
 
-void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const {
-  const detail::ExecutableState& x = state(s_, "run");
-  const std::vector<int64_t> v = bind(x, bindings, "run");
-  const std::vector<const void*> in_ptr = by_port(x.inputs, inputs, "input");
-  const std::vector<void*> out_ptr = by_port(x.outputs, outputs, "output");
-  if (detail::capture())
-    throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
+namespace {
 
+// A view's strides and offset (relative to its operand's contiguous layout
+// of `operand_numel` elements) under values v, into strides and *offset;
+// false when one overflows or an element it reaches lies outside the operand.
+bool view_fits(const GNode& g, const Shape& shape, const int64_t* v, int64_t operand_numel, int64_t* strides,
+               int64_t* offset) {
+  int64_t lo = 0, hi = 0;
+  bool ok = g.offset.eval(v, offset), empty = false;
+  for (int d = 0; ok && d < shape.rank(); ++d) {
+    ok = g.strides[static_cast<size_t>(d)].eval(v, &strides[d]);
+    if (shape[d] == 0) empty = true;
+    int64_t reach = 0;
+    ok = ok && !__builtin_mul_overflow(shape[d] > 0 ? shape[d] - 1 : 0, strides[d], &reach) &&
+         !__builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
+  }
+  return ok && (empty || (*offset + lo >= 0 && *offset + hi < operand_numel));
+}
+
+Shape eval_dims(const std::vector<Monomial>& dims, const int64_t* v, bool* ok) {
+  Shape s;
+  for (const Monomial& m : dims) {
+    int64_t e = 0;
+    *ok = *ok && m.eval(v, &e);
+    s.push_back(e);
+  }
+  return s;
+}
+
+// Whether every view of the graph stays inside its operand under v (the
+// relations do not decide that: narrow(x, 0, 0, 5) fits S = 9, not S = 3).
+bool views_fit(const detail::ExecutableState& x, const int64_t* v) {
+  for (int32_t i : x.views) {
+    const GNode& g = x.nodes[static_cast<size_t>(i)];
+    bool ok = true;
+    const Shape shape = eval_dims(g.shape, v, &ok);
+    const Shape in = eval_dims(x.nodes[static_cast<size_t>(g.in[0])].shape, v, &ok);
+    int64_t strides[kMaxRank], offset = 0;
+    if (!ok || !view_fits(g, shape, v, in.numel(), strides, &offset)) return false;
+  }
+  return true;
+}
+
+// Whether an output's bytes overlap an input's or another output's: then
+// the outputs are computed first and copied, as a rebuilding run does.
+bool outputs_overlap(const detail::ExecutableState& x, const int64_t* v, const std::vector<const void*>& in,
+                     const std::vector<void*>& out) {
+  auto range = [&](const detail::Port& p, const void* ptr, uintptr_t* lo, uintptr_t* hi) {
+    int64_t n = 0;
+    if (!p.numel.eval(v, &n)) n = kMaxElements;  // the caller checked the relations: never
+    *lo = reinterpret_cast<uintptr_t>(ptr);
+    *hi = *lo + static_cast<uintptr_t>(n) * dtype_size(p.dtype);
+  };
+  for (size_t o = 0; o < out.size(); ++o) {
+    uintptr_t lo = 0, hi = 0;
+    range(x.outputs[o], out[o], &lo, &hi);
+    for (size_t i = 0; i < in.size(); ++i) {
+      uintptr_t a = 0, b = 0;
+      range(x.inputs[i], in[i], &a, &b);
+      if (lo < b && a < hi) return true;
+    }
+    for (size_t p = 0; p < o; ++p) {
+      uintptr_t a = 0, b = 0;
+      range(x.outputs[p], out[p], &a, &b);
+      if (lo < b && a < hi) return true;
+    }
+  }
+  return false;
+}
+
+// Records the graph's ops at the sizes of v as the lazy path's nodes (each
+// told to the builder), the outputs into *outs.
+void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, const std::vector<const void*>& in_ptr,
+             graph::ProgramBuilder* builder, std::vector<Tensor>* outs) {
   // Rebuild the ops at these sizes; the flush of the first output computes them all.
   std::vector<Tensor> built(x.nodes.size());
   auto node_of = [&](int32_t ref) { return ref >= 0 ? built[static_cast<size_t>(ref)].node() : x.constants[static_cast<size_t>(-1 - ref)].node(); };
@@ -500,6 +581,7 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
       Node* n = t.node();
       n->storage = detail::Storage::wrap(in_ptr[static_cast<size_t>(g.input)], shape.numel(), g.dtype);
       detail::contiguous_strides(shape, n->strides);
+      builder->add_node(n, static_cast<int32_t>(i));
       built[i] = std::move(t);
       continue;
     }
@@ -513,6 +595,7 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
       n->storage = detail::Storage::allocate(1);
       const double c = static_cast<double>(count);
       n->storage->f32()[0] = static_cast<float>(sz.reciprocal ? 1.0 / c : c);
+      builder->add_node(n, static_cast<int32_t>(i));
       built[i] = std::move(t);
       continue;
     }
@@ -520,6 +603,7 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
       Tensor t(detail::new_node(NodeKind::Const, OpKind::None, g.dtype, shape));
       t.node()->value = g.value;
       t.node()->immediate = g.immediate;
+      builder->add_node(t.node(), static_cast<int32_t>(i));
       built[i] = std::move(t);
       continue;
     }
@@ -541,25 +625,13 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
     n->red_end = g.red_end;
     n->scalar_pos = g.scalar_pos;
     n->value = g.value;
-    if (g.kind == NodeKind::View) {
-      // Every element it reaches lies in its operand (strides and offset
-      // relative to the operand's contiguous layout).
-      int64_t lo = 0, hi = 0;
-      bool ok = g.offset.eval(v.data(), &n->offset), empty = false;
-      for (int d = 0; ok && d < shape.rank(); ++d) {
-        ok = g.strides[static_cast<size_t>(d)].eval(v.data(), &n->strides[d]);
-        if (shape[d] == 0) empty = true;
-        int64_t reach = 0;
-        ok = ok && !__builtin_mul_overflow(shape[d] > 0 ? shape[d] - 1 : 0, n->strides[d], &reach) &&
-             !__builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
-      }
-      if (!ok || (!empty && (n->offset + lo < 0 || n->offset + hi >= ins[0]->shape.numel()))) {
-        if (!view_of_values) own = detail::record(n);  // recorded so that it is freed with the others
-        throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what() + " of " + shape.to_string() +
-                    " reads outside its operand " + ins[0]->shape.to_string() +
-                    " (a size computed from a dvm::Dim during the capture, such as S / 2, is a constant of the graph)");
-      }
+    if (g.kind == NodeKind::View && !view_fits(g, shape, v.data(), ins[0]->shape.numel(), n->strides, &n->offset)) {
+      if (!view_of_values) own = detail::record(n);  // recorded so that it is freed with the others
+      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what() + " of " + shape.to_string() +
+                  " reads outside its operand " + ins[0]->shape.to_string() +
+                  " (a size computed from a dvm::Dim during the capture, such as S / 2, is a constant of the graph)");
     }
+    builder->add_node(n, static_cast<int32_t>(i));
     if (view_of_values) {
       ins[0]->storage->retain();
       n->storage = ins[0]->storage;
@@ -571,13 +643,118 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   }
   // Only the outputs stay observable, so the ops fuse as the lazy path's
   // (a recorded op is kept by the trace, a value by its consumers' edges).
+  for (size_t o = 0; o < x.outputs.size(); ++o) (*outs)[o] = built[static_cast<size_t>(x.outputs[o].node)];
+}
+
+// A run by the program made for v's relations, if there is one and no
+// other run holds it; false when the ops must be rebuilt.
+bool replay(const detail::ExecutableState& x, const std::vector<int64_t>& v, const std::vector<const void*>& in,
+            const std::vector<void*>& out) {
+  if (fuser::kernel_log() || vm::profile::on() || fuser::fusion_record()) return false;
+  thread_local std::vector<int32_t> key;
+  if (!graph::relation_key(x, v.data(), &key)) return false;
+  std::unique_lock<std::mutex> lock(x.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  const graph::Program* p = nullptr;
+  for (const auto& q : x.programs)
+    if (q->key == key) p = q.get();
+  if (!p || !views_fit(x, v.data()) || outputs_overlap(x, v.data(), in, out)) return false;
+  if (!graph::run_program(x, *p, v.data(), in.data(), out.data(), x.scratch)) return false;
+  ++graph::program_stats().replays;
+  return true;
+}
+
+// Installs a program builder as this thread's plan observer for one run.
+struct Observing {
+  explicit Observing(graph::ProgramBuilder* b) { fuser::set_plan_observer(b); }
+  ~Observing() { fuser::set_plan_observer(nullptr); }
+  Observing(const Observing&) = delete;
+  Observing& operator=(const Observing&) = delete;
+};
+
+// The plan check (DVM_PLAN_CHECK) of a replay: the ops rebuilt at the same
+// binding give the outputs' bytes and a program of the same kernels.
+void check_replay(const detail::ExecutableState& x, const std::vector<int64_t>& v,
+                  const std::vector<const void*>& in, const std::vector<void*>& out) {
+  graph::ProgramBuilder builder(x, v.data());
   std::vector<Tensor> outs(x.outputs.size());
-  for (size_t o = 0; o < x.outputs.size(); ++o) outs[o] = built[static_cast<size_t>(x.outputs[o].node)];
-  built.clear();
-  // Compute every output first (one flush), then write them: a failure
-  // leaves every output as it was.
-  for (const Tensor& t : outs) t.sync();
+  // The check's own launches are not the run's: the stats leave them out.
+  fuser::ExecStats& stats = fuser::exec_stats();
+  const int64_t launched = stats.kernels_launched.load(), ran = stats.kernels_run.load();
+  {
+    const Observing observing(&builder);
+    rebuild(x, v, in, &builder, &outs);
+    for (const Tensor& t : outs) t.sync();
+  }
+  stats.kernels_launched.fetch_sub(stats.kernels_launched.load() - launched);
+  stats.kernels_run.fetch_sub(stats.kernels_run.load() - ran);
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const size_t bytes = static_cast<size_t>(outs[o].numel()) * dtype_size(x.outputs[o].dtype);
+    std::vector<char> want(bytes);
+    detail::copy_values(outs[o].node(), want.data());
+    if (std::memcmp(want.data(), out[o], bytes) != 0)
+      throw Error("internal: the replay of a graph's program at " + binding_text(x, v) + " wrote other bytes to '" +
+                  x.outputs[o].name + "' than its rebuilt ops compute");
+  }
+  const std::shared_ptr<graph::Program> fresh = builder.finish();
+  std::lock_guard<std::mutex> lock(x.mu);
+  for (const auto& p : x.programs) {
+    if (!fresh || p->key != fresh->key) continue;
+    bool same = p->launches.size() == fresh->launches.size();
+    for (size_t i = 0; same && i < p->launches.size(); ++i)
+      same = p->launches[i].kernel->bytecode() == fresh->launches[i].kernel->bytecode();
+    if (!same)
+      throw Error("internal: the program a graph replayed at " + binding_text(x, v) +
+                  " launches other kernels than its rebuilt ops");
+    return;
+  }
+  throw Error("internal: the rebuilt ops of a graph at " + binding_text(x, v) +
+              " make no program with the relations of the one replayed");
+}
+
+// Keeps a program made by a rebuilding run (the newest few, one per key).
+void keep(const detail::ExecutableState& x, std::shared_ptr<const graph::Program> p) {
+  constexpr size_t kMaxPrograms = 8;
+  std::lock_guard<std::mutex> lock(x.mu);
+  for (const auto& q : x.programs)
+    if (q->key == p->key) return;
+  if (x.programs.size() >= kMaxPrograms) x.programs.erase(x.programs.begin());
+  x.programs.push_back(std::move(p));
+}
+
+}  // namespace
+
+void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const {
+  const detail::ExecutableState& x = state(s_, "run");
+  // Kept between runs so that a replay allocates nothing (run() never
+  // nests on a thread: nothing it calls runs user code).
+  thread_local std::vector<int64_t> v;
+  thread_local std::vector<const void*> in_ptr;
+  thread_local std::vector<void*> out_ptr;
+  bind(x, bindings, "run", &v);
+  by_port(x.inputs, inputs, "input", &in_ptr);
+  by_port(x.outputs, outputs, "output", &out_ptr);
+  if (detail::capture())
+    throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
+  if (replay(x, v, in_ptr, out_ptr)) {
+    if (fuser::plan_check()) [[unlikely]] check_replay(x, v, in_ptr, out_ptr);
+    return;
+  }
+  ++graph::program_stats().rebuilds;
+  // Work the lazy path left pending on this thread is computed first, so
+  // that the flushes below hold the graph's ops alone.
+  detail::Trace::current().flush();
+  graph::ProgramBuilder builder(x, v.data());
+  std::vector<Tensor> outs(x.outputs.size());
+  {
+    const Observing observing(&builder);
+    rebuild(x, v, in_ptr, &builder, &outs);
+    // Compute every output first (one flush), then write them: a failure
+    // leaves every output as it was.
+    for (const Tensor& t : outs) t.sync();
+  }
   for (size_t o = 0; o < outs.size(); ++o) detail::copy_values(outs[o].node(), out_ptr[o]);
+  if (std::shared_ptr<graph::Program> p = builder.finish()) keep(x, std::move(p));
 }
 
 namespace {
@@ -621,31 +798,51 @@ std::vector<int64_t> generic_binding(const detail::ExecutableState& x) {
 
 }  // namespace
 
+void Executable::run_on_zeros(const Bindings& b) const {
+  const detail::ExecutableState& x = *s_;
+  std::vector<std::vector<char>> in_buf, out_buf;
+  GraphInputs in;
+  GraphOutputs out;
+  for (const detail::Port& p : x.inputs) {
+    const Shape s = shape(p.name, b);
+    in_buf.emplace_back(static_cast<size_t>(s.numel()) * dtype_size(p.dtype) + 1, 0);
+    in.emplace_back(p.name, in_buf.back().data());
+  }
+  for (const detail::Port& p : x.outputs) {
+    const Shape s = shape(p.name, b);
+    out_buf.emplace_back(static_cast<size_t>(s.numel()) * dtype_size(p.dtype) + 1, 0);
+    out.emplace_back(p.name, out_buf.back().data());
+  }
+  run(in, out, b);
+}
+
 void Executable::make_kernels() const {
   const detail::ExecutableState& x = *s_;
   const std::vector<int64_t> v = generic_binding(x);
   if (v.empty() && !x.symbols.empty()) return;
   Bindings b;
   for (size_t i = 0; i < v.size(); ++i) b.emplace_back(x.symbols[i], v[i]);
-  // Zeros in, scratch out; a failure (a graph that fits only other sizes)
-  // leaves the kernels to the first run.
+  // A failure (a graph that fits only other sizes) leaves the kernels to
+  // the first run.
   try {
-    std::vector<std::vector<char>> in_buf, out_buf;
-    GraphInputs in;
-    GraphOutputs out;
-    for (const detail::Port& p : x.inputs) {
-      const Shape s = shape(p.name, b);
-      in_buf.emplace_back(static_cast<size_t>(s.numel()) * dtype_size(p.dtype) + 1, 0);
-      in.emplace_back(p.name, in_buf.back().data());
-    }
-    for (const detail::Port& p : x.outputs) {
-      const Shape s = shape(p.name, b);
-      out_buf.emplace_back(static_cast<size_t>(s.numel()) * dtype_size(p.dtype) + 1, 0);
-      out.emplace_back(p.name, out_buf.back().data());
-    }
-    run(in, out, b);
+    run_on_zeros(b);
   } catch (const std::exception&) {  // dvm::Error, or out of memory for the scratch buffers
   }
+}
+
+int64_t Executable::memory(const Bindings& bindings) const {
+  const detail::ExecutableState& x = state(s_, "memory");
+  const std::vector<int64_t> v = bind(x, bindings, "memory");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<int32_t> key;
+    if (graph::relation_key(x, v.data(), &key)) {
+      std::lock_guard<std::mutex> lock(x.mu);
+      for (const auto& p : x.programs)
+        if (p->key == key) return graph::program_arena_bytes(x, *p, v.data(), x.scratch);
+    }
+    if (attempt == 0) run_on_zeros(bindings);  // plans these relations (or names what is wrong)
+  }
+  return -1;
 }
 
 Shape Executable::shape(const std::string& name, const Bindings& bindings) const {

@@ -1,7 +1,9 @@
 // Probes and the factoring of captured extents (graph/symbolic.h).
 #include "graph/symbolic.h"
 
+#include <bit>
 #include <cstdlib>
+#include <cstring>
 
 namespace dvm::graph {
 namespace {
@@ -34,9 +36,20 @@ bool Monomial::constant() const {
 
 bool Monomial::eval(const int64_t* values, int64_t* out) const {
   int64_t v = coeff;
-  for (int i = 0; i < kMaxSymbols; ++i)
-    for (int k = 0; k < exp[static_cast<size_t>(i)]; ++k)
-      if (__builtin_mul_overflow(v, values[i], &v)) return false;
+  // Eight exponents per word, visiting only the symbols that occur.
+  static_assert(kMaxSymbols % 8 == 0);
+  for (int w = 0; w < kMaxSymbols / 8; ++w) {
+    uint64_t word = 0;
+    std::memcpy(&word, exp.data() + 8 * w, 8);
+    while (word) {
+      const int bit = std::countr_zero(word) & ~7;
+      const int e = static_cast<int>((word >> bit) & 0xff);
+      word &= ~(uint64_t{0xff} << bit);
+      const int64_t x = values[8 * w + bit / 8];
+      for (int k = 0; k < e; ++k)
+        if (__builtin_mul_overflow(v, x, &v)) return false;
+    }
+  }
   *out = v;
   return true;
 }
@@ -54,6 +67,18 @@ std::string Monomial::to_string(const std::vector<std::string>& names) const {
     s.append(parts[i]);
   }
   return s;
+}
+
+bool multiply(const Monomial& a, const Monomial& b, Monomial* out) {
+  Monomial m;
+  if (__builtin_mul_overflow(a.coeff, b.coeff, &m.coeff)) return false;
+  for (size_t i = 0; i < m.exp.size(); ++i) {
+    const int e = a.exp[i] + b.exp[i];
+    if (e > 255) return false;
+    m.exp[i] = static_cast<uint8_t>(e);
+  }
+  *out = m;
+  return true;
 }
 
 bool factor(int64_t v, int symbols, Monomial* out) {

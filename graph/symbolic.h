@@ -24,7 +24,16 @@ struct Monomial {
   bool eval(const int64_t* values, int64_t* out) const;
   // "B*S*12", "768", "-S".
   std::string to_string(const std::vector<std::string>& names) const;
+  friend bool operator==(const Monomial&, const Monomial&) = default;
 };
+
+// a * b into *out; false when the coefficient overflows.
+bool multiply(const Monomial& a, const Monomial& b, Monomial* out);
+inline Monomial constant(int64_t c) {
+  Monomial m;
+  m.coeff = c;
+  return m;
+}
 
 // `v` read as a monomial of the first `symbols` symbols. False where v
 // cannot be one: what is left once the probes are divided out lies within

@@ -16,7 +16,7 @@ exceptions_file=scripts/layering_exceptions.txt
 
 # folder: the prefixes its files may not include.
 rules=(
-  "graph: fuser/ vm/ backends/ runtime/"
+  "graph: backends/ runtime/"
   "tracer: graph/ fuser/ vm/ backends/ runtime/"
   "vm: graph/ tracer/ fuser/ runtime/ backends/jit/"
   "backends: graph/ tracer/ fuser/ runtime/"

@@ -13,13 +13,21 @@
 // Between the Graph's construction and compile(), the ordinary ops record
 // the graph on this thread (nothing is computed; an observer such as data()
 // is an error). Tensors made before the graph (weights) are constants of it.
-// A run rebuilds the recorded ops at the bound sizes and computes them: the
-// kernels are those of the lazy path for the same ops (the plan and kernel
-// caches are shared), so a graph's results are bit-identical to the lazy
-// path's, and bindings whose extents differ only in value compile nothing
-// (an extent of 1 is a structure of its own, as in the lazy path: it may
-// make kernels of its own the first time). Each run checks every op's
-// extents against its operands' before anything is computed.
+//
+// The first run under new relations of the extents (which are 1, which
+// equal each other or a constant) rebuilds the recorded ops at the bound
+// sizes and computes them as the lazy path would: the kernels are the lazy
+// path's for the same ops (the plan and kernel caches are shared), so a
+// graph's results are bit-identical to the lazy path's. That run also makes
+// a launch program of its plan, and every later run under the same
+// relations replays it: its kernels launched in order with the bound sizes,
+// intermediates in one arena of the executable (memory()), outputs stored
+// straight into the caller's buffers; nothing is rebuilt or looked up.
+// compile() makes the program of the relations most bindings share (no
+// extent 1, none equal), so runs at new sizes compile nothing (an extent of
+// 1 may make kernels of its own the first time, as in the lazy path). Each
+// run checks its extents, and the bounds of every view, before anything
+// is computed.
 //
 // A symbol's extent is captured as a number of its own (a large prime), so
 // any size argument accepts a Dim (it converts to that number) and the graph
@@ -120,9 +128,12 @@ class Executable {
   // Computes the outputs for one binding of every symbol (each at least 1):
   // every input by name (a pointer to its elements, contiguous, row-major,
   // in its dtype), every output by name (written with its numel() elements
-  // of its dtype and nothing else). A missing, unknown or repeated name, a
-  // symbol below 1, or extents that overflow are dvm::Errors naming them;
-  // no output is written then.
+  // of its dtype and nothing else; an output may overlap an input, at a
+  // cost: such a run computes everything before it writes). A missing,
+  // unknown or repeated name, a symbol below 1, or extents that overflow
+  // are dvm::Errors naming them; no output is written then. Runs of one
+  // executable from several threads at once are safe (one at a time
+  // replays; the others rebuild their ops).
   void run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const;
 
   // The extents of input or output `name` for a binding.
@@ -133,14 +144,23 @@ class Executable {
   std::vector<std::string> outputs() const;
   // "x: float32[B, S, 768]" per input and output, one per line.
   std::string describe() const;
-  // How many recorded ops a run rebuilds.
+  // How many recorded ops the graph has.
   int64_t ops() const;
+  // The bytes of dvm memory a run at this binding uses for the graph's
+  // intermediates: one arena, in which values whose lifetimes do not
+  // overlap share bytes (inputs and outputs are the caller's buffers). The
+  // first time a binding's relations (which extents are 1, which equal) are
+  // seen it runs the graph once on zeros to plan them. -1 for a graph whose
+  // runs rebuild their ops every time (a plan it cannot replay).
+  int64_t memory(const Bindings& bindings) const;
 
  private:
   friend class Graph;
   // One run at sizes where every extent differs from the others as at any
   // binding, with zeros as inputs: compiles the kernels before the first run.
   void make_kernels() const;
+  // One run at binding b, with zeros as inputs and scratch outputs.
+  void run_on_zeros(const Bindings& b) const;
   std::unique_ptr<detail::ExecutableState> s_;
 };
 

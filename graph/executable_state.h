@@ -1,0 +1,73 @@
+// What a dvm::Executable holds: the captured ops with their extents as
+// monomials of the symbols (a run that rebuilds them, graph/graph.cpp), and
+// the launch programs derived from the plans those runs used
+// (graph/program.h), which later runs replay without rebuilding anything.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dvm/tensor.h"
+#include "graph/program.h"
+#include "graph/symbolic.h"
+#include "tracer/node.h"
+
+namespace dvm::detail {
+
+using graph::Monomial;
+
+// One recorded op, as a run rebuilds it.
+struct GNode {
+  NodeKind kind = NodeKind::Leaf;
+  OpKind op = OpKind::None;
+  Dtype dtype = Dtype::F32;
+  bool keepdim = false, immediate = false;
+  int8_t red_begin = 0, red_end = 0, scalar_pos = -1;
+  uint8_t nin = 0;
+  float value = 0.0f;
+  std::vector<Monomial> shape, strides;  // strides: a View's, relative to its input's contiguous layout
+  Monomial offset;
+  // Each input: >= 0 a node of the list; < 0: -1 - an index into constants.
+  int32_t in[3] = {0, 0, 0};
+  int input = -1;        // a graph input's index
+  int size = -1;         // a size scalar's index
+};
+
+struct SizeScalar {
+  Monomial count;
+  bool reciprocal = false;
+};
+
+struct Port {
+  std::string name;
+  Dtype dtype = Dtype::F32;
+  std::vector<Monomial> shape;
+  int32_t node = -1;
+  Monomial numel;  // the product of shape
+};
+
+struct ExecutableState {
+  std::vector<std::string> symbols;
+  std::vector<Port> inputs, outputs;
+  std::vector<GNode> nodes;
+  std::vector<Tensor> constants;  // tensors made before the graph that it reads
+  std::vector<SizeScalar> sizes;
+  // Every distinct monomial a plan's choices may depend on (extents,
+  // strides, offsets, element counts, views' layout products): bindings
+  // under which they relate alike (which are 0, which 1, which equal) run
+  // the same plan, so they share a program.
+  std::vector<Monomial> relations;
+  std::vector<int32_t> views;  // the View nodes, whose bounds every run checks
+
+  // Programs by the relations they were made under, and what a run of one
+  // uses (launches, term values, the arena); a run that finds the lock
+  // taken rebuilds its ops instead.
+  mutable std::mutex mu;
+  mutable std::vector<std::shared_ptr<const graph::Program>> programs;
+  mutable graph::ProgramScratch scratch;
+};
+
+}  // namespace dvm::detail

@@ -1,0 +1,294 @@
+// Launch programs of static graphs (graph/program.h): a run whose relations
+// (which extents are 1, which equal) were seen before replays the kernels of
+// that run without rebuilding its ops, its intermediates in one arena. The
+// reference is the lazy path at the same sizes (bit for bit: the same
+// kernels), over random graphs and bindings that cross every relation.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dvm/dvm.h"
+#include "graph/program.h"
+#include "tests/error_testing.h"
+
+namespace dvm::testing {
+namespace {
+
+constexpr int64_t kC = 16;  // the constant inner extent of the random graphs
+
+std::vector<float> values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Output i's name ("o0", "o1", ...).
+std::string port(size_t i) {
+  std::string s = "o";
+  s += std::to_string(i);
+  return s;
+}
+
+// Whether the graph runs between its construction and replayed() replayed.
+struct ProgramStatsDelta {
+  int64_t replays = graph::program_stats().replays, rebuilds = graph::program_stats().rebuilds;
+  bool replayed() const {
+    const bool replay = graph::program_stats().replays == replays + 1;
+    EXPECT_EQ(graph::program_stats().replays + graph::program_stats().rebuilds, replays + rebuilds + 1);
+    return replay;
+  }
+};
+
+struct Params {
+  Tensor w = Tensor::normal({kC, kC}, 11, 0.0f, 0.3f), lw = Tensor::normal({kC}, 12, 1.0f, 0.1f),
+         lb = Tensor::normal({kC}, 13), row = Tensor::normal({kC}, 14);
+  Params() {
+    for (const Tensor* t : {&w, &lw, &lb, &row}) t->sync();
+  }
+};
+
+// A random graph over x [B, S, 16] and e [S, 16]: the same ops for the graph
+// (B and S are Dims) and the lazy path (numbers), from the seed alone.
+std::vector<Tensor> random_model(uint32_t seed, const Params& p, const Tensor& x, const Tensor& e, int64_t B,
+                                 int64_t S) {
+  std::mt19937 rng(seed);
+  std::vector<Tensor> pool = {x, x * e};
+  auto pick = [&] { return pool[rng() % pool.size()]; };
+  const int steps = 4 + static_cast<int>(rng() % 8);
+  for (int i = 0; i < steps; ++i) {
+    const Tensor t = pick();
+    Tensor r;
+    switch (rng() % 10) {
+      case 0: r = tanh(t); break;
+      case 1: r = relu(t) + pick(); break;
+      case 2: r = t * 0.75f - e; break;
+      case 3: r = softmax(t, -1); break;
+      case 4: r = layer_norm(t, {kC}, p.lw, p.lb); break;
+      case 5: r = t - t.mean({2}, true); break;
+      case 6: r = (t.transpose(0, 1) * 2.0f + p.row).transpose(0, 1); break;
+      case 7: r = matmul(t, p.w); break;
+      case 8: r = t + t.mean({1}, true); break;  // over the symbolic axis S
+      default: r = t.reshape({B * S, kC}).narrow(1, 4, 8).sum({1}).reshape({B, S, 1}) * t; break;
+    }
+    pool.push_back(r);
+  }
+  return {pool.back(), pool[pool.size() - 2].sum({1}), pool[pool.size() / 2].reshape({B * S * kC})};
+}
+
+Executable capture_random(uint32_t seed, const Params& p) {
+  Graph g;
+  const Dim B = g.symbol("B"), S = g.symbol("S");
+  const Tensor x = g.input("x", {B, S, kC}), e = g.input("e", {S, kC});
+  const std::vector<Tensor> outs = random_model(seed, p, x, e, B, S);
+  for (size_t i = 0; i < outs.size(); ++i) g.output(port(i), outs[i]);
+  return g.compile();
+}
+
+TEST(GraphProgram, RandomGraphsReplayTheLazyPathsBits) {
+  const Params p;
+  // Bindings that cross the relations: extents of 1, B equal to S, S equal
+  // to the constant 16, and sizes whose kernels launch alone (>= 64K elements).
+  const std::vector<std::pair<int64_t, int64_t>> bindings = {{2, 5}, {3, 7},  {1, 9}, {4, 1},  {3, 3},
+                                                             {2, 16}, {1, 1}, {5, 5}, {3, 4500}, {2, 9}};
+  int64_t replays_seen = 0;
+  for (uint32_t seed = 0; seed < 24; ++seed) {
+    const Executable exe = capture_random(seed, p);
+    for (const auto& [B, S] : bindings) {
+      const std::string at = "seed " + std::to_string(seed) + " B " + std::to_string(B) + " S " + std::to_string(S);
+      const Bindings bind = {{"B", B}, {"S", S}};
+      const std::vector<float> xv = values(B * S * kC, seed * 31 + static_cast<uint32_t>(S)),
+                               ev = values(S * kC, seed * 17 + static_cast<uint32_t>(B));
+      const Tensor x = Tensor::from_blob(xv.data(), {B, S, kC}), e = Tensor::from_blob(ev.data(), {S, kC});
+      const std::vector<Tensor> lazy = random_model(seed, p, x, e, B, S);
+      std::vector<std::vector<float>> want;
+      for (const Tensor& t : lazy) want.push_back(t.to_vector());
+      // Twice: the first run of new relations rebuilds its ops, the second replays.
+      for (int twice = 0; twice < 2; ++twice) {
+        constexpr float kGuard = -777.0f;
+        std::vector<std::vector<float>> got;
+        GraphOutputs out;
+        for (size_t o = 0; o < want.size(); ++o) {
+          got.emplace_back(want[o].size() + 3, kGuard);
+          out.emplace_back(port(o), got.back().data());
+        }
+        const int64_t replays = graph::program_stats().replays;
+        exe.run({{"x", xv.data()}, {"e", ev.data()}}, out, bind);
+        if (twice == 1) {
+          EXPECT_EQ(graph::program_stats().replays, replays + 1) << at << ": the second run did not replay";
+        }
+        replays_seen += graph::program_stats().replays - replays;
+        for (size_t o = 0; o < want.size(); ++o) {
+          for (size_t i = 0; i < want[o].size(); ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[o][i]), std::bit_cast<uint32_t>(want[o][i]))
+                << at << " run " << twice << " output " << o << " element " << i;
+          for (size_t i = want[o].size(); i < got[o].size(); ++i)
+            ASSERT_EQ(got[o][i], kGuard) << at << ": output " << o << " written past its end";
+        }
+      }
+    }
+  }
+  EXPECT_GT(replays_seen, 24 * 10);
+}
+
+// A program serves the relations it was made under: the first run where an
+// extent becomes 1, or equals another extent, rebuilds its ops (the lazy
+// path may choose other kernels there) and makes a program of its own.
+TEST(GraphProgram, NewRelationsRebuildOnceThenReplay) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N"), M = g.symbol("M");
+    const Tensor x = g.input("x", {N, 16}), y = g.input("y", {M, 16});
+    g.output("s", x.sum({0}) + y.mean({0}));
+    exe = g.compile();  // plans N and M apart, neither 1 nor 16
+  }
+  const std::vector<float> x = values(40 * 16, 1), y = values(40 * 16, 2);
+  std::vector<float> s(16);
+  auto run = [&](int64_t n, int64_t m) {
+    const ProgramStatsDelta d;
+    exe.run({{"x", x.data()}, {"y", y.data()}}, {{"s", s.data()}}, {{"N", n}, {"M", m}});
+    const Tensor xt = Tensor::from_blob(x.data(), {n, 16}), yt = Tensor::from_blob(y.data(), {m, 16});
+    EXPECT_EQ(s, (xt.sum({0}) + yt.mean({0})).to_vector()) << n << " " << m;
+    return d.replayed();
+  };
+  EXPECT_TRUE(run(5, 7)) << "the relations compile() planned";
+  EXPECT_TRUE(run(30, 2));
+  for (const auto& [n, m] : std::vector<std::pair<int64_t, int64_t>>{{1, 7}, {5, 5}, {16, 3}, {1, 1}}) {
+    EXPECT_FALSE(run(n, m)) << "N " << n << " M " << m << ": new relations";
+    EXPECT_TRUE(run(n, m)) << "N " << n << " M " << m << ": planned by the run before";
+  }
+  EXPECT_TRUE(run(1, 9)) << "N = 1, M apart: planned by (1, 7)";
+  EXPECT_TRUE(run(33, 33)) << "N = M: planned by (5, 5)";
+}
+
+// Intermediates whose lifetimes do not overlap share the arena's bytes: a
+// chain of products keeps two of them, however long it is.
+TEST(GraphProgram, ArenaReusesTheBytesOfDeadValues) {
+  const Tensor w = Tensor::normal({64, 64}, 3, 0.0f, 0.1f);
+  w.sync();
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N");
+    Tensor t = g.input("x", {N, 64});
+    for (int i = 0; i < 6; ++i) t = tanh(matmul(t, w));
+    g.output("y", t);
+    exe = g.compile();
+  }
+  for (int64_t n : {7, 300, 2000}) {
+    const int64_t bytes = (n * 64 * 4 + 63) / 64 * 64;
+    const int64_t planned = exe.memory({{"N", n}});
+    EXPECT_EQ(planned, 2 * bytes) << "N " << n << ": five intermediates, two alive at a time";
+    const std::vector<float> x = values(n * 64, 4);
+    std::vector<float> y(static_cast<size_t>(n * 64));
+    exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"N", n}});
+    Tensor r = Tensor::from_blob(x.data(), {n, 64});
+    for (int i = 0; i < 6; ++i) r = tanh(matmul(r, w));
+    EXPECT_EQ(y, r.to_vector()) << "N " << n;
+  }
+  // Outputs no kernel computes (an input, a view of one) are copied after
+  // the launches, from the caller's buffers: no arena at all.
+  Executable same;
+  {
+    Graph g;
+    const Tensor x = g.input("x", {g.symbol("N"), 3});
+    g.output("y", x);
+    g.output("t", x.transpose(0, 1));
+    same = g.compile();
+  }
+  EXPECT_EQ(same.memory({{"N", 5}}), 0);
+  const std::vector<float> x = values(15, 6);
+  for (int twice = 0; twice < 2; ++twice) {
+    std::vector<float> y(15), t(15);
+    const int64_t replays = graph::program_stats().replays;
+    same.run({{"x", x.data()}}, {{"y", y.data()}, {"t", t.data()}}, {{"N", 5}});
+    EXPECT_EQ(graph::program_stats().replays, replays + 1);
+    EXPECT_EQ(y, x);
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(t[static_cast<size_t>(j * 5 + i)], x[static_cast<size_t>(i * 3 + j)]);
+  }
+}
+
+// A view's bounds depend on values, not relations: a binding that shares
+// its relations with a planned one but reads past its operand is an error.
+TEST(GraphProgram, ViewBoundsAreCheckedOnEveryReplay) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim C = g.symbol("C");
+    g.output("y", g.input("x", {3, C}).narrow(1, 2, 5) * 2.0f);
+    exe = g.compile();
+  }
+  std::vector<float> x = values(3 * 40, 1), y(15, 0.0f);
+  for (int64_t c : {40, 9, 7}) {
+    exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"C", c}});
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t j = 0; j < 5; ++j)
+        ASSERT_EQ(y[static_cast<size_t>(r * 5 + j)], 2.0f * x[static_cast<size_t>(r * c + 2 + j)]) << c;
+  }
+  std::fill(y.begin(), y.end(), 3.0f);
+  expect_error_message("narrow past C", [&] { exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"C", 6}}); },
+                       {"C = 6", "outside"});
+  for (float v : y) EXPECT_EQ(v, 3.0f);
+}
+
+// An output buffer that is also an input: the replay would overwrite what
+// later kernels read, so such a run computes first and copies.
+TEST(GraphProgram, OutputsThatAliasInputsAreComputedFirst) {
+  const Tensor w = Tensor::normal({8, 8}, 5);
+  w.sync();
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N");
+    const Tensor x = g.input("x", {N, 8});
+    g.output("y", matmul(x * 2.0f, w) + x);
+    exe = g.compile();
+  }
+  for (int64_t n : {3, 40}) {
+    std::vector<float> x = values(n * 8, 2);
+    const Tensor ref = matmul(Tensor::from_blob(x.data(), {n, 8}) * 2.0f, w) + Tensor::from_blob(x.data(), {n, 8});
+    const std::vector<float> want = ref.to_vector();
+    exe.run({{"x", x.data()}}, {{"y", x.data()}}, {{"N", n}});  // y over x
+    EXPECT_EQ(x, want) << n;
+  }
+}
+
+// Two threads run one executable at once (each replays or rebuilds: never
+// both through one arena).
+TEST(GraphProgram, ConcurrentRunsOfOneExecutable) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N");
+    const Tensor x = g.input("x", {N, 32});
+    g.output("y", softmax(tanh(x) * 3.0f, -1) + x.mean({0}, true));
+    exe = g.compile();
+  }
+  auto work = [&](int64_t n, int* bad) {
+    const std::vector<float> x = values(n * 32, static_cast<uint32_t>(n));
+    const Tensor xt = Tensor::from_blob(x.data(), {n, 32});
+    const std::vector<float> want = (softmax(tanh(xt) * 3.0f, -1) + xt.mean({0}, true)).to_vector();
+    std::vector<float> y(want.size());
+    for (int i = 0; i < 200; ++i) {
+      exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"N", n}});
+      *bad += y != want;
+    }
+  };
+  int bad_a = 0, bad_b = 0;
+  std::thread a(work, 37, &bad_a), b(work, 90, &bad_b);
+  a.join();
+  b.join();
+  EXPECT_EQ(bad_a, 0);
+  EXPECT_EQ(bad_b, 0);
+}
+
+}  // namespace
+}  // namespace dvm::testing
