@@ -751,6 +751,19 @@ dvm_status dvm_executable_shape(dvm_executable e, const char* name, const char* 
   });
 }
 
+dvm_status dvm_executable_memory(dvm_executable e, const char* const* symbols, const int64_t* values, int n_symbols,
+                                 int64_t* bytes) {
+  DVM_NEED(e, "dvm_executable_memory");
+  DVM_NEED(bytes, "dvm_executable_memory");
+  if (const dvm_status st = check_pairs("dvm_executable_memory", "symbols", symbols, values, n_symbols); st != DVM_OK)
+    return st;
+  return guarded([&] {
+    dvm::Bindings b;
+    pairs(symbols, values, n_symbols, &b);
+    *bytes = e->e.memory(b);
+  });
+}
+
 void dvm_executable_free(dvm_executable e) { delete e; }
 
 dvm_status dvm_set_num_threads(int n) {

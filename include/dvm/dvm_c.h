@@ -214,6 +214,9 @@ dvm_status dvm_executable_run(dvm_executable e, const char* const* input_names, 
 /* The extents of input or output `name` for a binding: *rank of them in shape[0..DVM_MAX_RANK). */
 dvm_status dvm_executable_shape(dvm_executable e, const char* name, const char* const* symbols,
                                 const int64_t* values, int n_symbols, int64_t* shape, int* rank);
+/* The arena bytes a run at this binding uses for intermediates (dvm::Executable::memory). */
+dvm_status dvm_executable_memory(dvm_executable e, const char* const* symbols, const int64_t* values, int n_symbols,
+                                 int64_t* bytes);
 void dvm_executable_free(dvm_executable e); /* NULL does nothing */
 
 /* ---- settings and statistics ---------------------------------------------------- */

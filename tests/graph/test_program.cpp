@@ -9,7 +9,6 @@
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "dvm/dvm.h"
@@ -259,35 +258,6 @@ TEST(GraphProgram, OutputsThatAliasInputsAreComputedFirst) {
     exe.run({{"x", x.data()}}, {{"y", x.data()}}, {{"N", n}});  // y over x
     EXPECT_EQ(x, want) << n;
   }
-}
-
-// Two threads run one executable at once (each replays or rebuilds: never
-// both through one arena).
-TEST(GraphProgram, ConcurrentRunsOfOneExecutable) {
-  Executable exe;
-  {
-    Graph g;
-    const Dim N = g.symbol("N");
-    const Tensor x = g.input("x", {N, 32});
-    g.output("y", softmax(tanh(x) * 3.0f, -1) + x.mean({0}, true));
-    exe = g.compile();
-  }
-  auto work = [&](int64_t n, int* bad) {
-    const std::vector<float> x = values(n * 32, static_cast<uint32_t>(n));
-    const Tensor xt = Tensor::from_blob(x.data(), {n, 32});
-    const std::vector<float> want = (softmax(tanh(xt) * 3.0f, -1) + xt.mean({0}, true)).to_vector();
-    std::vector<float> y(want.size());
-    for (int i = 0; i < 200; ++i) {
-      exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"N", n}});
-      *bad += y != want;
-    }
-  };
-  int bad_a = 0, bad_b = 0;
-  std::thread a(work, 37, &bad_a), b(work, 90, &bad_b);
-  a.join();
-  b.join();
-  EXPECT_EQ(bad_a, 0);
-  EXPECT_EQ(bad_b, 0);
 }
 
 }  // namespace

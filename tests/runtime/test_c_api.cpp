@@ -640,6 +640,11 @@ TEST(CApi, GraphsBuildAndRunAsInCpp) {
     ASSERT_EQ(dvm_executable_shape(e, "y", syms, vals, 1, got_shape, &rank), DVM_OK);
     EXPECT_EQ(rank, 2);
     EXPECT_EQ(got_shape[0], rows);
+    // softmax and the product fuse into one kernel: no intermediate.
+    int64_t bytes = -1;
+    ASSERT_EQ(dvm_executable_memory(e, syms, vals, 1, &bytes), DVM_OK) << dvm_last_error();
+    EXPECT_EQ(bytes, 0);
+    EXPECT_EQ(dvm_executable_memory(e, syms, vals, 1, nullptr), DVM_INVALID_ARGUMENT);
     // Bad arguments.
     EXPECT_EQ(dvm_executable_run(e, in_names, ins, -1, out_names, outs, 1, syms, vals, 1), DVM_INVALID_ARGUMENT);
     EXPECT_NE(std::string(dvm_last_error()).find("dvm_executable_run: inputs"), std::string::npos);

@@ -380,6 +380,34 @@ TEST(Concurrency, SetNumThreadsWhileOthersLaunch) {
   set_num_threads(saved);
 }
 
+// Threads run one static graph's executable at once, at their own sizes:
+// one at a time replays its program through the executable's arena, the
+// others rebuild their ops; every result is the lazy path's.
+TEST(Concurrency, ThreadsRunOneExecutable) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N");
+    const Tensor x = g.input("x", {N, 32});
+    g.output("y", softmax(tanh(x) * 3.0f, -1) + x.mean({0}, true));
+    exe = g.compile();
+  }
+  std::atomic<int> bad{0};
+  run_together(kThreads, [&](int t) {
+    const int64_t n = 9 + 20 * t;
+    std::vector<float> x(static_cast<size_t>(n * 32));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f + static_cast<float>(t));
+    const Tensor xt = Tensor::from_blob(x.data(), {n, 32});
+    const std::vector<float> want = (softmax(tanh(xt) * 3.0f, -1) + xt.mean({0}, true)).to_vector();
+    std::vector<float> y(want.size());
+    for (int i = 0; i < 100; ++i) {
+      exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"N", n}});
+      if (y != want) bad.fetch_add(1);
+    }
+  });
+  EXPECT_EQ(bad.load(), 0);
+}
+
 TEST(Concurrency, StatsCountEveryThreadsLaunches) {
   // One program's counts alone, then the same program run by every thread:
   // the totals are exact sums, with nothing lost to concurrent updates.
