@@ -49,6 +49,14 @@ struct Port {
   Monomial numel;  // the product of shape
 };
 
+// A view's layout relative to its operand's contiguous one, whose bounds
+// every run checks (relations do not decide them: narrow(x, 0, 0, 5) fits
+// S = 9, not S = 3).
+struct ViewCheck {
+  std::vector<Monomial> shape, strides, operand;
+  Monomial offset;
+};
+
 struct ExecutableState {
   std::vector<std::string> symbols;
   std::vector<Port> inputs, outputs;
@@ -60,13 +68,20 @@ struct ExecutableState {
   // under which they relate alike (which are 0, which 1, which equal) run
   // the same plan, so they share a program.
   std::vector<Monomial> relations;
-  std::vector<int32_t> views;  // the View nodes, whose bounds every run checks
+  std::vector<ViewCheck> views;
+  int64_t recorded_ops = 0;
+  // Loaded from a file (Executable::load): no ops to rebuild, so a binding
+  // under relations no program was made for runs compile()'s program, the
+  // one made under the relations of distinct extents (its kernels take
+  // every extent and stride from the launch, so it computes any binding).
+  bool loaded = false;
 
   // Programs by the relations they were made under, and what a run of one
   // uses (launches, term values, the arena); a run that finds the lock
   // taken rebuilds its ops instead.
   mutable std::mutex mu;
   mutable std::vector<std::shared_ptr<const graph::Program>> programs;
+  mutable std::vector<int32_t> generic_key;  // compile()'s program's relations (empty: none)
   mutable graph::ProgramScratch scratch;
 };
 

@@ -278,7 +278,7 @@ void collect_relations(detail::ExecutableState& x) {
     }
     add(fit);
     if (g.kind != NodeKind::View) continue;
-    x.views.push_back(static_cast<int32_t>(i));
+    x.views.push_back({g.shape, g.strides, x.nodes[static_cast<size_t>(g.in[0])].shape, g.offset});
     add(g.offset);
     for (size_t d = g.shape.size(); d-- > 0;) {
       add(g.strides[d]);
@@ -341,6 +341,7 @@ Executable Graph::compile() {
   }
   s_->end("a tensor of a dvm::Graph has no values: it was recorded to be computed by the Executable's run()");
   collect_relations(x);
+  x.recorded_ops = static_cast<int64_t>(x.nodes.size());
   exe.make_kernels();
   return exe;
 }
@@ -500,12 +501,12 @@ namespace {
 // A view's strides and offset (relative to its operand's contiguous layout
 // of `operand_numel` elements) under values v, into strides and *offset;
 // false when one overflows or an element it reaches lies outside the operand.
-bool view_fits(const GNode& g, const Shape& shape, const int64_t* v, int64_t operand_numel, int64_t* strides,
-               int64_t* offset) {
+bool view_fits(const std::vector<Monomial>& view_strides, const Monomial& view_offset, const Shape& shape,
+               const int64_t* v, int64_t operand_numel, int64_t* strides, int64_t* offset) {
   int64_t lo = 0, hi = 0;
-  bool ok = g.offset.eval(v, offset), empty = false;
+  bool ok = view_offset.eval(v, offset), empty = false;
   for (int d = 0; ok && d < shape.rank(); ++d) {
-    ok = g.strides[static_cast<size_t>(d)].eval(v, &strides[d]);
+    ok = view_strides[static_cast<size_t>(d)].eval(v, &strides[d]);
     if (shape[d] == 0) empty = true;
     int64_t reach = 0;
     ok = ok && !__builtin_mul_overflow(shape[d] > 0 ? shape[d] - 1 : 0, strides[d], &reach) &&
@@ -524,18 +525,16 @@ Shape eval_dims(const std::vector<Monomial>& dims, const int64_t* v, bool* ok) {
   return s;
 }
 
-// Whether every view of the graph stays inside its operand under v (the
-// relations do not decide that: narrow(x, 0, 0, 5) fits S = 9, not S = 3).
-bool views_fit(const detail::ExecutableState& x, const int64_t* v) {
-  for (int32_t i : x.views) {
-    const GNode& g = x.nodes[static_cast<size_t>(i)];
+// The first view of the graph that reaches outside its operand under v, or
+// null.
+const detail::ViewCheck* view_outside(const detail::ExecutableState& x, const int64_t* v) {
+  for (const detail::ViewCheck& c : x.views) {
     bool ok = true;
-    const Shape shape = eval_dims(g.shape, v, &ok);
-    const Shape in = eval_dims(x.nodes[static_cast<size_t>(g.in[0])].shape, v, &ok);
+    const Shape shape = eval_dims(c.shape, v, &ok), in = eval_dims(c.operand, v, &ok);
     int64_t strides[kMaxRank], offset = 0;
-    if (!ok || !view_fits(g, shape, v, in.numel(), strides, &offset)) return false;
+    if (!ok || !view_fits(c.strides, c.offset, shape, v, in.numel(), strides, &offset)) return &c;
   }
-  return true;
+  return nullptr;
 }
 
 // Whether an output's bytes overlap an input's or another output's: then
@@ -625,7 +624,8 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
     n->red_end = g.red_end;
     n->scalar_pos = g.scalar_pos;
     n->value = g.value;
-    if (g.kind == NodeKind::View && !view_fits(g, shape, v.data(), ins[0]->shape.numel(), n->strides, &n->offset)) {
+    if (g.kind == NodeKind::View &&
+        !view_fits(g.strides, g.offset, shape, v.data(), ins[0]->shape.numel(), n->strides, &n->offset)) {
       if (!view_of_values) own = detail::record(n);  // recorded so that it is freed with the others
       throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what() + " of " + shape.to_string() +
                   " reads outside its operand " + ins[0]->shape.to_string() +
@@ -646,20 +646,71 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
   for (size_t o = 0; o < x.outputs.size(); ++o) (*outs)[o] = built[static_cast<size_t>(x.outputs[o].node)];
 }
 
+// The program for relations `key`: the one made under them, or for a loaded
+// executable compile()'s (any binding's values); null if neither. Under x.mu.
+const graph::Program* find_program(const detail::ExecutableState& x, const std::vector<int32_t>& key) {
+  const graph::Program* generic = nullptr;
+  for (const auto& q : x.programs) {
+    if (q->key == key) return q.get();
+    if (q->key == x.generic_key) generic = q.get();
+  }
+  return x.loaded ? generic : nullptr;
+}
+
+// A binding whose sizes overflow: a rebuilding run names the extent; a
+// loaded executable, which has no ops to rebuild, says so itself.
+bool overflow(const detail::ExecutableState& x, const std::vector<int64_t>& v, bool must) {
+  if (must)
+    throw Error("dvm::Executable::run at " + binding_text(x, v) +
+                ": an extent overflows or passes the largest tensor dvm supports");
+  return false;
+}
+
 // A run by the program made for v's relations, if there is one and no
-// other run holds it; false when the ops must be rebuilt.
+// other run holds it; false when the ops must be rebuilt. A loaded
+// executable, which has no ops, always replays or throws.
 bool replay(const detail::ExecutableState& x, const std::vector<int64_t>& v, const std::vector<const void*>& in,
             const std::vector<void*>& out) {
-  if (fuser::kernel_log() || vm::profile::on() || fuser::fusion_record()) return false;
+  const bool must = x.loaded;
+  if (!must && (fuser::kernel_log() || vm::profile::on() || fuser::fusion_record())) return false;
   thread_local std::vector<int32_t> key;
-  if (!graph::relation_key(x, v.data(), &key)) return false;
-  std::unique_lock<std::mutex> lock(x.mu, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
-  const graph::Program* p = nullptr;
-  for (const auto& q : x.programs)
-    if (q->key == key) p = q.get();
-  if (!p || !views_fit(x, v.data()) || outputs_overlap(x, v.data(), in, out)) return false;
-  if (!graph::run_program(x, *p, v.data(), in.data(), out.data(), x.scratch)) return false;
+  if (!graph::relation_key(x, v.data(), &key)) return overflow(x, v, must);
+  std::unique_lock<std::mutex> lock(x.mu, std::defer_lock);
+  if (must) lock.lock();
+  else if (!lock.try_lock()) return false;
+  const graph::Program* p = find_program(x, key);
+  if (!p) {
+    if (must)
+      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": the loaded executable has no program to run " +
+                  "(it was saved without the program of distinct extents)");
+    return false;
+  }
+  if (const detail::ViewCheck* c = view_outside(x, v.data())) {
+    if (!must) return false;  // the rebuilt view names the error
+    bool ok = true;
+    throw Error("dvm::Executable::run at " + binding_text(x, v) + ": a view of " +
+                eval_dims(c->shape, v.data(), &ok).to_string() + " reads outside its operand " +
+                eval_dims(c->operand, v.data(), &ok).to_string());
+  }
+  // A loaded program's numbers come from a file: each run checks where its
+  // arguments reach (so does the plan check, which keeps the check honest).
+  const bool check = must || fuser::plan_check();
+  // Outputs that overlap inputs (or each other) are computed into scratch
+  // buffers first, so no kernel reads what another has written over.
+  if (outputs_overlap(x, v.data(), in, out)) {
+    std::vector<std::vector<char>> scratch(out.size());
+    std::vector<void*> tmp(out.size());
+    for (size_t o = 0; o < out.size(); ++o) {
+      int64_t n = 0;
+      if (!x.outputs[o].numel.eval(v.data(), &n)) return false;
+      scratch[o].resize(static_cast<size_t>(n) * dtype_size(x.outputs[o].dtype) + 1);
+      tmp[o] = scratch[o].data();
+    }
+    if (!graph::run_program(x, *p, v.data(), in.data(), tmp.data(), x.scratch, check)) return overflow(x, v, must);
+    for (size_t o = 0; o < out.size(); ++o) std::memcpy(out[o], tmp[o], scratch[o].size() - 1);
+  } else if (!graph::run_program(x, *p, v.data(), in.data(), out.data(), x.scratch, check)) {
+    return overflow(x, v, must);
+  }
   ++graph::program_stats().replays;
   return true;
 }
@@ -718,7 +769,11 @@ void keep(const detail::ExecutableState& x, std::shared_ptr<const graph::Program
   std::lock_guard<std::mutex> lock(x.mu);
   for (const auto& q : x.programs)
     if (q->key == p->key) return;
-  if (x.programs.size() >= kMaxPrograms) x.programs.erase(x.programs.begin());
+  if (x.programs.size() >= kMaxPrograms) {  // the oldest goes, but never compile()'s
+    auto oldest = x.programs.begin();
+    if ((*oldest)->key == x.generic_key) ++oldest;
+    x.programs.erase(oldest);
+  }
   x.programs.push_back(std::move(p));
 }
 
@@ -737,7 +792,9 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   if (detail::capture())
     throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
   if (replay(x, v, in_ptr, out_ptr)) {
-    if (fuser::plan_check()) [[unlikely]] check_replay(x, v, in_ptr, out_ptr);
+    // (Outputs over inputs leave nothing to compare against.)
+    if (fuser::plan_check() && !x.loaded && !outputs_overlap(x, v.data(), in_ptr, out_ptr)) [[unlikely]]
+      check_replay(x, v, in_ptr, out_ptr);
     return;
   }
   ++graph::program_stats().rebuilds;
@@ -827,6 +884,13 @@ void Executable::make_kernels() const {
   try {
     run_on_zeros(b);
   } catch (const std::exception&) {  // dvm::Error, or out of memory for the scratch buffers
+    return;
+  }
+  std::vector<int32_t> key;
+  if (graph::relation_key(x, v.data(), &key)) {
+    std::lock_guard<std::mutex> lock(x.mu);
+    for (const auto& p : x.programs)
+      if (p->key == key) x.generic_key = key;
   }
 }
 
@@ -837,10 +901,9 @@ int64_t Executable::memory(const Bindings& bindings) const {
     std::vector<int32_t> key;
     if (graph::relation_key(x, v.data(), &key)) {
       std::lock_guard<std::mutex> lock(x.mu);
-      for (const auto& p : x.programs)
-        if (p->key == key) return graph::program_arena_bytes(x, *p, v.data(), x.scratch);
+      if (const graph::Program* p = find_program(x, key)) return graph::program_arena_bytes(x, *p, v.data(), x.scratch);
     }
-    if (attempt == 0) run_on_zeros(bindings);  // plans these relations (or names what is wrong)
+    if (attempt == 0 && !x.loaded) run_on_zeros(bindings);  // plans these relations (or names what is wrong)
   }
   return -1;
 }
@@ -879,6 +942,6 @@ std::string Executable::describe() const {
   return s;
 }
 
-int64_t Executable::ops() const { return static_cast<int64_t>(state(s_, "ops").nodes.size()); }
+int64_t Executable::ops() const { return state(s_, "ops").recorded_ops; }
 
 }  // namespace dvm

@@ -480,6 +480,112 @@ void gather(const char* src, const int64_t* shape, const int64_t* strides, int r
   }
 }
 
+// The elements and type of the place an argument names under v.
+int64_t place_elems(const detail::ExecutableState& x, const Program& p, const ProgramArg& a, const int64_t* v,
+                    const ProgramScratch& s, Dtype* dtype) {
+  int64_t n = -1;
+  switch (a.source) {
+    case Source::Input:
+    case Source::Output: {
+      const detail::Port& port = (a.source == Source::Input ? x.inputs : x.outputs)[static_cast<size_t>(a.index)];
+      *dtype = port.dtype;
+      return port.numel.eval(v, &n) ? n : -1;
+    }
+    case Source::Constant: {
+      const Node* c = x.constants[static_cast<size_t>(a.index)].node();
+      *dtype = c->dtype;
+      return c->storage ? c->storage->elems : -1;
+    }
+    case Source::Buffer: {
+      const ProgramBuffer& b = p.buffers[static_cast<size_t>(a.index)];
+      *dtype = b.dtype;
+      return s.terms[static_cast<size_t>(b.numel)];
+    }
+    case Source::Size:
+      *dtype = Dtype::F32;
+      return 1;
+  }
+  return -1;
+}
+
+// Whether the elements offset + sum((size_k - 1) * stride_k) lie in [0, elems).
+bool reach_inside(int64_t offset, const int64_t* size, const int64_t* stride, int n, int64_t elems) {
+  int64_t lo = offset, hi = offset;
+  for (int k = 0; k < n; ++k) {
+    if (size[k] == 0) return true;  // no element at all
+    int64_t r = 0;
+    if (size[k] < 0 || __builtin_mul_overflow(size[k] - 1, stride[k], &r) ||
+        __builtin_add_overflow(r < 0 ? lo : hi, r, r < 0 ? &lo : &hi))
+      return false;
+  }
+  return lo >= 0 && hi < elems;
+}
+
+[[noreturn]] void outside(size_t launch, size_t arg, const char* what) {
+  throw Error("dvm::Executable::run: launch " + std::to_string(launch) + " of the executable's program " + what +
+              " argument " + std::to_string(arg) + " (is the executable file corrupt?)");
+}
+
+// Checks, before anything runs, that every argument of every launch (and
+// every gather and copy of outputs) stays inside the place it names, in
+// that place's type: a loaded program's numbers come from a file.
+void check_reach(const detail::ExecutableState& x, const Program& p, const int64_t* v, const ProgramScratch& s) {
+  const int64_t* t = s.terms.data();
+  for (size_t i = 0; i < p.launches.size(); ++i) {
+    const ProgramLaunch& pl = p.launches[i];
+    const vm::Program& kp = pl.kernel->program();
+    if (kp.types.size() != pl.args.size()) outside(i, pl.args.size(), "binds a wrong number of arguments beside");
+    int64_t extent[vm::kMaxParts];
+    for (int part = 0; part < vm::kMaxParts; ++part) extent[part] = t[pl.extent[part]];
+    if (extent[vm::kP] == 0 || extent[vm::kR] == 0 || extent[vm::kC] == 0) continue;
+    for (size_t a = 0; a < pl.args.size(); ++a) {
+      const ProgramArg& arg = pl.args[a];
+      Dtype dtype = Dtype::F32;
+      const int64_t elems = place_elems(x, p, arg, v, s, &dtype);
+      if (dtype != arg.dtype || dtype != kp.types[a]) outside(i, a, "reads another type than the place of");
+      int64_t size[vm::kMaxParts * kMaxRank], stride[vm::kMaxParts * kMaxRank];
+      int n = 0;
+      for (int part = 0; part < vm::kMaxParts; ++part) {
+        // One value per row: these read or write no element along C.
+        if (part == vm::kC && (arg.access == vm::Op::LDB || arg.access == vm::Op::STB)) continue;
+        if (arg.ndims[part] > kMaxRank) outside(i, a, "gathers too many dims of");
+        for (int d = 0; d < arg.ndims[part]; ++d) {
+          size[n] = t[arg.dim_size[part][d]];
+          stride[n++] = t[arg.dim_stride[part][d]];
+        }
+        if (arg.ndims[part] == 0) {
+          size[n] = std::max<int64_t>(extent[part], 1);
+          stride[n++] = t[arg.stride[part]];
+        }
+      }
+      if (elems <= 0 || !reach_inside(t[arg.offset], size, stride, n, elems)) outside(i, a, "reaches outside");
+    }
+  }
+  for (const Program::Gather& g : p.gathers) {
+    Dtype dtype = Dtype::F32;
+    const int64_t elems = place_elems(x, p, g.from, v, s, &dtype);
+    int64_t size[kMaxRank], stride[kMaxRank];
+    const int n = static_cast<int>(std::min<size_t>(g.shape.size(), kMaxRank));
+    int64_t numel = 1, want = -1;
+    for (int d = 0; d < n; ++d) {
+      size[d] = t[g.shape[static_cast<size_t>(d)]];
+      stride[d] = t[g.strides[static_cast<size_t>(d)]];
+      numel *= size[d];
+    }
+    const detail::Port& to = x.outputs[static_cast<size_t>(g.to)];
+    if (dtype != g.from.dtype || dtype != to.dtype || !to.numel.eval(v, &want) || want != numel ||
+        g.shape.size() > kMaxRank || (numel > 0 && (elems <= 0 || !reach_inside(t[g.from.offset], size, stride, n, elems))))
+      outside(p.launches.size(), static_cast<size_t>(g.to), "copies an output from outside the place of");
+  }
+  for (const Program::Copy& c : p.copies) {
+    const detail::Port &to = x.outputs[static_cast<size_t>(c.to)], &from = x.outputs[static_cast<size_t>(c.from)];
+    int64_t a = 0, b = 0;
+    if (to.dtype != c.dtype || from.dtype != c.dtype || !to.numel.eval(v, &a) || !from.numel.eval(v, &b) ||
+        a != b || a != t[c.numel])
+      outside(p.launches.size(), static_cast<size_t>(c.to), "copies another output's size into");
+  }
+}
+
 }  // namespace
 
 int64_t program_arena_bytes(const detail::ExecutableState& x, const Program& p, const int64_t* v,
@@ -490,9 +596,10 @@ int64_t program_arena_bytes(const detail::ExecutableState& x, const Program& p, 
 }
 
 bool run_program(const detail::ExecutableState& x, const Program& p, const int64_t* v, const void* const* in,
-                 void* const* out, ProgramScratch& s) {
+                 void* const* out, ProgramScratch& s, bool check) {
   const int64_t arena = program_arena_bytes(x, p, v, s);
   if (arena < 0) return false;
+  if (check) check_reach(x, p, v, s);
   if (static_cast<size_t>(arena) > s.arena_bytes) {
     if (s.arena) detail::pool_free(s.arena, s.arena_bytes);
     s.arena = nullptr;

@@ -160,9 +160,11 @@ int64_t program_arena_bytes(const detail::ExecutableState& x, const Program& p, 
                             ProgramScratch& s);
 
 // Runs p under v: in and out are the ports' pointers, in port order. False
-// when a term overflows (nothing was written).
+// when a term overflows (nothing was written). With `check`, every argument
+// is first checked to stay inside the place it names (a dvm::Error if not):
+// a loaded program's numbers come from a file.
 bool run_program(const detail::ExecutableState& x, const Program& p, const int64_t* v, const void* const* in,
-                 void* const* out, ProgramScratch& s);
+                 void* const* out, ProgramScratch& s, bool check);
 
 // The calling thread's count of graph runs that replayed a program and that
 // rebuilt their ops (for tests and benchmarks).
