@@ -764,6 +764,22 @@ dvm_status dvm_executable_memory(dvm_executable e, const char* const* symbols, c
   });
 }
 
+dvm_status dvm_executable_save(dvm_executable e, const char* path) {
+  DVM_NEED(e, "dvm_executable_save");
+  DVM_NEED(path, "dvm_executable_save");
+  return guarded([&] { e->e.save(path); });
+}
+
+dvm_status dvm_executable_load(const char* path, dvm_executable* out) {
+  DVM_NEED(path, "dvm_executable_load");
+  DVM_NEED(out, "dvm_executable_load");
+  return guarded([&] {
+    auto e = std::make_unique<dvm_executable_s>();
+    e->e = dvm::Executable::load(path);
+    *out = e.release();
+  });
+}
+
 void dvm_executable_free(dvm_executable e) { delete e; }
 
 dvm_status dvm_set_num_threads(int n) {

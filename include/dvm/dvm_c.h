@@ -217,6 +217,11 @@ dvm_status dvm_executable_shape(dvm_executable e, const char* name, const char* 
 /* The arena bytes a run at this binding uses for intermediates (dvm::Executable::memory). */
 dvm_status dvm_executable_memory(dvm_executable e, const char* const* symbols, const int64_t* values, int n_symbols,
                                  int64_t* bytes);
+/* Writes the executable to a file (dvm::Executable::save, docs/EXECUTABLES.md). */
+dvm_status dvm_executable_save(dvm_executable e, const char* path);
+/* An executable from a file dvm_executable_save wrote; a missing, truncated,
+ * corrupt or other-version file is an error status naming the path. */
+dvm_status dvm_executable_load(const char* path, dvm_executable* out);
 void dvm_executable_free(dvm_executable e); /* NULL does nothing */
 
 /* ---- settings and statistics ---------------------------------------------------- */

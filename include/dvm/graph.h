@@ -154,6 +154,19 @@ class Executable {
   // runs rebuild their ops every time (a plan it cannot replay).
   int64_t memory(const Bindings& bindings) const;
 
+  // Writes the executable to a file (docs/EXECUTABLES.md): its symbols,
+  // inputs, outputs, constants (weights included) and the launch programs
+  // its runs have made so far, with the format's version and a checksum.
+  void save(const std::string& path) const;
+  // An executable from a file save() wrote, which runs without recording or
+  // fusing anything: it replays the saved programs (a binding under
+  // relations none was made for runs compile()'s, which computes any
+  // binding's values; the bits may differ from the lazy path's there).
+  // Every kernel is verified, every index and type checked, and every run
+  // checks where its arguments reach; a truncated, corrupt or other-version
+  // file is a dvm::Error naming the path and what is wrong.
+  static Executable load(const std::string& path);
+
  private:
   friend class Graph;
   // One run at sizes where every extent differs from the others as at any

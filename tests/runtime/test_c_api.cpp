@@ -656,6 +656,30 @@ TEST(CApi, GraphsBuildAndRunAsInCpp) {
   EXPECT_EQ(dvm_executable_run(nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0, nullptr, nullptr, 0),
             DVM_INVALID_ARGUMENT);
   EXPECT_EQ(dvm_graph_new(nullptr), DVM_INVALID_ARGUMENT);
+  // Saved and loaded, it runs with the same bits.
+  const std::string path = ::testing::TempDir() + "c_api_executable.dvmx";
+  ASSERT_EQ(dvm_executable_save(e, path.c_str()), DVM_OK) << dvm_last_error();
+  dvm_executable loaded = nullptr;
+  ASSERT_EQ(dvm_executable_load(path.c_str(), &loaded), DVM_OK) << dvm_last_error();
+  {
+    std::vector<float> in(5 * 4), out(in.size(), -1.0f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::cos(0.3f * static_cast<float>(i));
+    const char* in_names[] = {"x"};
+    const void* ins[] = {in.data()};
+    const char* out_names[] = {"y"};
+    void* outs[] = {out.data()};
+    const char* syms[] = {"N"};
+    const int64_t vals[] = {5};
+    ASSERT_EQ(dvm_executable_run(loaded, in_names, ins, 1, out_names, outs, 1, syms, vals, 1), DVM_OK)
+        << dvm_last_error();
+    EXPECT_TRUE(same_bits(out, (softmax(Tensor::from_blob(in.data(), {5, 4}), -1) * 3.0f).to_vector()));
+  }
+  dvm_executable_free(loaded);
+  EXPECT_EQ(dvm_executable_load((path + ".missing").c_str(), &loaded), DVM_ERROR);
+  EXPECT_NE(std::string(dvm_last_error()).find(".missing"), std::string::npos);
+  EXPECT_EQ(dvm_executable_load(path.c_str(), nullptr), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_executable_save(e, nullptr), DVM_INVALID_ARGUMENT);
+  std::remove(path.c_str());
   dvm_executable_free(e);
   dvm_executable_free(nullptr);
   dvm_graph_free(nullptr);
