@@ -6,6 +6,7 @@
 // bytecode by the verifier, and every run checks where its arguments reach.
 #include <bit>
 #include <cctype>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -231,14 +232,15 @@ int32_t term(Reader& r, int32_t t, size_t n) {
 ProgramArg read_arg(Reader& r, const ExecutableState& x, size_t terms, size_t buffers) {
   ProgramArg a;
   const uint8_t source = r.get<uint8_t>("an argument");
-  if (source > static_cast<uint8_t>(Source::Size)) r.fail("an argument of no known place");
+  if (source > static_cast<uint8_t>(Source::Range)) r.fail("an argument of no known place");
   a.source = static_cast<Source>(source);
   a.index = r.get<int32_t>("an argument");
   const size_t limit = a.source == Source::Input      ? x.inputs.size()
                        : a.source == Source::Output   ? x.outputs.size()
                        : a.source == Source::Constant ? x.constants.size()
                        : a.source == Source::Buffer   ? buffers
-                                                      : x.sizes.size();
+                       : a.source == Source::Size     ? x.sizes.size()
+                                                      : x.ranges.size();
   if (a.index < 0 || static_cast<size_t>(a.index) >= limit) r.fail("an argument's place out of range");
   a.output = r.get<uint8_t>("an argument") != 0;
   const uint8_t access = r.get<uint8_t>("an argument");
@@ -365,6 +367,13 @@ void Executable::save(const std::string& path) const {
     w.mono(s.count);
     w.put(static_cast<uint8_t>(s.reciprocal));
   }
+  w.count(x.ranges.size());
+  for (const detail::RangeLeaf& r : x.ranges) {
+    w.mono(r.count);
+    w.put(r.start);
+    w.put(r.step);
+    w.put(static_cast<uint8_t>(r.dtype));
+  }
   w.monos(x.relations);
   w.count(x.views.size());
   for (const detail::ViewCheck& v : x.views) {
@@ -454,6 +463,17 @@ Executable Executable::load(const std::string& path) {
     s.count = r.mono("a size scalar", symbols);
     s.reciprocal = r.get<uint8_t>("a size scalar") != 0;
     x.sizes.push_back(s);
+  }
+  const size_t nranges = r.count("ranges", 41);
+  for (size_t i = 0; i < nranges; ++i) {
+    detail::RangeLeaf g;
+    g.count = r.mono("a range", symbols);
+    g.start = r.get<double>("a range");
+    g.step = r.get<double>("a range");
+    g.dtype = r.dtype("a range");
+    if (g.count.coeff < 1 || !std::isfinite(g.start) || !std::isfinite(g.step) || g.step == 0.0)
+      r.fail("a range of no length, or with a start or step that is not a finite number");
+    x.ranges.push_back(g);
   }
   x.relations = r.monos("relations", symbols);
   const size_t nviews = r.count("views", 28);

@@ -34,11 +34,20 @@ struct GNode {
   int32_t in[3] = {0, 0, 0};
   int input = -1;        // a graph input's index
   int size = -1;         // a size scalar's index
+  int range = -1;        // a range's index
 };
 
 struct SizeScalar {
   Monomial count;
   bool reciprocal = false;
+};
+
+// An arange made during the capture whose length is symbolic: start + i *
+// step for i in [0, count), filled per run at the bound count.
+struct RangeLeaf {
+  Monomial count;
+  double start = 0.0, step = 1.0;
+  Dtype dtype = Dtype::F32;
 };
 
 struct Port {
@@ -63,6 +72,7 @@ struct ExecutableState {
   std::vector<GNode> nodes;
   std::vector<Tensor> constants;  // tensors made before the graph that it reads
   std::vector<SizeScalar> sizes;
+  std::vector<RangeLeaf> ranges;
   // Every distinct monomial a plan's choices may depend on (extents,
   // strides, offsets, element counts, views' layout products): bindings
   // under which they relate alike (which are 0, which 1, which equal) run

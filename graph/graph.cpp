@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 
@@ -40,6 +41,10 @@ struct GraphState final : CaptureHooks {
     Tensor keep;  // holds the leaf, so its address is not reused during the capture
   };
   std::unordered_map<const Node*, Size> sizes;
+  struct Range {
+    double start, step;
+  };
+  std::unordered_map<const Node*, Range> ranges;  // pending leaves of arange (the trace holds them)
   bool done = false;
 
   const char* what() const override { return "graph capture"; }
@@ -50,6 +55,7 @@ struct GraphState final : CaptureHooks {
   void size_scalar(Node* leaf, int64_t count, bool reciprocal) override {
     sizes[leaf] = {count, reciprocal, Tensor(leaf)};
   }
+  void range(Node* leaf, double start, double step) override { ranges[leaf] = {start, step}; }
   // Ends the capture: this thread's pending nodes fail with `why` and leave.
   void end(const char* why) noexcept {
     if (done) return;
@@ -223,10 +229,28 @@ struct Describe {
     for (int64_t d : in->shape)
       if (g.symbolic(d))
         throw Error("dvm::Graph::compile: " + detail::describe(in) +
-                    " holds values made during the capture with an extent that is a symbol (such as arange(S) or a "
-                    "causal mask of a symbolic length): not supported yet");
+                    " holds values made during the capture with an extent that is a symbol (other than arange's, "
+                    "such as a mask filled on the host): not supported");
     x.constants.push_back(Tensor(const_cast<Node*>(in)));
     return -1 - (constant[in] = static_cast<int32_t>(x.constants.size() - 1));
+  }
+
+  // arange's pending leaf: its length a product of symbols, its start and
+  // step numbers (one made from a Dim would be the capture's number).
+  void add_range(const Node* n, double start, double step) {
+    for (double v : {start, step})
+      if (v == std::trunc(v) && v != 0.0 && std::fabs(v) < 0x1p62 && g.symbolic(static_cast<int64_t>(std::fabs(v))))
+        throw Error("dvm::Graph::compile: arange of " + detail::describe(n) + " starts or steps by " +
+                    std::to_string(static_cast<int64_t>(v)) + ", a size made of symbols: not supported (only its " +
+                    "length may be symbolic)");
+    GNode r;
+    r.kind = NodeKind::Leaf;
+    r.dtype = n->dtype;
+    r.shape = read_shape(n);
+    r.range = static_cast<int>(x.ranges.size());
+    x.ranges.push_back({r.shape[0], start, step, n->dtype});
+    x.nodes.push_back(std::move(r));
+    index[n] = static_cast<int32_t>(x.nodes.size() - 1);
   }
 
   void add(const Node* n, int input) {
@@ -323,6 +347,10 @@ Executable Graph::compile() {
     for (Node* n : pending) {
       if (!needed.count(n)) continue;
       auto in = input_of.find(n);
+      if (auto r = s_->ranges.find(n); r != s_->ranges.end()) {
+        d.add_range(n, r->second.start, r->second.step);
+        continue;
+      }
       if (n->kind == NodeKind::Leaf && in == input_of.end())
         throw Error("internal: dvm::Graph::compile: a pending leaf that is not a graph input");
       d.add(n, in == input_of.end() ? -1 : in->second);
@@ -598,6 +626,14 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
       built[i] = std::move(t);
       continue;
     }
+    if (g.range >= 0) {
+      const detail::RangeLeaf& r = x.ranges[static_cast<size_t>(g.range)];
+      Tensor t = detail::new_leaf(shape, "arange", r.dtype);
+      detail::fill_range(t.node()->storage->data, r.dtype, shape.numel(), r.start, r.step);
+      builder->add_node(t.node(), static_cast<int32_t>(i));
+      built[i] = std::move(t);
+      continue;
+    }
     if (g.kind == NodeKind::Const) {
       Tensor t(detail::new_node(NodeKind::Const, OpKind::None, g.dtype, shape));
       t.node()->value = g.value;
@@ -727,6 +763,7 @@ struct Observing {
 // binding give the outputs' bytes and a program of the same kernels.
 void check_replay(const detail::ExecutableState& x, const std::vector<int64_t>& v,
                   const std::vector<const void*>& in, const std::vector<void*>& out) {
+  detail::Trace::current().flush();  // the rebuilt ops flush alone, as in a rebuilding run
   graph::ProgramBuilder builder(x, v.data());
   std::vector<Tensor> outs(x.outputs.size());
   // The check's own launches are not the run's: the stats leave them out.

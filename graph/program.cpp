@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string>
 
 #include "fuser/lower.h"
 #include "fuser/plan_cache.h"
 #include "graph/executable_state.h"
 #include "tracer/buffer_pool.h"
+#include "tracer/host_values.h"
 #include "vm/parallel.h"
 
 namespace dvm::graph {
@@ -104,6 +107,11 @@ bool ProgramBuilder::place_of(int32_t g, int32_t launch, ProgramArg* a) {
   if (gn.size >= 0) {
     a->source = Source::Size;
     a->index = gn.size;
+    return true;
+  }
+  if (gn.range >= 0) {
+    a->source = Source::Range;
+    a->index = gn.range;
     return true;
   }
   auto producer = producer_.find(g);
@@ -321,6 +329,22 @@ bool eval_terms(const detail::ExecutableState& x, const Program& p, const int64_
     const double c = static_cast<double>(count);
     s.sizes[k] = static_cast<float>(x.sizes[k].reciprocal ? 1.0 / c : c);
   }
+  s.ranges.resize(x.ranges.size());
+  s.range_counts.resize(x.ranges.size(), -1);
+  for (size_t k = 0; k < x.ranges.size(); ++k) {
+    const detail::RangeLeaf& r = x.ranges[k];
+    int64_t count = 0;
+    if (!r.count.eval(v, &count) || count > kMaxElements) return false;
+    if (count == s.range_counts[k]) continue;
+    s.range_counts[k] = -1;  // until filled: a value the type cannot hold throws
+    try {
+      s.ranges[k].resize(static_cast<size_t>(count) * dtype_size(r.dtype));
+    } catch (const std::bad_alloc&) {
+      throw Error("dvm::Executable::run: out of memory for the " + std::to_string(count) + " values of an arange");
+    }
+    detail::fill_range(s.ranges[k].data(), r.dtype, count, r.start, r.step);
+    s.range_counts[k] = count;
+  }
   return true;
 }
 
@@ -409,6 +433,8 @@ void* place(const detail::ExecutableState& x, const ProgramArg& a, const void* c
       return vm::advance(static_cast<char*>(s.arena) + s.offset[static_cast<size_t>(a.index)], off, a.dtype);
     case Source::Size:
       return &s.sizes[static_cast<size_t>(a.index)];
+    case Source::Range:
+      return vm::advance(s.ranges[static_cast<size_t>(a.index)].data(), off, a.dtype);
   }
   return nullptr;
 }
@@ -504,6 +530,9 @@ int64_t place_elems(const detail::ExecutableState& x, const Program& p, const Pr
     case Source::Size:
       *dtype = Dtype::F32;
       return 1;
+    case Source::Range:
+      *dtype = x.ranges[static_cast<size_t>(a.index)].dtype;
+      return s.range_counts[static_cast<size_t>(a.index)];
   }
   return -1;
 }

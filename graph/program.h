@@ -37,6 +37,7 @@ enum class Source : uint8_t {
   Constant,  // a tensor made before the graph
   Buffer,    // an intermediate, in the arena
   Size,      // a size scalar (an element count, or its reciprocal)
+  Range,     // arange's values of a symbolic length, filled per run
 };
 
 // Terms are indices into Program::terms; these two are always there.
@@ -102,6 +103,9 @@ struct ProgramScratch {
   ~ProgramScratch();
   std::vector<int64_t> terms;
   std::vector<float> sizes;
+  // Per range: its values, filled when the bound count changes.
+  std::vector<std::vector<char>> ranges;
+  std::vector<int64_t> range_counts;
   std::vector<int32_t> step;     // per launch: launches of one step may run side by side
   std::vector<int64_t> offset;   // per buffer: its byte offset in the arena
   struct Block {

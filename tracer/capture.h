@@ -22,6 +22,10 @@ class CaptureHooks {
   // `count`, or 1 / count when `reciprocal`: an element count of the
   // captured shapes.
   virtual void size_scalar(Node* leaf, int64_t count, bool reciprocal) = 0;
+  // arange of a symbolic length: `leaf`, a pending leaf of `count`
+  // elements, is to hold start + i * step for i in [0, count) (each run
+  // fills it at its own count); it has no values during the capture.
+  virtual void range(Node* leaf, double start, double step) = 0;
 };
 
 // This thread's capture, or null (the lazy path).

@@ -115,29 +115,30 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
                 ", which is empty (expected a non-empty axis: the " + op + " of no elements is undefined, as in torch)");
 
   // The indices 0 .. n-1 laid along axis a (extent 1 on the axes after it),
-  // broadcasting over the others; int64 lanes, so exact for any n. They
-  // and n are kernel inputs (leaves filled here, n elements each call), not
-  // constants: a new extent compiles nothing.
+  // broadcasting over the others; int64 lanes, so exact for any n. They are
+  // a kernel input (a leaf filled here, n elements each call), not
+  // constants: a new extent compiles nothing. `far` (2^61) lies past every
+  // index whatever n is (n <= kMaxElements < 2^61), so no value depends on
+  // n but the indices themselves (a graph fills them per run).
   Shape along;
   along.push_back(n);
   for (int i = a + 1; i < x.rank(); ++i) along.push_back(1);
-  const auto n_ = static_cast<double>(n);
   const Tensor idx = int64_range(0, n).reshape(along);
-  const Tensor none = Tensor::full(Shape{}, n_, Dtype::I64);  // past every index
+  const Tensor far = Tensor::full(Shape{}, 0x1p61, Dtype::I64);
 
   const Tensor m = largest ? x.max(a, true) : x.min(a, true);
-  if (!is_floating(t)) return where(eq(x, m), idx, none).min(a, keepdim);
+  if (!is_floating(t)) return where(eq(x, m), idx, far).min(a, keepdim);
 
-  // Floats: each element's rank is its index shifted below zero where it is
-  // NaN, its index where it equals the extreme m, else n; the least rank is
-  // the first NaN if the row has one, else the first extreme. This does not
-  // lean on how the max (min) reduction treats NaN (it propagates it, so m
-  // is NaN in a row with a NaN and eq(x, m) is false everywhere there, but
-  // the rank would be right either way).
-  const Tensor idx_nan = int64_range(-n, n).reshape(along);  // idx - n
-  const Tensor rank = where(ne(x, x), idx_nan, where(eq(x, m), idx, none));
+  // Floats: each element's rank is its index where it is NaN, its index +
+  // far where it equals the extreme m, else 2 far; the least rank is the
+  // first NaN if the row has one, else the first extreme + far. This does
+  // not lean on how the max (min) reduction treats NaN (it propagates it, so
+  // m is NaN in a row with a NaN and eq(x, m) is false everywhere there, but
+  // the rank would be right either way). Every op is over x's shape, so all
+  // of them are phases of the reduction's kernel.
+  const Tensor rank = where(ne(x, x), idx, where(eq(x, m), idx, far) + far);
   const Tensor r = rank.min(a, keepdim);
-  return where(lt(r, Tensor::full(Shape{}, 0.0, Dtype::I64)), r + none, r);
+  return where(ge(r, far), r - far, r);
 }
 
 // The all-elements form: the index into x flattened (row-major).

@@ -12,5 +12,8 @@ namespace dvm::detail {
 void copy_values(const Node* n, void* out);
 // A new materialized leaf with a fresh contiguous buffer (op names it in errors).
 Tensor new_leaf(const Shape& shape, const char* op, Dtype dtype = Dtype::F32);
+// Elements i in [0, count) of data, of type t, set to start + i * step as
+// arange stores them (a value t cannot hold is a dvm::Error naming arange).
+void fill_range(void* data, Dtype t, int64_t count, double start, double step);
 
 }  // namespace dvm::detail

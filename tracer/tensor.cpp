@@ -420,6 +420,10 @@ Tensor detail::new_leaf(const Shape& shape, const char* op, Dtype dtype) {
   return t;
 }
 
+void detail::fill_range(void* data, Dtype t, int64_t count, double start, double step) {
+  for (int64_t i = 0; i < count; ++i) store_value("arange", t, data, i, start + static_cast<double>(i) * step);
+}
+
 // ---------------------------------------------------------------------------
 // Creation
 // ---------------------------------------------------------------------------
@@ -508,26 +512,21 @@ Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
     throw Error("arange: " + std::to_string(start) + " to " + std::to_string(end) + " by " + std::to_string(step) +
                 " has too many elements (expected at most " + std::to_string(kMaxElements) + ")");
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
+  if (detail::CaptureHooks* g = detail::capture(); g && g->symbolic(count)) [[unlikely]] {
+    // A graph's run fills it at the bound length: pending, like an input.
+    Node* leaf = detail::new_node(NodeKind::Leaf, OpKind::None, dtype, Shape{count});
+    detail::contiguous_strides(leaf->shape, leaf->strides);
+    Tensor t = detail::record(leaf);
+    g->range(leaf, start, step);
+    return t;
+  }
   Tensor t = detail::new_leaf(Shape{count}, "arange", dtype);
-  for (int64_t i = 0; i < count; ++i)
-    store_value("arange", dtype, t.node()->storage->data, i, start + static_cast<double>(i) * step);
+  detail::fill_range(t.node()->storage->data, dtype, count, start, step);
   return t;
 }
 
 Tensor Tensor::arange(float start, float end, float step) {
-  if (step == 0.0f || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
-    throw Error("arange: start, end and step must be finite and step non-zero (got " +
-                std::to_string(start) + ", " + std::to_string(end) + ", " + std::to_string(step) + ")");
-  double n = std::ceil((static_cast<double>(end) - start) / step);
-  if (!(n <= static_cast<double>(kMaxElements)))
-    throw Error("arange: " + std::to_string(start) + " to " + std::to_string(end) + " by " +
-                std::to_string(step) + " has too many elements (expected at most " +
-                std::to_string(kMaxElements) + ")");
-  int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
-  Tensor t = detail::new_leaf(Shape{count}, "arange");
-  for (int64_t i = 0; i < count; ++i)
-    t.node()->storage->f32()[i] = static_cast<float>(start + static_cast<double>(i) * step);
-  return t;
+  return arange(static_cast<double>(start), static_cast<double>(end), static_cast<double>(step), Dtype::F32);
 }
 
 Tensor Tensor::uniform(Shape shape, uint64_t seed, float lo, float hi) {

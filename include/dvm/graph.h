@@ -33,11 +33,13 @@
 // any size argument accepts a Dim (it converts to that number) and the graph
 // reads every extent back as a product of symbols and a constant: B * S * 12
 // works anywhere a size does, through reshape, permute, narrow and the rest.
+// arange of a symbolic length (and what is made of it: attention's causal
+// mask, tril/triu, argmax's indices) is filled by each run at its length.
 // Not supported yet, each a dvm::Error at capture: sums and differences of
 // symbols (S - 1, cat along a symbolic axis), writes into buffers (cat,
-// KVCache), tensors made from values whose extents are symbols (arange(S),
-// a causal mask of a symbolic length), var/std over symbolic axes, and the
-// default scale of attention over a symbolic head size. A number computed
+// KVCache), an arange whose start or step is made of symbols, other values
+// filled on the host with symbolic extents, var/std over symbolic axes,
+// and the default scale of attention over a symbolic head size. A number computed
 // from a Dim in the user's own code (1.0f / S) is a constant of the graph,
 // the value at capture: pass such values as inputs.
 #pragma once

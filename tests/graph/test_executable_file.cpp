@@ -176,7 +176,9 @@ Executable small_executable() {
   w.sync();
   Graph g;
   const Dim N = g.symbol("N");
-  g.output("y", tanh(matmul(g.input("x", {N, 8}), w)) * 0.5f);
+  const Tensor x = g.input("x", {N, 8});
+  // A product, a range (argmax's indices along N) and broadcasting.
+  g.output("y", tanh(matmul(x, w)) * 0.5f + x.argmax(0).to(Dtype::F32));
   return g.compile();
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "graph/program.h"
 #include "tests/error_testing.h"
 
 namespace dvm::testing {
@@ -215,8 +216,10 @@ TEST(Graph, CaptureErrors) {
     Graph g;
     const Dim S = g.symbol("S");
     const Tensor x = g.input("x", {S});
-    g.output("y", x + Tensor::arange(static_cast<int64_t>(S)));
-    expect_error("values of symbolic extent", [&] { (void)g.compile(); }, {"arange(S)", "not supported yet"});
+    // Only arange's length may be a symbol: a start made from a Dim would be
+    // the capture's number.
+    g.output("y", x + Tensor::arange(static_cast<double>(S), static_cast<double>(2 * S), 1.0, Dtype::F32));
+    expect_error("arange from a symbolic start", [&] { (void)g.compile(); }, {"arange", "starts or steps by", "symbols"});
   }
   {
     Graph g;
@@ -232,6 +235,75 @@ TEST(Graph, CaptureErrors) {
   // After a failed compile (or a destroyed graph) the thread records lazily again.
   const Tensor t = Tensor::full({3}, 2.0f) * 2.0f;
   EXPECT_EQ(t.to_vector(), (std::vector<float>{4.0f, 4.0f, 4.0f}));
+}
+
+std::string port_name(size_t i) {
+  std::string s = "o";
+  s += std::to_string(i);
+  return s;
+}
+
+// arange of a symbolic length, and what is made of it (a causal mask in
+// attention, tril, argmax's indices), is filled by each run at its own
+// length: the lazy path's bits at every binding, replayed and after a save.
+std::vector<Tensor> ranges_model(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m, int64_t S) {
+  return {scaled_dot_product_attention(q, k, v, Tensor(), true, 0.3f),  // causal: aranges of S
+          tril(m, -1) + triu(m, 2) * 0.5f,
+          m.argmax(-1),
+          Tensor::arange(0.0, static_cast<double>(S), 1.0, Dtype::I32) * 3,
+          (Tensor::arange(1.0, static_cast<double>(S) + 1.0, 1.0, Dtype::F32) * 0.25f).reshape({S, 1}) * m};
+}
+
+TEST(Graph, RangesOfSymbolicLengthAreFilledPerRun) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim B = g.symbol("B"), S = g.symbol("S");
+    const Tensor q = g.input("q", {B, 2, S, 8}), k = g.input("k", {B, 2, S, 8}), v = g.input("v", {B, 2, S, 8});
+    const Tensor m = g.input("m", {S, S});
+    const std::vector<Tensor> outs = ranges_model(q, k, v, m, S);
+    for (size_t i = 0; i < outs.size(); ++i) g.output(port_name(i), outs[i]);
+    exe = g.compile();
+  }
+  EXPECT_EQ(exe.dtype("o2"), Dtype::I64);
+  const std::string path = ::testing::TempDir() + "dvm_ranges.dvmx";
+  auto check = [&](const Executable& e, int64_t B, int64_t S, const std::string& at) {
+    const std::vector<float> qv = values(B * 2 * S * 8, 1), kv = values(B * 2 * S * 8, 2), vv = values(B * 2 * S * 8, 3),
+                             mv = values(S * S, 4);
+    const auto T = [](const std::vector<float>& d, Shape s) { return Tensor::from_blob(d.data(), std::move(s)); };
+    const std::vector<Tensor> lazy = ranges_model(T(qv, {B, 2, S, 8}), T(kv, {B, 2, S, 8}), T(vv, {B, 2, S, 8}),
+                                                  T(mv, {S, S}), S);
+    std::vector<std::vector<char>> got;
+    GraphOutputs out;
+    for (size_t o = 0; o < lazy.size(); ++o) {
+      got.emplace_back(static_cast<size_t>(lazy[o].numel()) * dtype_size(lazy[o].dtype()) + 16, '\x5a');
+      out.emplace_back(port_name(o), got.back().data());
+    }
+    e.run({{"q", qv.data()}, {"k", kv.data()}, {"v", vv.data()}, {"m", mv.data()}}, out, {{"B", B}, {"S", S}});
+    for (size_t o = 0; o < lazy.size(); ++o) {
+      const size_t bytes = got[o].size() - 16;
+      std::vector<char> want(bytes);
+      const void* w = lazy[o].dtype() == Dtype::I64 ? static_cast<const void*>(lazy[o].data<int64_t>())
+                      : lazy[o].dtype() == Dtype::I32 ? static_cast<const void*>(lazy[o].data<int32_t>())
+                                                       : static_cast<const void*>(lazy[o].data());
+      std::memcpy(want.data(), w, bytes);
+      EXPECT_EQ(std::memcmp(got[o].data(), want.data(), bytes), 0) << at << " output " << o;
+      for (size_t i = bytes; i < got[o].size(); ++i) ASSERT_EQ(got[o][i], '\x5a') << at << " output " << o;
+    }
+  };
+  for (int twice = 0; twice < 2; ++twice) {
+    const int64_t replays = graph::program_stats().replays;
+    for (const auto& [B, S] : std::vector<std::pair<int64_t, int64_t>>{{2, 5}, {1, 9}, {3, 1}, {2, 2}, {1, 33}})
+      check(exe, B, S, "run " + std::to_string(twice) + " B " + std::to_string(B) + " S " + std::to_string(S));
+    if (twice == 1) {
+      EXPECT_EQ(graph::program_stats().replays, replays + 5) << "the second pass replays every binding";
+    }
+  }
+  exe.save(path);
+  const Executable loaded = Executable::load(path);
+  std::remove(path.c_str());
+  for (const auto& [B, S] : std::vector<std::pair<int64_t, int64_t>>{{2, 5}, {1, 9}, {3, 1}, {2, 2}, {4, 17}})
+    check(loaded, B, S, "loaded B " + std::to_string(B) + " S " + std::to_string(S));
 }
 
 // Extents that models use (powers of two, round numbers, vocabulary sizes)
