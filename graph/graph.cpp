@@ -302,7 +302,15 @@ void collect_relations(detail::ExecutableState& x) {
     }
     add(fit);
     if (g.kind != NodeKind::View) continue;
-    x.views.push_back({g.shape, g.strides, x.nodes[static_cast<size_t>(g.in[0])].shape, g.offset});
+    // The operand: a node of the graph, or a constant (wpe.narrow(0, 0, S)).
+    std::vector<Monomial> operand;
+    if (g.in[0] >= 0) {
+      operand = x.nodes[static_cast<size_t>(g.in[0])].shape;
+    } else {
+      const Node* c = x.constants[static_cast<size_t>(-1 - g.in[0])].node();
+      for (int d = 0; d < c->shape.rank(); ++d) operand.push_back(graph::constant(c->shape[d]));
+    }
+    x.views.push_back({g.shape, g.strides, std::move(operand), g.offset});
     add(g.offset);
     for (size_t d = g.shape.size(); d-- > 0;) {
       add(g.strides[d]);

@@ -153,9 +153,15 @@ bool ProgramBuilder::source_of(const Node* n, int32_t launch, ProgramArg* a, std
   if (g < 0) return false;  // not the graph's
   const GNode& gn = x_.nodes[static_cast<size_t>(g)];
   if (gn.kind == NodeKind::View) {
-    if (gn.in[0] < 0) return false;
     *strides = gn.strides;
     *offset = gn.offset;
+    if (gn.in[0] < 0) {  // of a constant, contiguous from its buffer's start (as the capture made it)
+      const Node* c = x_.constants[static_cast<size_t>(-1 - gn.in[0])].node();
+      if (c->offset != 0 || !c->is_contiguous()) return false;
+      a->source = Source::Constant;
+      a->index = -1 - gn.in[0];
+      return true;
+    }
     return place_of(gn.in[0], launch, a);
   }
   if (gn.kind == NodeKind::Const) return false;  // read as a value, never an argument
@@ -294,7 +300,15 @@ std::shared_ptr<Program> ProgramBuilder::finish() {
         offset = gn.offset;
         source = gn.in[0];
       }
-      if (source < 0 || strides.size() != gn.shape.size() || !place_of(source, -1, &gather.from)) return nullptr;
+      if (strides.size() != gn.shape.size()) return nullptr;
+      if (source < 0) {  // a view of a constant, contiguous from its buffer's start
+        const Node* c = x_.constants[static_cast<size_t>(-1 - source)].node();
+        if (c->offset != 0 || !c->is_contiguous()) return nullptr;
+        gather.from.source = Source::Constant;
+        gather.from.index = -1 - source;
+      } else if (!place_of(source, -1, &gather.from)) {
+        return nullptr;
+      }
       gather.from.offset = term(offset);
       for (size_t d = 0; d < gn.shape.size(); ++d) {
         gather.shape.push_back(term(gn.shape[d]));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dvm/tensor.h"
+#include "tracer/capture.h"
 #include "tracer/operands.h"
 #include "tracer/shape_rules.h"
 
@@ -88,7 +89,9 @@ Tensor Tensor::narrow(int axis, int64_t start, int64_t length) const {
     throw Error("narrow: start " + str(start) + " is out of range for axis " + str(axis) + " of shape " +
                 s.to_string() + " (expected " + str(-n) + " <= start <= " + str(n) + ")");
   if (start < 0) start += n;
-  if (length < 0 || length > n - start)
+  // (In a graph being captured, a symbolic length is checked by each run.)
+  const detail::CaptureHooks* g = detail::capture();
+  if (length < 0 || (length > n - start && !(g && g->symbolic(length))))
     throw Error("narrow: length " + str(length) + " from start " + str(start) + " does not fit axis " + str(axis) +
                 " of shape " + s.to_string() + " (expected 0 <= length <= " + str(n - start) + ")");
   return slice(axis, start, start + length);

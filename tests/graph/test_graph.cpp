@@ -306,6 +306,55 @@ TEST(Graph, RangesOfSymbolicLengthAreFilledPerRun) {
     check(loaded, B, S, "loaded B " + std::to_string(B) + " S " + std::to_string(S));
 }
 
+// A view of a constant whose extents are symbols (the position rows of a
+// sequence, wpe.narrow(0, 0, S)) is made by each run at its extents, and
+// checked against the constant's bounds.
+TEST(Graph, ViewsOfConstantsWithSymbolicExtents) {
+  const Tensor wpe = Tensor::normal({40, 8}, 9);
+  wpe.sync();
+  auto model = [&](const Tensor& x, int64_t S) {
+    return std::vector<Tensor>{x + wpe.narrow(0, 0, S), wpe.narrow(0, 3, S).transpose(0, 1) * 2.0f,
+                               wpe.narrow(0, 1, S)};
+  };
+  Executable exe;
+  {
+    Graph g;
+    const Dim S = g.symbol("S");
+    const std::vector<Tensor> outs = model(g.input("x", {S, 8}), S);
+    for (size_t i = 0; i < outs.size(); ++i) g.output(port_name(i), outs[i]);
+    exe = g.compile();
+  }
+  const std::string path = ::testing::TempDir() + "dvm_const_views.dvmx";
+  for (int pass = 0; pass < 3; ++pass) {
+    if (pass == 2) {
+      exe.save(path);
+      exe = Executable::load(path);
+      std::remove(path.c_str());
+    }
+    const int64_t replays = graph::program_stats().replays;
+    for (int64_t S : {5, 1, 37, 12}) {
+      const std::vector<float> xv = values(S * 8, static_cast<uint32_t>(S));
+      const std::vector<Tensor> lazy = model(Tensor::from_blob(xv.data(), {S, 8}), S);
+      std::vector<std::vector<float>> got(lazy.size(), std::vector<float>(static_cast<size_t>(S * 8) + 4, -5.0f));
+      exe.run({{"x", xv.data()}}, {{"o0", got[0].data()}, {"o1", got[1].data()}, {"o2", got[2].data()}}, {{"S", S}});
+      for (size_t o = 0; o < lazy.size(); ++o) {
+        const std::vector<float> want = lazy[o].to_vector();
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[o][i]), std::bit_cast<uint32_t>(want[i])) << "S " << S << " output " << o;
+        for (size_t i = want.size(); i < got[o].size(); ++i) ASSERT_EQ(got[o][i], -5.0f) << "S " << S;
+      }
+    }
+    if (pass > 0) {
+      EXPECT_EQ(graph::program_stats().replays, replays + 4) << "pass " << pass << " replays every binding";
+    }
+    std::vector<float> x(38 * 8), y(38 * 8 + 4, -5.0f);
+    expect_error("past the constant", [&] {
+      exe.run({{"x", x.data()}}, {{"o0", y.data()}, {"o1", y.data()}, {"o2", y.data()}}, {{"S", 38}});
+    }, {"S = 38", "outside"});
+    EXPECT_EQ(y[0], -5.0f);
+  }
+}
+
 // Extents that models use (powers of two, round numbers, vocabulary sizes)
 // are constants, never taken for sums of symbols; S - 1 and 2 * S + 3 are.
 TEST(Graph, ConstantExtentsAreNotTakenForSums) {
