@@ -8,7 +8,9 @@
 
 #include <dvm/dvm.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -199,13 +201,97 @@ class Model {
       const dvm::Tensor k = s.keys_[l].append(qkv.narrow(0, 1, 1).squeeze(0));
       const dvm::Tensor v = s.values_[l].append(qkv.narrow(0, 2, 1).squeeze(0));
       const dvm::Tensor a = dvm::scaled_dot_product_attention(q, k, v, mask, causal);
-      x = x + dvm::linear(a.permute({1, 0, 2}).reshape({S, d}), b.proj_w, b.proj_b);
-      const dvm::Tensor m = dvm::layer_norm(x, {d}, b.ln2_w, b.ln2_b);
-      x = x + dvm::linear(dvm::gelu(dvm::linear(m, b.fc_w, b.fc_b), dvm::GeluApprox::Tanh), b.out_w, b.out_b);
+      x = block_rest(x, a, b, S);
     }
     s.position_ = pos + S;
     if (!all_logits) x = x.narrow(0, S - 1, 1);
-    return dvm::linear(dvm::layer_norm(x, {d}, lnf_w_, lnf_b_), wte_);
+    return head(x);
+  }
+
+  // The prefill of a prompt from position 0 as a static graph (dvm::Graph)
+  // with its length a symbol S. Input "x" [S, d]: the prompt's rows of wte
+  // (embed_rows). Outputs "logits" [1, vocab] (the last token's), "next"
+  // [1] (their argmax, int64), and per layer "k<l>", "v<l>" [S, d]: the
+  // keys and values, position-major (head h at columns h * head_dim), for
+  // decode_graph. The same blocks as forward(), its q, k and v computed by
+  // three products (each stores its rows straight into the caller's buffer).
+  dvm::Executable prefill_graph() const {
+    const int64_t d = c_.d_model, H = c_.n_heads, hd = c_.head_dim();
+    dvm::Graph g;
+    const dvm::Dim S = g.symbol("S");
+    dvm::Tensor x = g.input("x", {S, d}, dtype_) + wpe_.narrow(0, 0, S);
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      const Block& b = blocks_[l];
+      const dvm::Tensor h = dvm::layer_norm(x, {d}, b.ln1_w, b.ln1_b);
+      const dvm::Tensor q = project(h, b, 0), k = project(h, b, 1), v = project(h, b, 2);
+      g.output("k" + std::to_string(l), k);
+      g.output("v" + std::to_string(l), v);
+      auto heads = [&](const dvm::Tensor& t) { return t.reshape({S, H, hd}).permute({1, 0, 2}); };
+      const dvm::Tensor a = dvm::scaled_dot_product_attention(heads(q), heads(k), heads(v), dvm::Tensor(), true);
+      x = block_rest(x, a, b, S);
+    }
+    // The last row, S - 1, is no product of symbols: a one-hot sum picks it
+    // (every other term +0, so the row's values are kept exactly).
+    const dvm::Tensor pos = dvm::Tensor::arange(0.0, static_cast<double>(S), 1.0, dvm::Dtype::I32);
+    const dvm::Tensor last = dvm::eq(pos, pos.max()).reshape({S, 1});
+    const dvm::Tensor logits = head(dvm::where(last, x, dvm::Tensor::full({}, 0.0, dtype_)).sum({0}, true));
+    g.output("logits", logits);
+    g.output("next", logits.argmax(-1));
+    return g.compile();
+  }
+
+  // One decode step as a static graph, at position P (a symbol, >= 1: a
+  // prompt came first). Input "x" [1, d]: the token's row of wte; per layer
+  // "k<l>", "v<l>" [P, d]: the keys and values so far, position-major (the
+  // first P rows of the caches prefill_graph and earlier steps filled).
+  // Outputs "logits" [1, vocab], "next" [1] and per layer "k<l>_new",
+  // "v<l>_new" [1, d]: the token's key and value (row P of the caches).
+  // Attention over the P cached keys and the new one takes the softmax in
+  // two parts (a shared maximum, the sums added), so nothing is copied
+  // into a sequence of P + 1.
+  dvm::Executable decode_graph() const {
+    const int64_t d = c_.d_model, H = c_.n_heads, hd = c_.head_dim();
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    dvm::Graph g;
+    const dvm::Dim P = g.symbol("P");
+    dvm::Tensor x = g.input("x", {1, d}, dtype_) + wpe_.narrow(0, P, 1);
+    for (size_t l = 0; l < blocks_.size(); ++l) {
+      const Block& b = blocks_[l];
+      const std::string n = std::to_string(l);
+      const dvm::Tensor kp = g.input("k" + n, {P, d}, dtype_).reshape({P, H, hd}).permute({1, 0, 2});
+      const dvm::Tensor vp = g.input("v" + n, {P, d}, dtype_).reshape({P, H, hd}).permute({1, 0, 2});
+      const dvm::Tensor h = dvm::layer_norm(x, {d}, b.ln1_w, b.ln1_b);
+      const dvm::Tensor q = project(h, b, 0), k = project(h, b, 1), v = project(h, b, 2);
+      g.output("k" + n + "_new", k);
+      g.output("v" + n + "_new", v);
+      const dvm::Tensor qh = q.reshape({H, 1, hd}), kh = k.reshape({H, 1, hd}), vh = v.reshape({H, 1, hd});
+      const dvm::Tensor sp = dvm::matmul(qh, kp.transpose(-2, -1)) * scale;  // [H, 1, P]
+      const dvm::Tensor sn = (qh * kh).sum({-1}, true) * scale;                // [H, 1, 1]
+      const dvm::Tensor mx = dvm::maximum(sp.max({-1}, true), sn);
+      const dvm::Tensor ep = dvm::exp(sp - mx), en = dvm::exp(sn - mx);
+      const dvm::Tensor a = (dvm::matmul(ep, vp) + en * vh) / (ep.sum({-1}, true) + en);
+      x = block_rest(x, a, b, 1);
+    }
+    const dvm::Tensor logits = head(x);
+    g.output("logits", logits);
+    g.output("next", logits.argmax(-1));
+    return g.compile();
+  }
+
+  // The rows of wte for `tokens`, in the model's type, into out ([tokens, d]
+  // contiguous): the graphs' input x. A token outside the vocabulary is a
+  // dvm::Error.
+  void embed_rows(const std::vector<int32_t>& tokens, void* out) const {
+    const size_t row = static_cast<size_t>(c_.d_model) * dvm::dtype_size(dtype_);
+    const char* table = dtype_ == dvm::Dtype::F32    ? reinterpret_cast<const char*>(wte_.data())
+                        : dtype_ == dvm::Dtype::F16 ? reinterpret_cast<const char*>(wte_.data<dvm::Half>())
+                                                     : reinterpret_cast<const char*>(wte_.data<dvm::BFloat16>());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= c_.vocab)
+        throw dvm::Error("gpt::Model::embed_rows: token " + std::to_string(tokens[i]) +
+                         " is outside the vocabulary [0, " + std::to_string(c_.vocab) + ")");
+      std::memcpy(static_cast<char*>(out) + i * row, table + static_cast<size_t>(tokens[i]) * row, row);
+    }
   }
 
   // Greedy decoding: the prompt, then n_new tokens each the argmax of the
@@ -225,6 +311,27 @@ class Model {
   struct Block {
     dvm::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
   };
+
+  // q (part 0), k (1) or v (2) of h [S, d], by the part's rows of the qkv
+  // weights: [S, d].
+  dvm::Tensor project(const dvm::Tensor& h, const Block& b, int part) const {
+    const int64_t d = c_.d_model;
+    return dvm::linear(h, b.qkv_w.narrow(0, part * d, d), b.qkv_b.narrow(0, part * d, d));
+  }
+
+  // What follows attention in a block: a [H, S, head_dim] is projected and
+  // added to x [S, d], then the MLP's output is added.
+  dvm::Tensor block_rest(const dvm::Tensor& x, const dvm::Tensor& a, const Block& b, int64_t S) const {
+    const int64_t d = c_.d_model;
+    const dvm::Tensor y = x + dvm::linear(a.permute({1, 0, 2}).reshape({S, d}), b.proj_w, b.proj_b);
+    const dvm::Tensor m = dvm::layer_norm(y, {d}, b.ln2_w, b.ln2_b);
+    return y + dvm::linear(dvm::gelu(dvm::linear(m, b.fc_w, b.fc_b), dvm::GeluApprox::Tanh), b.out_w, b.out_b);
+  }
+
+  // The final layer_norm and the LM head tied to wte.
+  dvm::Tensor head(const dvm::Tensor& x) const {
+    return dvm::linear(dvm::layer_norm(x, {c_.d_model}, lnf_w_, lnf_b_), wte_);
+  }
   Config c_;
   dvm::Dtype dtype_ = dvm::Dtype::F32;
   dvm::Tensor wte_, wpe_, lnf_w_, lnf_b_;

@@ -295,15 +295,16 @@ Tensor binary(OpKind op, const Tensor& a, const Tensor& b) {
   return elementwise(op, {&a, &b});
 }
 
-// Whether a view of shape `shape` of values that exist is recorded as a
-// graph's op rather than made at once: its extents involve a symbol of the
-// graph being captured (wpe.narrow(0, 0, S)), so each run makes its own.
-// Only of a contiguous leaf, whose buffer layout is the one a pending
-// node's view is relative to.
-bool captured_view_of_values(const Node* x, const Shape& shape) {
+// Whether a view (shape, offset) of values that exist is recorded as a
+// graph's op rather than made at once: its extents or its offset involve a
+// symbol of the graph being captured (wpe.narrow(0, P, S)), so each run
+// makes its own. Only of a contiguous leaf, whose buffer layout is the one
+// a pending node's view is relative to.
+bool captured_view_of_values(const Node* x, const Shape& shape, int64_t offset) {
   const detail::CaptureHooks* g = detail::capture();
   if (!g || x->kind != NodeKind::Leaf || x->offset != 0 || !x->is_contiguous()) [[likely]]
     return false;
+  if (offset != 0 && g->symbolic(offset)) return true;
   for (int64_t d : shape)
     if (g->symbolic(d)) return true;
   return false;
@@ -316,7 +317,7 @@ Tensor make_view(Node* x, const Shape& shape, const int64_t* strides, int64_t of
   Node* v = detail::new_node(NodeKind::View, OpKind::None, x->dtype, shape);
   std::copy(strides, strides + shape.rank(), v->strides);
   v->offset = offset;
-  if (x->storage && !captured_view_of_values(x, shape)) {  // a view of values that exist: no trace node at all
+  if (x->storage && !captured_view_of_values(x, shape, offset)) {  // a view of values that exist: no trace node at all
     x->storage->retain();
     v->storage = x->storage;
     return Tensor(v);
@@ -758,12 +759,14 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
   const int64_t n = x->shape[axis];
   if (start < 0) start += n;
   if (end < 0) end += n;
-  start = std::clamp<int64_t>(start, 0, n);
-  // A graph being captured keeps a symbolic length past a constant extent
-  // (wpe.narrow(0, 0, S) of a 1024-row wpe): each run checks its bounds.
+  // A graph being captured keeps a symbolic start or length past a
+  // constant extent (wpe.narrow(0, P, S) of a 1024-row wpe): each run
+  // checks its bounds.
   const detail::CaptureHooks* g = detail::capture();
-  if (!(g && end > n && end - start > 0 && g->symbolic(end - start))) [[likely]]
+  if (!(g && ((start > n && g->symbolic(start)) || (end > n && end > start && g->symbolic(end - start))))) [[likely]] {
+    start = std::clamp<int64_t>(start, 0, n);
     end = std::clamp<int64_t>(end, start, n);
+  }
   int64_t st[kMaxRank], off;
   layout_of(x, st, &off);
   Shape s = x->shape;

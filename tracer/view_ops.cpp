@@ -85,13 +85,13 @@ Tensor Tensor::narrow(int axis, int64_t start, int64_t length) const {
   if (s.rank() == 0) throw Error("narrow: a 0-d tensor has no axis to narrow (expected at least one dimension)");
   axis = detail::normalize_axis("narrow", axis, s.rank(), s);
   const int64_t n = s[axis];
-  if (start < -n || start > n)
+  // (In a graph being captured, a symbolic start or length is checked by each run.)
+  const detail::CaptureHooks* g = detail::capture();
+  if (start < -n || (start > n && !(g && g->symbolic(start))))
     throw Error("narrow: start " + str(start) + " is out of range for axis " + str(axis) + " of shape " +
                 s.to_string() + " (expected " + str(-n) + " <= start <= " + str(n) + ")");
   if (start < 0) start += n;
-  // (In a graph being captured, a symbolic length is checked by each run.)
-  const detail::CaptureHooks* g = detail::capture();
-  if (length < 0 || (length > n - start && !(g && g->symbolic(length))))
+  if (length < 0 || (length > n - start && !(g && (g->symbolic(length) || g->symbolic(start)))))
     throw Error("narrow: length " + str(length) + " from start " + str(start) + " does not fit axis " + str(axis) +
                 " of shape " + s.to_string() + " (expected 0 <= length <= " + str(n - start) + ")");
   return slice(axis, start, start + length);
