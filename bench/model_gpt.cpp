@@ -69,6 +69,13 @@ double status_mb(const char* key) {
 }  // namespace
 
 double rss_mb() { return status_mb("VmRSS:"); }
+
+const gpt::Model& dvm_gpt_model(const gpt::Config& c) {
+  static auto& made = *new std::map<std::string, std::unique_ptr<gpt::Model>>();  // never destroyed
+  auto& m = made[c.name];
+  if (!m) m = std::make_unique<gpt::Model>(c, gpt_weights(c));
+  return *m;
+}
 double peak_rss_mb() { return status_mb("VmHWM:"); }
 
 void set_memory_counters(benchmark::State& state, double baseline_mb) {
@@ -81,12 +88,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const gpt::Model& dvm_model(const gpt::Config& c) {
-  static auto& made = *new std::map<std::string, std::unique_ptr<gpt::Model>>();  // never destroyed
-  auto& m = made[c.name];
-  if (!m) m = std::make_unique<gpt::Model>(c, gpt_weights(c));
-  return *m;
-}
+const gpt::Model& dvm_model(const gpt::Config& c) { return dvm_gpt_model(c); }
 
 // One greedy step: the next token after `token`.
 int32_t dvm_step(const gpt::Model& m, gpt::Model::Session& s, int32_t token) {

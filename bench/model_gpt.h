@@ -22,6 +22,8 @@ inline constexpr uint64_t kGptSeed = 2026;
 
 // The configuration's seeded weights, made once per process.
 const std::vector<dvm::NamedTensor>& gpt_weights(const gpt::Config& c);
+// dvm's model (float32) on those weights, made once per process.
+const gpt::Model& dvm_gpt_model(const gpt::Config& c);
 // length pseudo-random tokens in [0, vocab), the same for every system.
 std::vector<int32_t> gpt_prompt(int64_t length, int64_t vocab, uint64_t seed);
 // The dynamic workload: 20 prompt lengths in [1, 256], pseudo-random.

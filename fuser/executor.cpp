@@ -59,6 +59,11 @@ std::string reason_of(const Error& e) {
 void inject_fault(Fault kind, int group) { t_fault = {kind, group}; }
 void set_plan_observer(PlanObserver* observer) { t_observer = observer; }
 
+namespace {
+thread_local bool t_dry_run = false;
+}  // namespace
+void set_dry_run(bool on) { t_dry_run = on; }
+
 std::string describe_ops(const std::vector<Node*>& members) {
   std::string s = "[";
   for (size_t i = 0; i < members.size(); ++i) {
@@ -125,6 +130,7 @@ class Runner {
     const bool alone = log_ || profile_ || work >= vm::kMinParallelElements;
     if (alone) flush();  // stacked work first: what is staged is then this group's alone
     allocate_outputs(low);
+    if (t_dry_run) [[unlikely]] return;
     if (fault_fires(Fault::BadAlloc, gi)) throw std::bad_alloc();
     const bool corrupt = fault_fires(Fault::LaunchCheck, gi);
     if (alone) {

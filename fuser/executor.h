@@ -36,6 +36,11 @@ class PlanObserver {
 // Installs (or, with null, removes) this thread's observer.
 void set_plan_observer(PlanObserver* observer);
 
+// While on, this thread's flushes plan, encode and allocate as usual but
+// launch nothing: their results hold no values. A static graph's compile()
+// uses it to make its kernels and its program without computing anything.
+void set_dry_run(bool on);
+
 // Test hook: the calling thread's next execute() fails at its group number
 // `group` (0-based, in launch order). It fires once and is disarmed at the
 // end of that execute() whether it fired or not.

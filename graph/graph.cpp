@@ -918,7 +918,13 @@ std::vector<int64_t> generic_binding(const detail::ExecutableState& x) {
 
 }  // namespace
 
-void Executable::run_on_zeros(const Bindings& b) const {
+void Executable::plan_at(const Bindings& b) const {
+  // The run plans, encodes and makes its program but launches nothing:
+  // its values are never read.
+  struct DryRun {
+    DryRun() { fuser::set_dry_run(true); }
+    ~DryRun() { fuser::set_dry_run(false); }
+  } dry;
   const detail::ExecutableState& x = *s_;
   std::vector<std::vector<char>> in_buf, out_buf;
   GraphInputs in;
@@ -945,7 +951,7 @@ void Executable::make_kernels() const {
   // A failure (a graph that fits only other sizes) leaves the kernels to
   // the first run.
   try {
-    run_on_zeros(b);
+    plan_at(b);
   } catch (const std::exception&) {  // dvm::Error, or out of memory for the scratch buffers
     return;
   }
@@ -966,7 +972,7 @@ int64_t Executable::memory(const Bindings& bindings) const {
       std::lock_guard<std::mutex> lock(x.mu);
       if (const graph::Program* p = find_program(x, key)) return graph::program_arena_bytes(x, *p, v.data(), x.scratch);
     }
-    if (attempt == 0 && !x.loaded) run_on_zeros(bindings);  // plans these relations (or names what is wrong)
+    if (attempt == 0 && !x.loaded) plan_at(bindings);  // plans these relations (or names what is wrong)
   }
   return -1;
 }

@@ -197,4 +197,10 @@ void pool_trim() {
   p.trim();
 }
 
+void pool_reset_peak() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.peak = p.live + p.cached;
+}
+
 }  // namespace dvm::detail

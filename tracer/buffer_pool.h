@@ -30,6 +30,9 @@ PoolStats pool_stats();
 void pool_set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host);
 // Returns every cached block to the system (or the host's allocator).
 void pool_trim();
+// Starts peak_bytes again from what is held now (for benchmarks that
+// measure one computation's peak).
+void pool_reset_peak();
 // A cap on live + cached bytes (0: none): a request that would pass it,
 // after the cached blocks are given back, throws dvm::Error.
 void pool_set_limit(int64_t bytes);

@@ -109,7 +109,7 @@ class Graph {
   // A named output: a tensor recorded in this graph (or a constant of it).
   void output(const std::string& name, const Tensor& t);
   // Ends the recording and returns the executable, its kernels compiled
-  // (by one run at sizes of its choosing, with zeros as inputs). The graph's
+  // (by planning a run at sizes of its choosing; nothing is computed). The graph's
   // tensors have no values afterwards (reading one is a dvm::Error); the
   // Graph is spent.
   Executable compile();
@@ -152,7 +152,7 @@ class Executable {
   // intermediates: one arena, in which values whose lifetimes do not
   // overlap share bytes (inputs and outputs are the caller's buffers). The
   // first time a binding's relations (which extents are 1, which equal) are
-  // seen it runs the graph once on zeros to plan them. -1 for a graph whose
+  // seen it plans a run of them (nothing is computed). -1 for a graph whose
   // runs rebuild their ops every time (a plan it cannot replay).
   int64_t memory(const Bindings& bindings) const;
 
@@ -171,11 +171,12 @@ class Executable {
 
  private:
   friend class Graph;
-  // One run at sizes where every extent differs from the others as at any
-  // binding, with zeros as inputs: compiles the kernels before the first run.
+  // Plans a run at sizes where every extent differs from the others as at
+  // any binding: compiles the kernels before the first run.
   void make_kernels() const;
-  // One run at binding b, with zeros as inputs and scratch outputs.
-  void run_on_zeros(const Bindings& b) const;
+  // Plans a run at binding b (its kernels encoded, its program made) and
+  // launches nothing.
+  void plan_at(const Bindings& b) const;
   std::unique_ptr<detail::ExecutableState> s_;
 };
 
