@@ -224,8 +224,8 @@ class Model {
       const Block& b = blocks_[l];
       const dvm::Tensor h = dvm::layer_norm(x, {d}, b.ln1_w, b.ln1_b);
       const dvm::Tensor q = project(h, b, 0), k = project(h, b, 1), v = project(h, b, 2);
-      g.output("k" + std::to_string(l), k);
-      g.output("v" + std::to_string(l), v);
+      g.output(port("k", l), k);
+      g.output(port("v", l), v);
       auto heads = [&](const dvm::Tensor& t) { return t.reshape({S, H, hd}).permute({1, 0, 2}); };
       const dvm::Tensor a = dvm::scaled_dot_product_attention(heads(q), heads(k), heads(v), dvm::Tensor(), true);
       x = block_rest(x, a, b, S);
@@ -257,13 +257,15 @@ class Model {
     dvm::Tensor x = g.input("x", {1, d}, dtype_) + wpe_.narrow(0, P, 1);
     for (size_t l = 0; l < blocks_.size(); ++l) {
       const Block& b = blocks_[l];
-      const std::string n = std::to_string(l);
-      const dvm::Tensor kp = g.input("k" + n, {P, d}, dtype_).reshape({P, H, hd}).permute({1, 0, 2});
-      const dvm::Tensor vp = g.input("v" + n, {P, d}, dtype_).reshape({P, H, hd}).permute({1, 0, 2});
+      const dvm::Tensor kp = g.input(port("k", l), {P, d}, dtype_).reshape({P, H, hd}).permute({1, 0, 2});
+      const dvm::Tensor vp = g.input(port("v", l), {P, d}, dtype_).reshape({P, H, hd}).permute({1, 0, 2});
       const dvm::Tensor h = dvm::layer_norm(x, {d}, b.ln1_w, b.ln1_b);
-      const dvm::Tensor q = project(h, b, 0), k = project(h, b, 1), v = project(h, b, 2);
-      g.output("k" + n + "_new", k);
-      g.output("v" + n + "_new", v);
+      // One product for q, k and v (one row: the weights are read once in
+      // one pass); the key and value rows are copied out of it.
+      const dvm::Tensor qkv = dvm::linear(h, b.qkv_w, b.qkv_b);
+      const dvm::Tensor q = qkv.narrow(1, 0, d), k = qkv.narrow(1, d, d), v = qkv.narrow(1, 2 * d, d);
+      g.output(port("k", l, "_new"), k);
+      g.output(port("v", l, "_new"), v);
       const dvm::Tensor qh = q.reshape({H, 1, hd}), kh = k.reshape({H, 1, hd}), vh = v.reshape({H, 1, hd});
       const dvm::Tensor sp = dvm::matmul(qh, kp.transpose(-2, -1)) * scale;  // [H, 1, P]
       const dvm::Tensor sn = (qh * kh).sum({-1}, true) * scale;                // [H, 1, 1]
@@ -311,6 +313,14 @@ class Model {
   struct Block {
     dvm::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
   };
+
+  // A graph's port of layer l: "k3", "v3_new".
+  static std::string port(const char* kind, size_t l, const char* suffix = "") {
+    std::string s = kind;
+    s += std::to_string(l);
+    s += suffix;
+    return s;
+  }
 
   // q (part 0), k (1) or v (2) of h [S, d], by the part's rows of the qkv
   // weights: [S, d].
