@@ -72,6 +72,10 @@ struct GraphState final : CaptureHooks {
 
 namespace {
 
+// The launch programs an executable keeps (one per relations of the
+// extents), compile()'s among them.
+constexpr size_t kMaxPrograms = 8;
+
 bool valid_name(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s)
@@ -828,11 +832,10 @@ void check_replay(const detail::ExecutableState& x, const std::vector<int64_t>& 
 
 // Keeps a program made by a rebuilding run (the newest few, one per key).
 void keep(const detail::ExecutableState& x, std::shared_ptr<const graph::Program> p) {
-  constexpr size_t kMaxPrograms = 8;
   std::lock_guard<std::mutex> lock(x.mu);
   for (const auto& q : x.programs)
     if (q->key == p->key) return;
-  if (x.programs.size() >= kMaxPrograms) {  // the oldest goes, but never compile()'s
+  if (x.programs.size() >= detail::kMaxPrograms) {  // the oldest goes, but never compile()'s
     auto oldest = x.programs.begin();
     if ((*oldest)->key == x.generic_key) ++oldest;
     x.programs.erase(oldest);
@@ -960,6 +963,21 @@ void Executable::make_kernels() const {
     std::lock_guard<std::mutex> lock(x.mu);
     for (const auto& p : x.programs)
       if (p->key == key) x.generic_key = key;
+  }
+  // An extent of 1 is a structure of its own (what broadcasts): the lazy
+  // path may fuse it otherwise. Each symbol at 1 alone, and all of them at
+  // once, are planned too, so that runs at such bindings compile nothing.
+  const size_t n = x.symbols.size();
+  if (n == 0 || n + 2 > detail::kMaxPrograms) return;
+  for (size_t i = 0; i <= n; ++i) {
+    if (i == n && n == 1) break;  // (the one symbol at 1 was planned)
+    Bindings ones = b;
+    for (size_t k = 0; k < n; ++k)
+      if (k == i || i == n) ones[k].second = 1;
+    try {
+      plan_at(ones);
+    } catch (const std::exception&) {  // sizes the graph does not fit: left to a run
+    }
   }
 }
 

@@ -23,11 +23,10 @@
 // relations replays it: its kernels launched in order with the bound sizes,
 // intermediates in one arena of the executable (memory()), outputs stored
 // straight into the caller's buffers; nothing is rebuilt or looked up.
-// compile() makes the program of the relations most bindings share (no
-// extent 1, none equal), so runs at new sizes compile nothing (an extent of
-// 1 may make kernels of its own the first time, as in the lazy path). Each
-// run checks its extents, and the bounds of every view, before anything
-// is computed.
+// compile() plans (computing nothing) the relations most bindings share
+// (no extent 1, none equal) and those with each symbol at 1 and all at 1,
+// so runs at new sizes compile nothing. Each run checks its extents, and
+// the bounds of every view, before anything is computed.
 //
 // A symbol's extent is captured as a number of its own (a large prime), so
 // any size argument accepts a Dim (it converts to that number) and the graph
