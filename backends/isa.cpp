@@ -46,8 +46,15 @@ Isa detect() {
   if (f && dq && bw && vl && zmm_state) return Isa::Avx512;
   return Isa::Avx2;
 }
+bool detect_avx512_bf16() {
+  if (detect() != Isa::Avx512 || __get_cpuid_max(0, nullptr) < 7) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  __cpuid_count(7, 1, eax, ebx, ecx, edx);
+  return eax & (1u << 5);
+}
 #else
 Isa detect() { return Isa::Portable; }
+bool detect_avx512_bf16() { return false; }
 #endif
 
 Isa clamp(Isa wanted) {
@@ -74,6 +81,11 @@ bool parse_isa(std::string_view text, Isa* out) {
   else if (text == "avx512") *out = Isa::Avx512;
   else return false;
   return true;
+}
+
+bool cpu_has_avx512_bf16() {
+  static const bool kHas = detect_avx512_bf16();
+  return kHas;
 }
 
 Isa detected_isa() {

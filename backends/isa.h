@@ -21,5 +21,8 @@ Isa active_isa();
 // Forces the ISA in use (clamped to detected_isa()); returns the one now active.
 Isa set_isa(Isa isa);
 bool isa_supported(Isa isa);
+// Whether the CPU converts float32 to bfloat16 in one instruction
+// (AVX512_BF16: vcvtneps2bf16), with AVX-512 usable. False off x86-64.
+bool cpu_has_avx512_bf16();
 
 }  // namespace dvm::backends

@@ -12,6 +12,8 @@ struct TargetCaps {
   // Masks live in a register file of their own; otherwise a mask is a vector
   // whose lanes are all ones or all zeros, in the vector registers.
   bool mask_regs = false;
+  // vcvtneps2bf16 (AVX512_BF16): a bfloat16 store in one instruction.
+  bool bf16_convert = false;
   // Registers are numbered by the target. The allocator hands out vector
   // registers [first_vector_reg, vector_regs) and, with mask_regs, mask
   // registers [first_mask_reg, mask_reg_end); the ones below are the

@@ -246,5 +246,6 @@ size_t code_bytes_in_use() {
 }
 
 void set_log(bool on) { set_target_log(on); }
+void set_bf16_instructions(bool on) { set_target_bf16(on); }
 
 }  // namespace dvm::backends::jit

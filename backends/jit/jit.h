@@ -78,4 +78,9 @@ size_t code_bytes_in_use(Isa isa);
 // slows compiles.
 void set_log(bool on);
 
+// Test hook: whether compiles may use the CPU's float32-to-bfloat16
+// instruction where it has one (AVX512_BF16; on by default). The bits are
+// the interpreter's either way: tests run both paths on such CPUs.
+void set_bf16_instructions(bool on);
+
 }  // namespace dvm::backends::jit

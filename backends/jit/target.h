@@ -29,5 +29,8 @@ void release_code(void* fn);
 
 // While on, emit() logs the assembly of every function (vm/log.h).
 void set_target_log(bool on);
+// Whether target_caps may offer the CPU's bfloat16 conversion (jit.h's
+// set_bf16_instructions).
+void set_target_bf16(bool on);
 
 }  // namespace dvm::backends::jit

@@ -416,6 +416,72 @@ TEST(JitDtypes, ColReductions) {
 
 // Every pair of types in one kernel: a load of one converted and stored as
 // the other.
+// float32 to bfloat16 stores: where the CPU has AVX512_BF16 the JIT converts
+// a vector in one instruction unless a lane is a NaN or a denormal; both that
+// path and the formula's agree with an independent scalar rounding (to
+// nearest even, every NaN 0x7fc0) over RNE ties, near-ties, overflow to
+// infinity, and vectors holding one special lane at each position.
+uint16_t bf16_reference(uint32_t u) {
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  const uint32_t keep = u >> 16, rest = u & 0xffffu;
+  const bool up = rest > 0x8000u || (rest == 0x8000u && (keep & 1u));
+  return static_cast<uint16_t>(keep + (up ? 1u : 0u));
+}
+
+TEST(JitDtypes, Bfloat16StoresMatchRoundingToNearestEven) {
+  if (!microkernels_for(Isa::Avx512)) GTEST_SKIP() << "no AVX-512";
+  Encoder e(Form::Elementwise);
+  const int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output, Dtype::BF16);
+  e.store(Op::ST, ay, e.load(Op::LD, ax));
+  auto k = make_kernel(e);
+  ASSERT_TRUE(k);
+  std::mt19937 rng(8);
+  constexpr int64_t kN = 16 * 512;
+  std::vector<uint32_t> x(kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    const uint32_t exp = 1 + rng() % 254, sign = rng() % 2;  // normal numbers
+    uint32_t low = rng() & 0xffffu;
+    if (i % 3 == 0) low = 0x8000u;                 // a tie
+    else if (i % 3 == 1) low = 0x8000u + (rng() % 3) - 1;  // next to one
+    x[static_cast<size_t>(i)] = (sign << 31) | (exp << 23) | ((rng() & 0x7fu) << 16) | low;
+  }
+  const uint32_t edge[] = {0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u,
+                           0x00000000u, 0x80000000u, 0x00800000u, 0x007fffffu, 0x807fffffu};
+  for (size_t i = 0; i < std::size(edge); ++i) x[i] = edge[i];
+  // From vector 64 on, every other vector holds one special lane, at lane v % 16.
+  const uint32_t special[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x00000001u, 0x80400000u, 0x00008000u};
+  for (int64_t v = 64; v < kN / 16; v += 2)
+    x[static_cast<size_t>(v * 16 + v % 16)] = special[static_cast<size_t>(v) % std::size(special)];
+  std::vector<uint16_t> want(kN);
+  for (int64_t i = 0; i < kN; ++i) want[static_cast<size_t>(i)] = bf16_reference(x[static_cast<size_t>(i)]);
+  for (bool native : {true, false}) {
+    set_bf16_instructions(native);
+    std::string reason;
+    auto code = compile(k->verified(), Isa::Avx512, &reason);
+    ASSERT_TRUE(code) << reason;
+    for (int64_t n : {int64_t{kN}, int64_t{kN - 5}, int64_t{37}}) {
+      std::vector<uint16_t> y(static_cast<size_t>(n) + 8, 0xa5a5);
+      vm::Launch l;
+      l.extent[vm::kP] = 1;
+      l.extent[vm::kR] = 1;
+      l.extent[vm::kC] = n;
+      l.args.resize(2);
+      l.args[0].stride[vm::kC] = 1;
+      l.args[0].in = x.data();
+      l.args[1].stride[vm::kC] = 1;
+      l.args[1].out = y.data();
+      run_items(*code, k->verified(), l, 0, vm::work_items(*k, l));
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(y[static_cast<size_t>(i)], want[static_cast<size_t>(i)])
+            << (native ? "with" : "without") << " the CPU's instruction, n " << n << ", element " << i << " 0x"
+            << std::hex << x[static_cast<size_t>(i)];
+      for (size_t i = static_cast<size_t>(n); i < y.size(); ++i) ASSERT_EQ(y[i], 0xa5a5) << "written past the end";
+    }
+  }
+  set_bf16_instructions(true);
+  if (!cpu_has_avx512_bf16()) std::printf("[ note     ] this CPU has no AVX512_BF16: the formula ran both times\n");
+}
+
 TEST(JitDtypes, EveryTypeToEveryType) {
   if (isas_or_skip_message().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (Dtype a : kTypes)

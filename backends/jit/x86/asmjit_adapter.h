@@ -96,6 +96,9 @@ enum class VI : uint8_t {
   vpextrb, vpextrw, vmovd, vmovq, vcvtqq2ps, vcvttps2qq, vinsertf32x8,
   kshiftrw, vpxor,
   vpmulld, vptestmd,
+  // float32 to bfloat16 in one instruction (AVX512_BF16), and the lanes it
+  // would not round as the portable formula does.
+  vcvtneps2bf16, vfpclassps, kortestw,
   // int32 floor division through double (IrOp::IFloorDiv).
   vcvtdq2pd, vdivpd, vroundpd, vrndscalepd, vcvttpd2dq, vinserti128, vinserti64x4,
   kCount

@@ -3,6 +3,7 @@
 // Each column-loop body is emitted twice with the same allocation: full
 // vectors, then the one masked tail.
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 
 #include "backends/jit/jit.h"
@@ -767,7 +768,18 @@ struct Gen {
       case Dtype::F16:  // round to nearest even (imm 8: that, exceptions suppressed)
         as.v(VI::vcvtps2ph, raw_reg(1, t), s, asmx::imm(8));
         break;
-      case Dtype::BF16:  // (u + 0x7fff + ((u >> 16) & 1)) >> 16; NaN: 0x7fc0
+      case Dtype::BF16: {  // (u + 0x7fff + ((u >> 16) & 1)) >> 16; NaN: 0x7fc0
+        asmx::Label done;
+        if (caps.bf16_convert) {
+          // One instruction rounds alike except on NaNs (it keeps their
+          // payload) and denormals (it flushes them): vectors with such a
+          // lane take the formula below instead.
+          done = as.new_label();
+          as.v(VI::vfpclassps, asmx::kreg(7), s, asmx::imm(0x01 | 0x20 | 0x80));  // QNaN, denormal, SNaN
+          as.v(VI::vcvtneps2bf16, raw_reg(1, t), s);
+          as.v(VI::kortestw, asmx::kreg(7), asmx::kreg(7));
+          as.j(asmx::Cond::E, done);
+        }
         as.v(VI::vpsrld, v1, s, asmx::imm(16));
         as.v(avx512 ? VI::vpandd : VI::vpand, v1, v1, kconst(1));
         as.v(VI::vpaddd, v1, v1, s);
@@ -783,7 +795,9 @@ struct Gen {
           as.v(VI::vblendvps, v1, v1, kconst(0x7fc0), v2);
           avx2_words();
         }
+        if (caps.bf16_convert) as.bind(done);
         break;
+      }
       case Dtype::I32:  // truncation; NaN and out of range: INT32_MIN
         as.v(VI::vcvttps2dq, v1, s);
         break;
@@ -1200,6 +1214,12 @@ struct Gen {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_bf16_allowed{true};
+}  // namespace
+
+void set_target_bf16(bool on) { g_bf16_allowed.store(on, std::memory_order_relaxed); }
+
 bool target_caps(Isa isa, TargetCaps* caps, std::string* reason) {
   if (isa != Isa::Avx2 && isa != Isa::Avx512) {
     *reason = "the JIT emits AVX2 or AVX-512 only";
@@ -1210,6 +1230,7 @@ bool target_caps(Isa isa, TargetCaps* caps, std::string* reason) {
   caps->fused_or_and = is512;  // vpternlogd
   caps->scale_exp = is512;     // vscalefps
   caps->mask_regs = is512;     // k2..k5 (k1: the tail mask; k6, k7: reloads)
+  caps->bf16_convert = is512 && cpu_has_avx512_bf16() && g_bf16_allowed.load(std::memory_order_relaxed);
   caps->vector_regs = is512 ? 32 : 16;
   caps->first_vector_reg = kFirstVec;
   caps->first_mask_reg = is512 ? kFirstK : 0;
