@@ -32,8 +32,9 @@ inline std::string port(size_t i) {
 struct Params {
   Tensor w = Tensor::normal({kC, kC}, 11, 0.0f, 0.3f), lw = Tensor::normal({kC}, 12, 1.0f, 0.1f),
          lb = Tensor::normal({kC}, 13), row = Tensor::normal({kC}, 14);
+  Tensor pos = Tensor::normal({5000, kC}, 15);  // rows per position: S <= 5000
   Params() {
-    for (const Tensor* t : {&w, &lw, &lb, &row}) t->sync();
+    for (const Tensor* t : {&w, &lw, &lb, &row, &pos}) t->sync();
   }
 };
 
@@ -48,7 +49,7 @@ inline std::vector<Tensor> random_model(uint32_t seed, const Params& p, const Te
   for (int i = 0; i < steps; ++i) {
     const Tensor t = pick();
     Tensor r;
-    switch (rng() % 10) {
+    switch (rng() % 13) {
       case 0: r = tanh(t); break;
       case 1: r = relu(t) + pick(); break;
       case 2: r = t * 0.75f - e; break;
@@ -58,6 +59,11 @@ inline std::vector<Tensor> random_model(uint32_t seed, const Params& p, const Te
       case 6: r = (t.transpose(0, 1) * 2.0f + p.row).transpose(0, 1); break;
       case 7: r = matmul(t, p.w); break;
       case 8: r = t + t.mean({1}, true); break;  // over the symbolic axis S
+      case 9: r = t + p.pos.narrow(0, 0, S); break;  // a constant's view of symbolic extent
+      case 10:  // arange of a symbolic length
+        r = t * (Tensor::arange(0.0, static_cast<double>(S), 1.0, Dtype::F32) * 0.001f).reshape({1, S, 1}) + t;
+        break;
+      case 11: r = t + t.argmax(1, true).to(Dtype::F32) * 0.01f; break;  // indices along S
       default: r = t.reshape({B * S, kC}).narrow(1, 4, 8).sum({1}).reshape({B, S, 1}) * t; break;
     }
     pool.push_back(r);
