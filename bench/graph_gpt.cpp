@@ -32,15 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// "k3", "v3_new": a layer's port (built by appends: GCC 12 warns falsely
-// on "k" + std::to_string(l)).
-std::string port(const char* kind, size_t layer, const char* suffix = "") {
-  std::string s = kind;
-  s += std::to_string(layer);
-  s += suffix;
-  return s;
-}
-
 // A sequence's caches in the caller's memory, position-major [context, d].
 struct GraphCaches {
   std::vector<std::vector<float>> k, v;
@@ -62,8 +53,8 @@ int64_t graph_prefill(const gpt::Model& m, const dvm::Executable& exe, const std
   int64_t next = -1;
   dvm::GraphOutputs out = {{"logits", logits.data()}, {"next", &next}};
   for (size_t l = 0; l < cache.k.size(); ++l) {
-    out.emplace_back(port("k", l), cache.k[l].data());
-    out.emplace_back(port("v", l), cache.v[l].data());
+    out.emplace_back(gpt::Model::port("k", l), cache.k[l].data());
+    out.emplace_back(gpt::Model::port("v", l), cache.v[l].data());
   }
   exe.run({{"x", x.data()}}, out, {{"S", static_cast<int64_t>(tokens.size())}});
   return next;
@@ -81,10 +72,10 @@ struct DecodePorts {
     out.emplace_back("logits", logits.data());
     out.emplace_back("next", &next);
     for (size_t l = 0; l < cache.k.size(); ++l) {
-      in.emplace_back(port("k", l), cache.k[l].data());
-      in.emplace_back(port("v", l), cache.v[l].data());
-      out.emplace_back(port("k", l, "_new"), nullptr);
-      out.emplace_back(port("v", l, "_new"), nullptr);
+      in.emplace_back(gpt::Model::port("k", l), cache.k[l].data());
+      in.emplace_back(gpt::Model::port("v", l), cache.v[l].data());
+      out.emplace_back(gpt::Model::port("k", l, "_new"), nullptr);
+      out.emplace_back(gpt::Model::port("v", l, "_new"), nullptr);
     }
   }
   // One step: token at position P; returns the next token.

@@ -280,6 +280,15 @@ class Model {
     return g.compile();
   }
 
+  // A graph's port of layer l: port("k", 3) is "k3", port("v", 3, "_new")
+  // is "v3_new".
+  static std::string port(const char* kind, size_t l, const char* suffix = "") {
+    std::string s = kind;
+    s += std::to_string(l);
+    s += suffix;
+    return s;
+  }
+
   // The rows of wte for `tokens`, in the model's type, into out ([tokens, d]
   // contiguous): the graphs' input x. A token outside the vocabulary is a
   // dvm::Error.
@@ -313,14 +322,6 @@ class Model {
   struct Block {
     dvm::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
   };
-
-  // A graph's port of layer l: "k3", "v3_new".
-  static std::string port(const char* kind, size_t l, const char* suffix = "") {
-    std::string s = kind;
-    s += std::to_string(l);
-    s += suffix;
-    return s;
-  }
 
   // q (part 0), k (1) or v (2) of h [S, d], by the part's rows of the qkv
   // weights: [S, d].

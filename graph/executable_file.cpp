@@ -499,22 +499,15 @@ Executable Executable::load(const std::string& path) {
     const uint64_t elems = r.get<uint64_t>("a constant's size");
     if (elems == 0 || elems > static_cast<uint64_t>(kMaxElements)) r.fail("a constant of no elements");
     const char* data = r.take(static_cast<size_t>(elems) * dtype_size(dt), "a constant's values");
-    // Where its layout reaches lies inside its values.
-    int64_t lo = offset, hi = offset;
-    bool ok = true;
-    for (size_t d = 0; d < rank && ok; ++d) {
-      if (shape[static_cast<int>(d)] < 0) ok = false;
-      int64_t reach = 0;
-      ok = ok && !__builtin_mul_overflow(std::max<int64_t>(shape[static_cast<int>(d)] - 1, 0), strides[d], &reach) &&
-           !__builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
-    }
-    if (!ok || lo < 0 || hi >= static_cast<int64_t>(elems)) r.fail("a constant's layout reaches outside its values");
+    for (size_t d = 0; d < rank; ++d)
+      if (shape[static_cast<int>(d)] < 0) r.fail("a constant of a negative extent");
     detail::Node* n = detail::new_node(detail::NodeKind::Leaf, detail::OpKind::None, dt, shape);
     Tensor t(n);
     n->storage = detail::Storage::allocate(static_cast<int64_t>(elems), dt);
-    std::memcpy(n->storage->data, data, static_cast<size_t>(elems) * dtype_size(dt));
     std::copy(strides, strides + rank, n->strides);
     n->offset = offset;
+    if (!graph::layout_inside(n)) r.fail("a constant's layout reaches outside its values");
+    std::memcpy(n->storage->data, data, static_cast<size_t>(elems) * dtype_size(dt));
     x.constants.push_back(std::move(t));
   }
   const int32_t generic = r.get<int32_t>("the program of distinct extents");

@@ -207,20 +207,6 @@ struct Describe {
     return s;
   }
 
-  // Whether constant n's layout lies inside its buffer.
-  static bool inside_storage(const Node* n) {
-    if (!n->storage) return true;  // a value, not a buffer
-    int64_t lo = n->offset, hi = n->offset;
-    for (int d = 0; d < n->shape.rank(); ++d) {
-      if (n->shape[d] == 0) return true;
-      int64_t reach = 0;
-      if (__builtin_mul_overflow(n->shape[d] - 1, n->strides[d], &reach) ||
-          __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi))
-        return false;
-    }
-    return lo >= 0 && hi < n->storage->elems;
-  }
-
   // The reference to input node `in` of a GNode: a rebuilt node or a constant.
   int32_t ref(const Node* in) {
     if (auto it = index.find(in); it != index.end()) return it->second;
@@ -249,7 +235,7 @@ struct Describe {
         throw Error("dvm::Graph::compile: " + detail::describe(in) +
                     " holds values made during the capture with an extent that is a symbol (other than arange's, "
                     "such as a mask filled on the host): not supported");
-    if (!inside_storage(in))
+    if (!graph::layout_inside(in))
       throw Error("dvm::Graph::compile: " + detail::describe(in) + " is a view made during the capture that reaches " +
                   "outside the values it views (a view of a strided tensor whose extents or offset are symbols: " +
                   "make the tensor contiguous before the graph)");

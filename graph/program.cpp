@@ -96,6 +96,14 @@ bool ProgramBuilder::shape_of(const Node* n, std::vector<Monomial>* shape) const
   return false;
 }
 
+bool ProgramBuilder::constant_place(int32_t ref, ProgramArg* a) const {
+  const Node* c = x_.constants[static_cast<size_t>(-1 - ref)].node();
+  if (c->offset != 0 || !c->is_contiguous()) return false;
+  a->source = Source::Constant;
+  a->index = -1 - ref;
+  return true;
+}
+
 // Where graph node `g`'s values are, for a launch that reads them.
 bool ProgramBuilder::place_of(int32_t g, int32_t launch, ProgramArg* a) {
   const GNode& gn = x_.nodes[static_cast<size_t>(g)];
@@ -155,14 +163,7 @@ bool ProgramBuilder::source_of(const Node* n, int32_t launch, ProgramArg* a, std
   if (gn.kind == NodeKind::View) {
     *strides = gn.strides;
     *offset = gn.offset;
-    if (gn.in[0] < 0) {  // of a constant, contiguous from its buffer's start (as the capture made it)
-      const Node* c = x_.constants[static_cast<size_t>(-1 - gn.in[0])].node();
-      if (c->offset != 0 || !c->is_contiguous()) return false;
-      a->source = Source::Constant;
-      a->index = -1 - gn.in[0];
-      return true;
-    }
-    return place_of(gn.in[0], launch, a);
+    return gn.in[0] < 0 ? constant_place(gn.in[0], a) : place_of(gn.in[0], launch, a);
   }
   if (gn.kind == NodeKind::Const) return false;  // read as a value, never an argument
   *strides = contiguous(gn.shape);
@@ -301,14 +302,7 @@ std::shared_ptr<Program> ProgramBuilder::finish() {
         source = gn.in[0];
       }
       if (strides.size() != gn.shape.size()) return nullptr;
-      if (source < 0) {  // a view of a constant, contiguous from its buffer's start
-        const Node* c = x_.constants[static_cast<size_t>(-1 - source)].node();
-        if (c->offset != 0 || !c->is_contiguous()) return nullptr;
-        gather.from.source = Source::Constant;
-        gather.from.index = -1 - source;
-      } else if (!place_of(source, -1, &gather.from)) {
-        return nullptr;
-      }
+      if (!(source < 0 ? constant_place(source, &gather.from) : place_of(source, -1, &gather.from))) return nullptr;
       gather.from.offset = term(offset);
       for (size_t d = 0; d < gn.shape.size(); ++d) {
         gather.shape.push_back(term(gn.shape[d]));
@@ -551,7 +545,8 @@ int64_t place_elems(const detail::ExecutableState& x, const Program& p, const Pr
   return -1;
 }
 
-// Whether the elements offset + sum((size_k - 1) * stride_k) lie in [0, elems).
+}  // namespace
+
 bool reach_inside(int64_t offset, const int64_t* size, const int64_t* stride, int n, int64_t elems) {
   int64_t lo = offset, hi = offset;
   for (int k = 0; k < n; ++k) {
@@ -563,6 +558,16 @@ bool reach_inside(int64_t offset, const int64_t* size, const int64_t* stride, in
   }
   return lo >= 0 && hi < elems;
 }
+
+bool layout_inside(const Node* n) {
+  if (!n->storage) return true;
+  const int rank = n->shape.rank();
+  int64_t size[kMaxRank];
+  for (int d = 0; d < rank; ++d) size[d] = n->shape[d];
+  return reach_inside(n->offset, size, n->strides, rank, n->storage->elems);
+}
+
+namespace {
 
 [[noreturn]] void outside(size_t launch, size_t arg, const char* what) {
   throw Error("dvm::Executable::run: launch " + std::to_string(launch) + " of the executable's program " + what +

@@ -147,6 +147,10 @@ class ProgramBuilder final : public fuser::PlanObserver {
   bool place_of(int32_t gnode, int32_t launch, ProgramArg* a);
   bool source_of(const detail::Node* n, int32_t launch, ProgramArg* a, std::vector<Monomial>* strides,
                  Monomial* offset);
+  // Constant `ref` (< 0, as GNode::in) as the place a view of it reads:
+  // false unless it is contiguous from its buffer's start, the layout the
+  // capture made the view's strides for.
+  bool constant_place(int32_t ref, ProgramArg* a) const;
 
   const detail::ExecutableState& x_;
   const int64_t* v_;
@@ -157,6 +161,14 @@ class ProgramBuilder final : public fuser::PlanObserver {
   std::unordered_map<int32_t, int32_t> output_of_;  // gnode -> output port stored in place
   std::unordered_map<int32_t, int32_t> producer_;   // gnode -> launch
 };
+
+// Whether the elements offset + sum((size_k - 1) * stride_k), k < n, lie in
+// [0, elems) (true when a size is 0: no element is reached).
+bool reach_inside(int64_t offset, const int64_t* size, const int64_t* stride, int n, int64_t elems);
+
+// Whether n's layout (shape, strides, offset) lies inside its buffer; true
+// for a node without one.
+bool layout_inside(const detail::Node* n);
 
 // The arena bytes a run of p under v needs (its buffers placed by their
 // lifetimes), or -1 when a term overflows.

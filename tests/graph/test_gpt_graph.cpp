@@ -46,8 +46,8 @@ Step prefill(const gpt::Model& m, const Executable& exe, const std::vector<int32
   r.logits.resize(static_cast<size_t>(c.vocab));
   GraphOutputs out = {{"logits", r.logits.data()}, {"next", &r.next}};
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    out.emplace_back("k" + std::to_string(l), cache.k[static_cast<size_t>(l)].data());
-    out.emplace_back("v" + std::to_string(l), cache.v[static_cast<size_t>(l)].data());
+    out.emplace_back(gpt::Model::port("k", static_cast<size_t>(l)), cache.k[static_cast<size_t>(l)].data());
+    out.emplace_back(gpt::Model::port("v", static_cast<size_t>(l)), cache.v[static_cast<size_t>(l)].data());
   }
   exe.run({{"x", x.data()}}, out, {{"S", S}});
   return r;
@@ -63,13 +63,13 @@ Step decode(const gpt::Model& m, const Executable& exe, int32_t token, int64_t P
   GraphInputs in = {{"x", x.data()}};
   GraphOutputs out = {{"logits", r.logits.data()}, {"next", &r.next}};
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const std::string n = std::to_string(l);
-    float* k = cache.k[static_cast<size_t>(l)].data();
-    float* v = cache.v[static_cast<size_t>(l)].data();
-    in.emplace_back("k" + n, k);
-    in.emplace_back("v" + n, v);
-    out.emplace_back("k" + n + "_new", k + P * c.d_model);
-    out.emplace_back("v" + n + "_new", v + P * c.d_model);
+    const auto L = static_cast<size_t>(l);
+    float* k = cache.k[L].data();
+    float* v = cache.v[L].data();
+    in.emplace_back(gpt::Model::port("k", L), k);
+    in.emplace_back(gpt::Model::port("v", L), v);
+    out.emplace_back(gpt::Model::port("k", L, "_new"), k + P * c.d_model);
+    out.emplace_back(gpt::Model::port("v", L, "_new"), v + P * c.d_model);
   }
   exe.run(in, out, {{"P", P}});
   return r;
