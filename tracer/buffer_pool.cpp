@@ -4,6 +4,10 @@
 // for any more: when a request must go to the system, the classes not asked
 // for in the last kStaleRequests requests give their blocks back first, so
 // the cache follows the working set instead of every size ever seen.
+// Tensor buffers may also take one of the last few blocks freed, up to twice
+// their size: with sizes that change call after call (W8), a block of the
+// request's own class was last written many calls ago and is out of the
+// CPU's caches, while the one just freed is still in them.
 #include "tracer/buffer_pool.h"
 
 #include <array>
@@ -23,6 +27,8 @@ namespace {
 constexpr size_t kMaxCachedBytes = size_t{512} << 20;
 constexpr int kClasses = 4 * 48;
 constexpr uint64_t kStaleRequests = 1024;
+constexpr int kRecent = 4;        // blocks freed last, remembered for reuse
+constexpr int kRecentClasses = 4;  // a block up to 4 classes (2x) larger
 
 // The size of class c's blocks (size_class's inverse).
 size_t class_size(int c) {
@@ -55,6 +61,14 @@ struct Pool {
   std::array<std::vector<void*>, kClasses> free;
   std::array<uint64_t, kClasses> last_request{};  // the request count when each class was last asked for
   uint64_t requests = 0;
+  // The last kRecent frees (most recent at recent_next - 1); an entry is
+  // still free while its block is the back of its class's list.
+  struct Recent {
+    void* block = nullptr;
+    int cls = -1;
+  };
+  std::array<Recent, kRecent> recent{};
+  uint32_t recent_next = 0;
   size_t cached = 0;
   size_t live = 0;  // bytes handed out and not yet returned (their class sizes)
   size_t peak = 0;  // the most live + cached held at once
@@ -66,6 +80,7 @@ struct Pool {
       free[c].clear();
     }
     cached = 0;
+    recent.fill({});
   }
   // Gives back the blocks of classes not asked for in kStaleRequests.
   void release_stale() {
@@ -78,6 +93,22 @@ struct Pool {
     }
   }
   // A new block of cb bytes, 64-byte aligned, from the system or the host.
+  // A recent free of class c to c + kRecentClasses, the most recent first,
+  // taken off its list (its class in *taken); else null.
+  void* take_recent(int c, int* taken) {
+    for (uint32_t k = 1; k <= kRecent; ++k) {
+      Recent& r = recent[(recent_next - k) % kRecent];
+      if (r.cls < c || r.cls > c + kRecentClasses) continue;
+      auto& list = free[static_cast<size_t>(r.cls)];
+      if (list.empty() || list.back() != r.block) continue;
+      void* block = r.block;
+      list.pop_back();
+      *taken = r.cls;
+      r = {};
+      return block;
+    }
+    return nullptr;
+  }
   void* obtain(size_t cb) {
     if (!host_allocate) {
       void* b = std::aligned_alloc(64, cb);
@@ -116,7 +147,8 @@ int64_t pool_limit() { return g_limit.load(std::memory_order_relaxed); }
 
 void pool_fail_after(int64_t after) { t_fail_after = after; }
 
-void* pool_allocate(size_t bytes) {
+namespace {
+void* allocate(size_t bytes, size_t* block_bytes) {
   if (t_fail_after >= 0 && t_fail_after-- == 0) throw std::bad_alloc();
   size_t cb;
   int c = size_class(bytes, &cb);
@@ -125,13 +157,20 @@ void* pool_allocate(size_t bytes) {
   ++p.requests;
   if (c < kClasses) {
     p.last_request[static_cast<size_t>(c)] = p.requests;
+    int taken = c;
+    void* b = block_bytes ? p.take_recent(c, &taken) : nullptr;
     auto& list = p.free[static_cast<size_t>(c)];
-    if (!list.empty()) {
-      void* b = list.back();
+    if (!b && !list.empty()) {
+      b = list.back();
       list.pop_back();
+    }
+    if (b) {
+      cb = class_size(taken);
+      p.last_request[static_cast<size_t>(taken)] = p.requests;
       p.cached -= cb;
       p.live += cb;
       ++p.reuses;
+      if (block_bytes) *block_bytes = cb;
       return b;
     }
   }
@@ -150,8 +189,14 @@ void* pool_allocate(size_t bytes) {
   if (c < kClasses) ++p.system_allocs;
   p.live += cb;
   if (p.live + p.cached > p.peak) p.peak = p.live + p.cached;
+  if (block_bytes) *block_bytes = cb;
   return b;
 }
+}  // namespace
+
+void* pool_allocate(size_t bytes) { return allocate(bytes, nullptr); }
+
+void* pool_allocate_recent(size_t bytes, size_t* block_bytes) { return allocate(bytes, block_bytes); }
 
 void pool_free(void* b, size_t bytes) {
   if (!b) return;
@@ -164,6 +209,7 @@ void pool_free(void* b, size_t bytes) {
   if (c < kClasses && p.cached + cb <= kMaxCachedBytes && (limit == 0 || p.live + p.cached + cb <= limit)) {
     p.free[static_cast<size_t>(c)].push_back(b);
     p.cached += cb;
+    p.recent[p.recent_next++ % kRecent] = {b, c};
     return;
   }
   p.release(b, cb);

@@ -13,7 +13,14 @@ namespace dvm::detail {
 // 64-byte aligned, at least `bytes` long. Throws std::bad_alloc, or
 // dvm::Error past the memory limit.
 void* pool_allocate(size_t bytes);
-// Returns a block from pool_allocate; bytes must be the same request size.
+// The same, for a caller that keeps the block's size (*block_bytes, what it
+// passes to pool_free): the block may then be one of the last few freed,
+// up to twice the request, while it is still in the cache, instead of the
+// request's own class (whose block a program with changing sizes last
+// touched long ago). What a tensor buffer comes from.
+void* pool_allocate_recent(size_t bytes, size_t* block_bytes);
+// Returns a block from pool_allocate (with the same request size) or from
+// pool_allocate_recent (with its block size).
 void pool_free(void* p, size_t bytes);
 
 struct PoolStats {

@@ -3,6 +3,7 @@
 
 #include "tracer/buffer_pool.h"
 #include "tracer/row_copies.h"
+#include "tracer/trace.h"
 
 #include "dvm/error.h"
 
@@ -22,7 +23,7 @@ Storage* Storage::allocate(int64_t elems, Dtype type) {
     s = new Storage;
     s->elems = elems;
     s->elem_size = static_cast<uint8_t>(dtype_size(type));
-    s->data = pool_allocate(s->bytes());
+    s->data = pool_allocate_recent(s->bytes(), &s->block_bytes);
   } catch (const std::bad_alloc&) {
     const size_t bytes = s ? s->bytes() : 0;
     delete s;
@@ -53,7 +54,7 @@ Storage* Storage::wrap(const void* data, int64_t elems, Dtype type) {
 void Storage::release() {
   if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     free_row_copies(this);
-    if (owned) pool_free(data, bytes());
+    if (owned) pool_free(data, block_bytes);
     delete this;
   }
 }
@@ -255,6 +256,9 @@ bool count_edge(Node* input) {
   // `pending` is this thread's to read: the ops take only inputs that are
   // not pending in another thread's trace.
   if (input->pending) return false;
+  // Every new node with inputs is recorded into this thread's trace, which
+  // then holds the input (Trace::pin).
+  if (t_trace != nullptr && t_trace->pin(input)) return false;
   input->retain();
   return true;
 }

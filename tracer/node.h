@@ -22,6 +22,7 @@ struct Storage {
   std::atomic<int32_t> refs{1};
   void* data = nullptr;
   int64_t elems = 0;
+  size_t block_bytes = 0;  // the pool block's size (owned), what it is freed with
   uint8_t elem_size = 4;
   bool owned = false;  // false: user memory (read-only to dvm)
   // Row-major copies of matrices products read from it by columns
@@ -72,10 +73,11 @@ struct Node {
   bool failed = false;
   int8_t red_begin = 0, red_end = 0;
   uint8_t nin = 0;
-  // Bit i: in[i] is not counted in that input's refs. An input pending in
-  // the recording thread's trace is kept alive by the trace until its flush
-  // ends, so recording an op counts no edge to it (one atomic operation
-  // fewer per operand); the flush drops or counts these edges (settle_inputs).
+  // Bit i: in[i] is not counted in that input's refs. The recording
+  // thread's trace keeps such an input alive until the flush of this node
+  // ends: an input pending in it, or one it pinned (Trace::pin). So
+  // recording an op counts no edge (one atomic operation fewer per operand);
+  // the flush drops or counts these edges (settle).
   uint8_t uncounted = 0;
   Shape shape;
   Node* in[3] = {nullptr, nullptr, nullptr};
@@ -111,6 +113,13 @@ struct Node {
   std::atomic<Storage*> dense{nullptr};
 
   bool needed = false;  // reachable from a live Tensor at flush
+  // Handles of this pending node that died on the thread whose trace holds
+  // it, not yet taken off `counts`: such a death is this plain increment
+  // instead of an atomic operation (one that waits for the stores of the
+  // node just recorded), and the node's flush subtracts them all at once
+  // (settle). Only that thread reads or writes it while the node is
+  // pending; 0 once it is not.
+  uint32_t dropped_handles = 0;
   // Position in the node list of the flush that computes it: the fuser
   // numbers the list it is handed and keeps what it decides about each node
   // in its own arrays, indexed by this.
@@ -123,11 +132,27 @@ struct Node {
 
   static constexpr uint64_t kRef = 1;
   static constexpr uint64_t kUserRef = (uint64_t{1} << 32) | 1;  // a reference that is a handle
-  int32_t refs() const { return static_cast<int32_t>(counts.load(std::memory_order_relaxed) & 0xffffffffu); }
-  int32_t user_refs() const { return static_cast<int32_t>(counts.load(std::memory_order_relaxed) >> 32); }
+  // References (handles included), dropped handles already subtracted.
+  int32_t refs() const {
+    return static_cast<int32_t>(counts.load(std::memory_order_relaxed) & 0xffffffffu) -
+           static_cast<int32_t>(dropped_handles);
+  }
+  // Live handles (dropped ones already subtracted): what a flush must keep
+  // observable.
+  int32_t user_refs() const {
+    return static_cast<int32_t>(counts.load(std::memory_order_relaxed) >> 32) - static_cast<int32_t>(dropped_handles);
+  }
   void retain(uint64_t kind = kRef) { counts.fetch_add(kind, std::memory_order_relaxed); }
-  void release(uint64_t kind = kRef) {
-    if ((counts.fetch_sub(kind, std::memory_order_acq_rel) & 0xffffffffu) == 1) destroy();
+  // Drops `amount` (kRef, kUserRef or a sum of them) in one atomic operation.
+  void release(uint64_t amount = kRef) {
+    if ((counts.fetch_sub(amount, std::memory_order_acq_rel) & 0xffffffffu) == (amount & 0xffffffffu)) destroy();
+  }
+  // What the trace holding this pending node drops when the node leaves it:
+  // its own reference and the handles dropped meanwhile (which it clears).
+  uint64_t take_trace_refs() {
+    const uint64_t r = kRef + uint64_t{dropped_handles} * kUserRef;
+    dropped_handles = 0;
+    return r;
   }
   // Whether the calling thread may read this node's fields that a flush
   // writes (storage, strides, inputs): not pending in another thread's trace.
@@ -167,8 +192,9 @@ void contiguous_strides(const Shape& shape, int64_t* strides);
 void node_pool_init();
 
 Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape);
-// Sets n's input i (n is new): counts the reference, unless input is pending
-// in the calling thread's trace (see Node::uncounted).
+// Sets n's input i (n is new, and is recorded into this thread's trace
+// before its next flush): counts the reference, unless the trace holds
+// input (see Node::uncounted).
 void set_input(Node* n, int i, Node* input);
 // new_node with inputs 0..k-1 set (as set_input). The edges are counted
 // before the node is written: an atomic operation waits for the stores

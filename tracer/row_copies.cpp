@@ -93,6 +93,10 @@ const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t 
 }
 
 void free_row_copies(Storage* s) {
+  // The storage's last reference is going: nothing else can set its copies
+  // now, so a load tells whether there are any (an exchange is an atomic
+  // operation on every buffer freed).
+  if (!s->row_copies.load(std::memory_order_acquire)) return;
   RowCopies* c = s->row_copies.exchange(nullptr, std::memory_order_acq_rel);
   if (!c) return;
   for (const RowCopies::Entry& e : c->entries)

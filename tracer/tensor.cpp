@@ -25,8 +25,20 @@ using detail::need;
 // ---------------------------------------------------------------------------
 // Handles
 // ---------------------------------------------------------------------------
+namespace {
+// Whether n is pending in this thread's trace: its handle counts may then
+// change without atomic operations (Node::dropped_handles). Only this
+// thread sets or clears an owner equal to its own trace.
+bool pending_here(const Node* n) {
+  const detail::Trace* o = n->owner.load(std::memory_order_relaxed);
+  return o != nullptr && o == detail::t_trace;
+}
+}  // namespace
+
 Tensor::Tensor(Node* node) : node_(node) {
-  if (node_) node_->retain(Node::kUserRef);
+  if (!node_) return;
+  if (pending_here(node_) && node_->dropped_handles > 0) --node_->dropped_handles;
+  else node_->retain(Node::kUserRef);
 }
 Tensor::Tensor(const Tensor& o) : Tensor(o.node_) {}
 Tensor::Tensor(Tensor&& o) noexcept : node_(o.node_) { o.node_ = nullptr; }
@@ -42,7 +54,9 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
   return *this;
 }
 Tensor::~Tensor() {
-  if (node_) node_->release(Node::kUserRef);
+  if (!node_) return;
+  if (pending_here(node_)) ++node_->dropped_handles;
+  else node_->release(Node::kUserRef);
 }
 
 void detail::undefined_operand(const char* op) {

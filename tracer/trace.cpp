@@ -17,15 +17,39 @@ Counters& counters() {
   return c;
 }
 
-Trace::Trace() : limit(default_trace_limit()) { node_pool_init(); }
+constinit thread_local Trace* t_trace = nullptr;
+
+Trace::Trace() : limit(default_trace_limit()) {
+  node_pool_init();
+  t_trace = this;
+}
 
 Trace::~Trace() {
+  t_trace = nullptr;
   // Thread exit: nothing can observe the pending nodes any more.
   for (Node* n : nodes_) {
     n->pending = false;
+    const uint64_t refs = n->take_trace_refs();
     n->owner.store(nullptr, std::memory_order_release);
-    n->release();
+    n->release(refs);
   }
+  unpin(pinned_);
+}
+
+bool Trace::pin_new(Node* x) {
+  try {
+    pinned_.push_back(x);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  x->retain();
+  pin_cache_[pin_next_++ % 4] = x;
+  return true;
+}
+
+void Trace::unpin(std::vector<Node*>& pins) {
+  for (Node* x : pins) x->release();
+  pins.clear();
 }
 
 Trace& Trace::current() {
@@ -99,16 +123,18 @@ std::string flush_error_message(std::exception_ptr e, size_t nodes) {
 // reference goes. Latest first, so that a node's pending consumers are
 // settled before it: each either died (its uncounted edge to the node went
 // with it) or kept its inputs and counted them. A node that then holds only
-// the trace's reference can be seen by no handle on any thread and by no
-// node: it is destroyed without an atomic operation on its count. `failed`:
+// the trace's reference (and dropped handles) can be seen by no handle on
+// any thread and by no node: it is destroyed without an atomic operation on
+// its count. `failed`:
 // the flush failed, and every node but a leaf drops its inputs.
 void settle(std::vector<Node*>& nodes, bool failed) {
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
     n->pending = false;
     n->needed = false;
+    const uint64_t refs = n->take_trace_refs();
     // Acquire: a handle that died on another thread just before is done with n.
-    if ((n->counts.load(std::memory_order_acquire) & 0xffffffffu) == 1) {
+    if ((n->counts.load(std::memory_order_acquire) & 0xffffffffu) == (refs & 0xffffffffu)) {
       n->destroy();
       continue;
     }
@@ -118,7 +144,7 @@ void settle(std::vector<Node*>& nodes, bool failed) {
     else n->drop_inputs();
     // Last: other threads may read the node from here on.
     n->owner.store(nullptr, std::memory_order_release);
-    n->release();
+    n->release(refs);
   }
   nodes.clear();
 }
@@ -138,6 +164,8 @@ void Trace::abandon(const std::shared_ptr<const std::string>& why) noexcept {
   for (Node* n : nodes_)
     if (!n->storage) mark_failed(n, why);
   settle(nodes_, true);
+  unpin(pinned_);
+  for (Node*& p : pin_cache_) p = nullptr;
 }
 
 void Trace::flush() {
@@ -147,6 +175,9 @@ void Trace::flush() {
   // Swap in the spare list so both keep their capacity from flush to flush.
   std::vector<Node*>& nodes = spare_;
   nodes.swap(nodes_);
+  std::vector<Node*>& pins = spare_pinned_;
+  pins.swap(pinned_);
+  for (Node*& p : pin_cache_) p = nullptr;
   counters().nodes_recorded.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
   std::vector<Node*>& needed = needed_;
   try {
@@ -169,11 +200,13 @@ void Trace::flush() {
     for (Node* n : nodes)
       if (!n->storage) mark_failed(n, shared);
     settle(nodes, true);
+    unpin(pins);
     flushing_ = false;
     throw Error(why);
   }
   counters().flushes.fetch_add(1, std::memory_order_relaxed);
   settle(nodes, false);
+  unpin(pins);
   flushing_ = false;
 }
 

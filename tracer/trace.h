@@ -12,6 +12,11 @@
 
 namespace dvm::detail {
 
+class Trace;
+// This thread's trace once Trace::current() has made it, else null: the
+// handle operations compare a node's owner with it.
+extern constinit thread_local Trace* t_trace;
+
 class Trace {
  public:
   static Trace& current();  // this thread's trace
@@ -31,14 +36,33 @@ class Trace {
   // the fuser directly).
   const std::vector<Node*>& pending_nodes() const { return nodes_; }
 
+  // Takes a reference to x, a node that is not pending, for the nodes
+  // recorded until the next flush: their edges to x need no count of their
+  // own (Node::uncounted), so an input read by many recorded ops (a weight,
+  // W7's tensor operand) costs no atomic operation per op. False when x
+  // could not be pinned (no memory): the caller counts the edge.
+  bool pin(Node* x) {
+    for (Node* p : pin_cache_)
+      if (p == x) return true;
+    return pin_new(x);
+  }
+
   int64_t limit;  // flush when this many nodes are pending
 
  private:
+  bool pin_new(Node* x);
+  // Drops the pins of a list of nodes once they left the trace.
+  static void unpin(std::vector<Node*>& pins);
+
   Trace();
   ~Trace();
   std::vector<Node*> nodes_;  // in record order, which is a topological order
   std::vector<Node*> spare_;  // the list being flushed
   std::vector<Node*> needed_;  // what the flush computes
+  std::vector<Node*> pinned_;  // pins of the nodes in nodes_ (may repeat)
+  std::vector<Node*> spare_pinned_;  // pins of the list being flushed
+  Node* pin_cache_[4] = {};  // recent entries of pinned_
+  uint32_t pin_next_ = 0;
   bool flushing_ = false;
 };
 

@@ -304,6 +304,37 @@ TEST(Concurrency, HandlesCopiedAndDestroyedOnOtherThreads) {
   });
 }
 
+// A handle of a node pending on one thread, copied and destroyed on
+// another before the flush: the recording thread counts its own drops
+// without atomic operations (Node::dropped_handles), the other thread's
+// count is atomic, and the flush adds them up (run under ThreadSanitizer
+// in CI).
+TEST(Concurrency, PendingHandlesDroppedOnTwoThreads) {
+  for (int round = 0; round < 50; ++round) {
+    const std::vector<float> v = values(16, static_cast<uint64_t>(round));
+    Tensor x = Tensor::from_vector(v);
+    const int32_t x_refs = x.node()->refs();
+    Tensor y = x * 3.0f;
+    Tensor dropped_here = y + 1.0f;
+    std::vector<Tensor> shared(8, dropped_here);
+    dropped_here = Tensor();
+    std::thread other([&shared, &y] {
+      std::vector<Tensor> copies = shared;  // atomic counts: pending elsewhere
+      Tensor more = y;
+      copies.clear();
+      shared.clear();
+    });
+    other.join();
+    Tensor kept = y;
+    y = Tensor();
+    const std::vector<float> got = kept.to_vector();
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], v[i] * 3.0f) << i;
+    EXPECT_EQ(kept.node()->refs(), 1);
+    kept = Tensor();
+    EXPECT_EQ(x.node()->refs(), x_refs);
+  }
+}
+
 TEST(Concurrency, PendingTensorOfAnotherThreadIsAClearError) {
   const std::vector<float> xv = {1, 2, 3, 4, 5, 6};
   Tensor x = Tensor::from_vector(xv, {2, 3});

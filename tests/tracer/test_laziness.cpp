@@ -84,6 +84,40 @@ TEST_F(Laziness, UnreachableValuesAreNeverComputed) {
   EXPECT_EQ(got, want);
 }
 
+// Handles that die on the recording thread while their node is pending are
+// counted on the node without an atomic operation (Node::dropped_handles);
+// the flush must still see them as gone, and a copy made after a drop must
+// keep its node alive and computed. Inputs the trace pinned (Trace::pin)
+// are given back: their counts end where they began.
+TEST_F(Laziness, HandlesDroppedWhilePendingCountAsGone) {
+  Tensor x = Tensor::from_vector({1, 2, 3, 4});
+  const int32_t x_refs = x.node()->refs();
+  {
+    Tensor y = x * 2.0f;
+    Tensor y2 = y;  // two handles, both dropped before the flush
+  }
+  Tensor z = x + 1.0f;
+  Tensor kept;
+  {
+    Tensor a = z * z;
+    Tensor tmp = a;
+    tmp = Tensor();   // one handle dropped...
+    kept = a;         // ...and a copy made after it
+  }                   // a's own handle dropped
+  for (int i = 0; i < 100; ++i) z = z + x;  // x read by 100 ops: pinned once
+  EXPECT_EQ(dvm::stats().nodes_computed, 0);
+  const std::vector<float> zv = z.to_vector();
+  // z, the 100 adds and kept: not y.
+  EXPECT_EQ(dvm::stats().nodes_computed, 102);
+  EXPECT_EQ(zv, (std::vector<float>{102, 203, 304, 405}));
+  EXPECT_EQ(kept.to_vector(), (std::vector<float>{4, 9, 16, 25}));
+  EXPECT_EQ(x.node()->refs(), x_refs + 0) << "x's count did not return (pins or edges leaked)";
+  EXPECT_EQ(kept.node()->refs(), 1) << "kept's node holds references beyond its one handle";
+  z = Tensor();
+  kept = Tensor();
+  EXPECT_EQ(x.node()->refs(), x_refs);
+}
+
 // A live handle keeps its value reachable: the flush computes it too, once.
 TEST_F(Laziness, LiveUnobservedValuesAreComputedOnce) {
   Tensor x = Tensor::from_vector({1, 2, 3, 4});

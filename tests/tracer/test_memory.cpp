@@ -56,6 +56,75 @@ TEST(Memory, PoolRoundsToSizeClassesAndReusesThem) {
   EXPECT_EQ(detail::pool_stats().cached_bytes, 0);
 }
 
+// A tensor buffer may take one of the last blocks freed up to twice its
+// size (still in the CPU's caches, where its own class's block was last
+// written long ago) and is freed back to that block's class; callers that
+// free by request size never get a larger block.
+TEST(Memory, TensorBuffersReuseRecentBlocksUpToTwiceTheirSize) {
+  detail::pool_trim();
+  const int64_t live0 = detail::pool_stats().live_bytes;
+  size_t big_bytes = 0;
+  void* big = detail::pool_allocate_recent(8000, &big_bytes);  // class 8192
+  EXPECT_EQ(big_bytes, 8192u);
+  detail::pool_free(big, big_bytes);
+  // 4200 bytes is class 5120: 8192 is within twice that.
+  size_t got = 0;
+  void* b = detail::pool_allocate_recent(4200, &got);
+  EXPECT_EQ(b, big);
+  EXPECT_EQ(got, 8192u);
+  EXPECT_EQ(detail::pool_stats().live_bytes - live0, 8192);
+  detail::pool_free(b, got);
+  EXPECT_EQ(detail::pool_stats().live_bytes, live0);
+  // More than twice the request: a block of the request's class.
+  size_t small_bytes = 0;
+  void* small = detail::pool_allocate_recent(1000, &small_bytes);
+  EXPECT_NE(small, big);
+  EXPECT_EQ(small_bytes, 1024u);
+  detail::pool_free(small, small_bytes);
+  // A request-size caller (the graph arena, row copies) gets its own class.
+  void* exact = detail::pool_allocate(4200);
+  EXPECT_NE(exact, big);
+  detail::pool_free(exact, 4200);
+  // The big block was taken by neither and is still cached, once.
+  size_t again = 0;
+  void* c = detail::pool_allocate_recent(8100, &again);
+  EXPECT_EQ(c, big);
+  detail::pool_free(c, again);
+  EXPECT_EQ(detail::pool_stats().live_bytes, live0);
+  detail::pool_trim();
+  EXPECT_EQ(detail::pool_stats().cached_bytes, 0);
+}
+
+// Tensors of pseudo-random sizes, made and dropped in a random order: every
+// value is right and the pool's books balance (live bytes back to where
+// they began, every cached block given back by trim).
+TEST(Memory, TensorsOfChangingSizesBalanceThePool) {
+  dvm::flush();
+  detail::pool_trim();
+  const int64_t live0 = detail::pool_stats().live_bytes;
+  uint64_t s = 0x5eed;
+  auto next = [&s] {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return s >> 33;
+  };
+  std::vector<Tensor> alive;
+  for (int i = 0; i < 300; ++i) {
+    const int64_t n = 1 + static_cast<int64_t>(next() % 20000);
+    const float k = static_cast<float>(next() % 7);
+    Tensor t = Tensor::arange(n) * 2.0f + k;
+    const std::vector<float> v = t.to_vector();
+    ASSERT_EQ(static_cast<int64_t>(v.size()), n);
+    for (int64_t j = 0; j < n; j += 97) ASSERT_EQ(v[static_cast<size_t>(j)], 2.0f * static_cast<float>(j) + k) << n;
+    ASSERT_EQ(v.back(), 2.0f * static_cast<float>(n - 1) + k);
+    alive.push_back(t);
+    if (alive.size() > 5) alive.erase(alive.begin() + static_cast<long>(next() % alive.size()));
+  }
+  alive.clear();
+  EXPECT_EQ(detail::pool_stats().live_bytes, live0);
+  detail::pool_trim();
+  EXPECT_EQ(detail::pool_stats().cached_bytes, 0);
+}
+
 // A program whose shapes change (prompts of new lengths) must not keep a
 // block for every size it ever used: classes nobody asked for in the last
 // 1024 requests give their blocks back when a request misses the cache.
