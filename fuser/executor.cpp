@@ -1,6 +1,8 @@
 // Executor: plan -> kernels -> launches.
 #include "fuser/executor.h"
 
+#include "tracer/thread_counters.h"
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -103,11 +105,6 @@ const FusionRecord& last_fusion() { return t_record; }
 void set_plan_check(bool on) { g_check_plans.store(on, std::memory_order_relaxed); }
 bool plan_check() { return g_check_plans.load(std::memory_order_relaxed); }
 
-ExecStats& exec_stats() {
-  static ExecStats s;
-  return s;
-}
-
 namespace {
 
 // Runs groups in order, stacking small ones (DVM's stacking fusion): small
@@ -183,8 +180,8 @@ class Runner {
       throw;
     }
     staged_.clear();  // every stacked output holds its values now
-    exec_stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
-    exec_stats().kernels_run.fetch_add(static_cast<int64_t>(entries_.size()), std::memory_order_relaxed);
+    detail::count(detail::Count::KernelsLaunched, 1);
+    detail::count(detail::Count::KernelsRun, static_cast<int64_t>(entries_.size()));
   }
 
   // Forgets stacked work (after it ran, or when a flush failed midway).
@@ -252,8 +249,8 @@ class Runner {
   void run_alone(const Group& g, const Lowered& low, const vm::Kernel& k, bool corrupt) {
     vm::Launch l = bind(low);
     if (corrupt) unbind_first_output(low, &l);
-    exec_stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
-    exec_stats().kernels_run.fetch_add(1, std::memory_order_relaxed);
+    detail::count(detail::Count::KernelsLaunched, 1);
+    detail::count(detail::Count::KernelsRun, 1);
     auto t0 = std::chrono::steady_clock::now();
     bool jit = false;
     try {

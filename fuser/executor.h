@@ -60,12 +60,6 @@ void inject_fault(Fault kind, int group);
 std::string describe_ops(const std::vector<detail::Node*>& members);
 
 // Process-wide; every thread's flush adds to them, hence atomic.
-struct ExecStats {
-  std::atomic<int64_t> kernels_launched{0};  // launches (a stack of small kernels is one)
-  std::atomic<int64_t> kernels_run{0};       // kernels executed
-};
-ExecStats& exec_stats();
-
 // The calling thread's kernel log: while on, every launch runs alone and is
 // timed and recorded; take_kernel_log() returns and clears the records.
 void set_kernel_log(bool on);

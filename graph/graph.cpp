@@ -18,6 +18,7 @@
 #include "graph/symbolic.h"
 #include "tracer/capture.h"
 #include "tracer/host_values.h"
+#include "tracer/thread_counters.h"
 #include "tracer/node.h"
 #include "tracer/operands.h"
 #include "tracer/shape_rules.h"
@@ -783,15 +784,16 @@ void check_replay(const detail::ExecutableState& x, const std::vector<int64_t>& 
   graph::ProgramBuilder builder(x, v.data());
   std::vector<Tensor> outs(x.outputs.size());
   // The check's own launches are not the run's: the stats leave them out.
-  fuser::ExecStats& stats = fuser::exec_stats();
-  const int64_t launched = stats.kernels_launched.load(), ran = stats.kernels_run.load();
+  using detail::Count;
+  const int64_t launched = detail::thread_counted(Count::KernelsLaunched);
+  const int64_t ran = detail::thread_counted(Count::KernelsRun);
   {
     const Observing observing(&builder);
     rebuild(x, v, in, &builder, &outs);
     for (const Tensor& t : outs) t.sync();
   }
-  stats.kernels_launched.fetch_sub(stats.kernels_launched.load() - launched);
-  stats.kernels_run.fetch_sub(stats.kernels_run.load() - ran);
+  detail::count(Count::KernelsLaunched, launched - detail::thread_counted(Count::KernelsLaunched));
+  detail::count(Count::KernelsRun, ran - detail::thread_counted(Count::KernelsRun));
   for (size_t o = 0; o < outs.size(); ++o) {
     const size_t bytes = static_cast<size_t>(outs[o].numel()) * dtype_size(x.outputs[o].dtype);
     std::vector<char> want(bytes);

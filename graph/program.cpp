@@ -12,6 +12,7 @@
 #include "graph/executable_state.h"
 #include "tracer/buffer_pool.h"
 #include "tracer/host_values.h"
+#include "tracer/thread_counters.h"
 #include "vm/parallel.h"
 
 namespace dvm::graph {
@@ -479,8 +480,8 @@ void bind(const detail::ExecutableState& x, const ProgramLaunch& pl, const void*
 void launch_entries(ProgramScratch& s) {
   if (s.entries.empty()) return;
   vm::launch_stack(s.entries);
-  fuser::exec_stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
-  fuser::exec_stats().kernels_run.fetch_add(static_cast<int64_t>(s.entries.size()), std::memory_order_relaxed);
+  detail::count(detail::Count::KernelsLaunched, 1);
+  detail::count(detail::Count::KernelsRun, static_cast<int64_t>(s.entries.size()));
   s.entries.clear();
 }
 
@@ -663,8 +664,8 @@ bool run_program(const detail::ExecutableState& x, const Program& p, const int64
     bind(x, pl, in, out, s, l);
     if (work_of(pl, s) >= vm::kMinParallelElements) {
       launch_entries(s);
-      fuser::exec_stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
-      fuser::exec_stats().kernels_run.fetch_add(1, std::memory_order_relaxed);
+      detail::count(detail::Count::KernelsLaunched, 1);
+      detail::count(detail::Count::KernelsRun, 1);
       vm::launch(*pl.kernel, l);
       continue;
     }

@@ -4,10 +4,12 @@
 #include "dvm/runtime.h"
 #include "fuser/executor.h"
 #include "runtime/environment.h"
+#include "tracer/thread_counters.h"
 #include "tracer/trace.h"
 #include "vm/backend.h"
 #include "vm/kernel_cache.h"
 #include "vm/tiering.h"
+#include "vm/ticks.h"
 
 namespace dvm {
 namespace {
@@ -15,6 +17,7 @@ namespace {
 // The lower layers' cumulative counters at the last reset_stats().
 struct Bases {
   std::atomic<int64_t> misses{0}, hits{0}, jit{0}, jit_fail{0}, shapes{0};
+  std::atomic<int64_t> counts[static_cast<int>(detail::Count::kCount)] = {};
 };
 Bases& bases() {
   static Bases b;
@@ -29,7 +32,7 @@ KernelStats kernel_figures(const vm::Kernel& k, backends::Isa isa) {
   s.form = vm::form_name(k.form());
   s.tier = "interp";
   s.calls = k.calls.load();
-  s.total_ns = k.total_ns.load();
+  s.total_ns = vm::ticks_to_ns(k.total_ticks.load());
   if (const vm::BackendRef machine = vm::machine_code_for(isa)) {
     const vm::BackendSlot& slot = k.slot(machine.slot);
     const uint8_t state = slot.state.load(std::memory_order_acquire);
@@ -52,15 +55,18 @@ std::vector<KernelStats> kernel_stats() {
 
 Stats stats() {
   runtime::apply_environment();
-  auto& c = detail::counters();
   Bases& b = bases();
+  auto counted = [&b](detail::Count c) {
+    return detail::counted(c) - b.counts[static_cast<int>(c)].load(std::memory_order_relaxed);
+  };
   Stats s;
-  s.flushes = c.flushes.load();
+  s.flushes = counted(detail::Count::Flushes);
   // Flushed nodes of every thread, plus what this thread has pending.
-  s.nodes_recorded = c.nodes_recorded.load() + static_cast<int64_t>(detail::Trace::current().pending());
-  s.nodes_computed = c.nodes_computed.load();
-  s.kernels_launched = fuser::exec_stats().kernels_launched.load(std::memory_order_relaxed);
-  s.kernels_run = fuser::exec_stats().kernels_run.load(std::memory_order_relaxed);
+  s.nodes_recorded =
+      counted(detail::Count::NodesRecorded) + static_cast<int64_t>(detail::Trace::current().pending());
+  s.nodes_computed = counted(detail::Count::NodesComputed);
+  s.kernels_launched = counted(detail::Count::KernelsLaunched);
+  s.kernels_run = counted(detail::Count::KernelsRun);
   s.kernels_compiled = vm::KernelCache::global().misses() - b.misses.load();
   s.cache_hits = vm::KernelCache::global().hits() - b.hits.load();
   s.jit_compiles = vm::tier_stats().compiles.load() - b.jit.load();
@@ -74,13 +80,12 @@ Stats stats() {
 
 void reset_stats() {
   runtime::apply_environment();
-  auto& c = detail::counters();
   Bases& b = bases();
-  c.flushes = 0;
-  c.nodes_recorded = -static_cast<int64_t>(detail::Trace::current().pending());
-  c.nodes_computed = 0;
-  fuser::exec_stats().kernels_launched.store(0, std::memory_order_relaxed);
-  fuser::exec_stats().kernels_run.store(0, std::memory_order_relaxed);
+  for (int i = 0; i < static_cast<int>(detail::Count::kCount); ++i)
+    b.counts[i].store(detail::counted(static_cast<detail::Count>(i)), std::memory_order_relaxed);
+  // This thread's pending nodes were recorded before the reset.
+  b.counts[static_cast<int>(detail::Count::NodesRecorded)].fetch_add(
+      static_cast<int64_t>(detail::Trace::current().pending()), std::memory_order_relaxed);
   b.misses = vm::KernelCache::global().misses();
   b.hits = vm::KernelCache::global().hits();
   b.jit = vm::tier_stats().compiles.load();

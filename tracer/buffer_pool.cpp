@@ -17,6 +17,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dvm/error.h"
@@ -52,8 +53,25 @@ int size_class(size_t bytes, size_t* class_bytes) {
   return 1 + (log2 - 8) * 4 + static_cast<int>(k - 1);
 }
 
+// The pool's lock. Its sections are a few list operations, so a waiter
+// spins (yielding after a while) rather than sleeping, and an unlock is a
+// plain store instead of the atomic operation a mutex's unlock is.
+class SpinLock {
+ public:
+  void lock() {
+    int spins = 0;
+    while (held_.exchange(true, std::memory_order_acquire))
+      while (held_.load(std::memory_order_relaxed))
+        if (++spins > 64) std::this_thread::yield();
+  }
+  void unlock() { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
 struct Pool {
-  std::mutex mu;
+  SpinLock mu;
   // The host's allocator (set_allocator), or null for the system's.
   AllocateFn host_allocate = nullptr;
   DeallocateFn host_deallocate = nullptr;
@@ -153,7 +171,7 @@ void* allocate(size_t bytes, size_t* block_bytes) {
   size_t cb;
   int c = size_class(bytes, &cb);
   Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
+  std::lock_guard<SpinLock> lock(p.mu);
   ++p.requests;
   if (c < kClasses) {
     p.last_request[static_cast<size_t>(c)] = p.requests;
@@ -203,7 +221,7 @@ void pool_free(void* b, size_t bytes) {
   size_t cb;
   int c = size_class(bytes, &cb);
   Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
+  std::lock_guard<SpinLock> lock(p.mu);
   p.live -= cb;
   const size_t limit = static_cast<size_t>(g_limit.load(std::memory_order_relaxed));
   if (c < kClasses && p.cached + cb <= kMaxCachedBytes && (limit == 0 || p.live + p.cached + cb <= limit)) {
@@ -220,7 +238,7 @@ void pool_set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host
     throw Error("set_allocator: expected both an allocate and a deallocate function, or neither; got only " +
                 std::string(allocate ? "allocate" : "deallocate"));
   Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
+  std::lock_guard<SpinLock> lock(p.mu);
   if (p.live > 0)
     throw Error("set_allocator: dvm's tensors hold " + std::to_string(p.live) +
                 " bytes from the current allocator; change it before creating tensors or after all are destroyed");
@@ -232,20 +250,20 @@ void pool_set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host
 
 PoolStats pool_stats() {
   Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
+  std::lock_guard<SpinLock> lock(p.mu);
   return {p.system_allocs, p.reuses, static_cast<int64_t>(p.cached), static_cast<int64_t>(p.live),
           static_cast<int64_t>(p.peak)};
 }
 
 void pool_trim() {
   Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
+  std::lock_guard<SpinLock> lock(p.mu);
   p.trim();
 }
 
 void pool_reset_peak() {
   Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
+  std::lock_guard<SpinLock> lock(p.mu);
   p.peak = p.live + p.cached;
 }
 

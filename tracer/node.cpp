@@ -52,7 +52,8 @@ Storage* Storage::wrap(const void* data, int64_t elems, Dtype type) {
 }
 
 void Storage::release() {
-  if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  // The last reference: freed without an atomic operation (as Node::release).
+  if (refs.load(std::memory_order_acquire) == 1 || refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     free_row_copies(this);
     if (owned) pool_free(data, block_bytes);
     delete this;
@@ -206,7 +207,48 @@ void* Node::operator new(size_t bytes) {
   return ::operator new(bytes);
 }
 
-void node_pool_init() { t_free_nodes.blocks.reserve(64); }
+
+namespace {
+// Free Storage blocks of this thread, as t_free_nodes holds Nodes'.
+struct StorageFreeList {
+  std::vector<void*> blocks;
+  bool alive = true;
+  ~StorageFreeList() {
+    for (void* b : blocks) ::operator delete(b);
+    blocks.clear();
+    alive = false;
+  }
+};
+thread_local StorageFreeList t_free_storage;
+constexpr size_t kMaxFreeStorage = 1 << 12;
+}  // namespace
+
+void node_pool_init() {
+  t_free_nodes.blocks.reserve(64);
+  t_free_storage.blocks.reserve(16);
+}
+
+void* Storage::operator new(size_t bytes) {
+  auto& list = t_free_storage.blocks;
+  if (bytes == sizeof(Storage) && t_free_storage.alive && !list.empty()) {
+    void* b = list.back();
+    list.pop_back();
+    return b;
+  }
+  return ::operator new(bytes);
+}
+
+void Storage::operator delete(void* p) noexcept {
+  auto& list = t_free_storage.blocks;
+  if (t_free_storage.alive && list.size() < kMaxFreeStorage) {
+    try {
+      list.push_back(p);
+      return;
+    } catch (...) {
+    }
+  }
+  ::operator delete(p);
+}
 
 void Node::operator delete(void* p) noexcept {
   auto& list = t_free_nodes.blocks;

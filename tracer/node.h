@@ -38,6 +38,11 @@ struct Storage {
   size_t bytes() const { return static_cast<size_t>(elems > 0 ? elems : 1) * elem_size; }
   void retain() { refs.fetch_add(1, std::memory_order_relaxed); }
   void release();
+
+  // From a per-thread free list, as nodes are: a flush that wraps inputs
+  // and allocates outputs asks the system for nothing in steady state.
+  static void* operator new(size_t bytes);
+  static void operator delete(void* p) noexcept;
 };
 
 class Trace;
@@ -143,9 +148,14 @@ struct Node {
     return static_cast<int32_t>(counts.load(std::memory_order_relaxed) >> 32) - static_cast<int32_t>(dropped_handles);
   }
   void retain(uint64_t kind = kRef) { counts.fetch_add(kind, std::memory_order_relaxed); }
-  // Drops `amount` (kRef, kUserRef or a sum of them) in one atomic operation.
+  // Drops `amount` (kRef, kUserRef or a sum of them). When they are all the
+  // references there are, no other thread can make a new one: the node dies
+  // without an atomic operation (acquire: a release by another thread just
+  // before is done with it).
   void release(uint64_t amount = kRef) {
-    if ((counts.fetch_sub(amount, std::memory_order_acq_rel) & 0xffffffffu) == (amount & 0xffffffffu)) destroy();
+    if (counts.load(std::memory_order_acquire) == amount ||
+        (counts.fetch_sub(amount, std::memory_order_acq_rel) & 0xffffffffu) == (amount & 0xffffffffu))
+      destroy();
   }
   // What the trace holding this pending node drops when the node leaves it:
   // its own reference and the handles dropped meanwhile (which it clears).
@@ -186,8 +196,8 @@ std::string failure_message(const Node* n);
 // Row-major contiguous strides for shape.
 void contiguous_strides(const Shape& shape, int64_t* strides);
 
-// Creates this thread's node free list. The trace calls it first thing, so
-// the list outlives the trace at thread exit (thread_locals die in reverse
+// Creates this thread's node and storage free lists. The trace calls it
+// first thing, so the lists outlive the trace at thread exit (thread_locals die in reverse
 // order of construction) and the trace's last releases still find it.
 void node_pool_init();
 

@@ -30,6 +30,13 @@ inline Node* need(const Tensor& t, const char* op) {
 // A dtype value that names a type (a cast int from the C API may not).
 void check_dtype(const char* op, Dtype t);
 
+// The handle of a node just made, which no other thread can see yet: its
+// first reference is counted with a plain store.
+inline Tensor handle_of_new(Node* n) {
+  n->counts.store(Node::kUserRef, std::memory_order_relaxed);
+  return Tensor(n, Tensor::Adopt{});
+}
+
 // Hands a new pending node to the trace and returns its handle.
 inline Tensor record(Node* n) {
   // n is new and no other thread can see it yet: its first two references

@@ -442,7 +442,7 @@ Tensor size_scalar(int64_t count, bool reciprocal = false) {
 
 Tensor detail::new_leaf(const Shape& shape, const char* op, Dtype dtype) {
   check_shape(op, shape);
-  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
+  Tensor t = detail::handle_of_new(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
   Node* n = t.node();
   n->storage = detail::Storage::allocate(shape.numel(), dtype);
   detail::contiguous_strides(shape, n->strides);
@@ -461,7 +461,7 @@ Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) {}
 Tensor Tensor::from_blob(const float* data, Shape shape) {
   check_shape("from_blob", shape);
   if (!data && shape.numel() > 0) throw Error("from_blob: null data for shape " + shape.to_string());
-  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape));  // frees it if allocation fails
+  Tensor t = detail::handle_of_new(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, shape));  // frees it if allocation fails
   Node* n = t.node();
   n->storage = detail::Storage::wrap(data, shape.numel());
   detail::contiguous_strides(shape, n->strides);
@@ -472,7 +472,7 @@ Tensor Tensor::from_blob(const void* data, Shape shape, Dtype dtype) {
   check_shape("from_blob", shape);
   detail::check_dtype("from_blob", dtype);
   if (!data && shape.numel() > 0) throw Error("from_blob: null data for shape " + shape.to_string());
-  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
+  Tensor t = detail::handle_of_new(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
   Node* n = t.node();
   n->storage = detail::Storage::wrap(data, shape.numel(), dtype);
   detail::contiguous_strides(shape, n->strides);

@@ -9,13 +9,9 @@
 #include "dvm/error.h"
 #include "tracer/capture.h"
 #include "tracer/pipeline.h"
+#include "tracer/thread_counters.h"
 
 namespace dvm::detail {
-
-Counters& counters() {
-  static Counters c;
-  return c;
-}
 
 constinit thread_local Trace* t_trace = nullptr;
 
@@ -178,12 +174,12 @@ void Trace::flush() {
   std::vector<Node*>& pins = spare_pinned_;
   pins.swap(pinned_);
   for (Node*& p : pin_cache_) p = nullptr;
-  counters().nodes_recorded.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
+  count(Count::NodesRecorded, static_cast<int64_t>(nodes.size()));
   std::vector<Node*>& needed = needed_;
   try {
     mark_needed(nodes, &needed);
     int64_t computed = needed.empty() ? 0 : run_flush(needed);
-    counters().nodes_computed.fetch_add(computed, std::memory_order_relaxed);
+    count(Count::NodesComputed, computed);
   } catch (...) {
     // Every node whose values were not written fails with this flush's
     // error (the executor has already taken back buffers it allocated but
@@ -204,7 +200,7 @@ void Trace::flush() {
     flushing_ = false;
     throw Error(why);
   }
-  counters().flushes.fetch_add(1, std::memory_order_relaxed);
+  count(Count::Flushes, 1);
   settle(nodes, false);
   unpin(pins);
   flushing_ = false;

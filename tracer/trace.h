@@ -73,11 +73,6 @@ std::vector<Node*> mark_needed(const std::vector<Node*>& nodes);
 // The same into *needed (cleared first; its capacity is kept).
 void mark_needed(const std::vector<Node*>& nodes, std::vector<Node*>* needed);
 
-// The tracer's counters behind dvm::stats(), for every thread.
-struct Counters {
-  std::atomic<int64_t> flushes{0}, nodes_recorded{0}, nodes_computed{0};
-};
-Counters& counters();
 
 // Makes n's values readable (computing them if needed): afterwards n has a
 // buffer or is a constant. Throws dvm::Error for a node pending in another

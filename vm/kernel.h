@@ -53,7 +53,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // Running statistics (relaxed atomics: launches may run concurrently).
   mutable std::atomic<int64_t> calls{0};
   mutable std::atomic<uint64_t> last_use_{0};
-  mutable std::atomic<int64_t> total_ns{0};
+  mutable std::atomic<int64_t> total_ticks{0};  // time in launches (vm/ticks.h)
   // Records the launch extents; returns true the first time this kernel
   // runs with them (a "new shape" for the compiles-per-new-shape figure).
   // Marks the kernel used (touch()).
@@ -63,9 +63,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   void touch() const;
   uint64_t last_use() const { return last_use_.load(std::memory_order_relaxed); }
 
-  void calls_add(int64_t ns) const {
+  void calls_add(int64_t ticks) const {
     calls.fetch_add(1, std::memory_order_relaxed);
-    total_ns.fetch_add(ns, std::memory_order_relaxed);
+    total_ticks.fetch_add(ticks, std::memory_order_relaxed);
   }
 
   // ColReduce: the kernel that runs this one's prologue and reductions over

@@ -1,7 +1,6 @@
 // Launcher: launch checks and execution.
 #include "vm/launcher.h"
 
-#include <chrono>
 #include <new>
 #include <type_traits>
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "vm/interpreter.h"
 #include "vm/parallel.h"
 #include "vm/split_launch.h"
+#include "vm/ticks.h"
 #include "vm/tiering.h"
 
 namespace dvm::vm {
@@ -127,7 +127,7 @@ void launch_stack(const std::vector<StackEntry>& entries) {
       new (&tier[i]) Tier(select_tier(*s.kernel, s.kernel->calls.load(std::memory_order_relaxed), mk.isa));
     }
     const int64_t total = first[n];
-    auto t0 = std::chrono::steady_clock::now();
+    const int64_t t0 = now_ticks();
     for (size_t i = 0; i < n; ++i)
       if (splits_rows(*entries[begin + i].kernel, *entries[begin + i].launch))
         run_split(*entries[begin + i].kernel, *entries[begin + i].launch, mk);
@@ -140,10 +140,8 @@ void launch_stack(const std::vector<StackEntry>& entries) {
         b = stop;
       }
     });
-    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now() - t0)
-                           .count();
-    for (size_t i = 0; i < n; ++i) entries[begin + i].kernel->calls_add(ns / static_cast<int64_t>(n));
+    const int64_t ticks = now_ticks() - t0;
+    for (size_t i = 0; i < n; ++i) entries[begin + i].kernel->calls_add(ticks / static_cast<int64_t>(n));
     begin = end;
   }
 }
@@ -152,7 +150,7 @@ bool launch(const Kernel& k, const Launch& l) {
   check_launch(k, l);
   k.note_shape(l.extent);
   const int64_t items = work_items(k, l);
-  auto t0 = std::chrono::steady_clock::now();
+  const int64_t t0 = now_ticks();
   const backends::MicroKernels& mk = backends::active_microkernels();
   const Tier tier = select_tier(k, k.calls.load(std::memory_order_relaxed), mk.isa);
   bool on_jit = tier.machine_code();
@@ -161,8 +159,7 @@ bool launch(const Kernel& k, const Launch& l) {
   } else {
     parallel_items(items, item_elements(k, l), [&](int64_t b, int64_t e) { tier.run_items(k, l, b, e); });
   }
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-  k.calls_add(ns);
+  k.calls_add(now_ticks() - t0);
   return on_jit;
 }
 

@@ -3,6 +3,8 @@
 // never reach the host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -101,6 +103,33 @@ TEST(HostHooks, OneWorkerOrNoneIsAClearError) {
   EXPECT_EQ(num_threads(), 1);
   (void)Tensor::uniform({1 << 20}, 3).sum().item();
   EXPECT_TRUE(host.calls.empty());
+}
+
+// KernelStats::total_ns sums the launches' time (counted in the CPU's
+// time-stamp ticks and converted when read): for a kernel whose launches
+// are most of a loop's wall time, it lies between half that time and the
+// whole of it.
+TEST(KernelStatsTime, TotalTimeIsTheLaunchesWallTime) {
+  dvm::flush();
+  const int64_t n = int64_t{1} << 22;
+  std::vector<float> v(static_cast<size_t>(n), 0.25f);
+  const Tensor x = Tensor::from_blob(v.data(), {n});
+  // A workload no other test records: its kernel is new here.
+  auto run = [&] { Tensor y = exp(sin(x) * 1.75f) - 0.125f; y.sync(); };
+  run();
+  auto total = [] {
+    int64_t most = 0;  // the kernel with the most time is this one
+    for (const KernelStats& k : kernel_stats()) most = std::max(most, k.total_ns);
+    return most;
+  };
+  const int64_t before = total();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) run();
+  const int64_t wall =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t launched = total() - before;
+  EXPECT_GT(launched, wall / 2) << "launches " << launched << " ns of a " << wall << " ns loop";
+  EXPECT_LE(launched, wall) << "launches " << launched << " ns of a " << wall << " ns loop";
 }
 
 }  // namespace
