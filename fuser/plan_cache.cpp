@@ -87,9 +87,12 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
   sizes.clear();
   leaves.clear();
   SigBuilder b{out->words, sizes, leaves};
-  for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->index = static_cast<int32_t>(i);
+  // Record order is topological: an input's index is set before its
+  // consumer reads it.
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const Node* n = nodes[i];
+    Node* n = nodes[i];
+    if (i + 8 < nodes.size()) __builtin_prefetch(nodes[i + 8]);
+    n->index = static_cast<int32_t>(i);
     b.w.push_back(static_cast<uint64_t>(n->kind) | static_cast<uint64_t>(n->op) << 8 |
                   static_cast<uint64_t>(n->dtype) << 16 | static_cast<uint64_t>(n->nin) << 24 |
                   static_cast<uint64_t>(static_cast<uint8_t>(n->scalar_pos)) << 32 |

@@ -84,7 +84,20 @@ struct Node {
   // recording an op counts no edge (one atomic operation fewer per operand);
   // the flush drops or counts these edges (settle).
   uint8_t uncounted = 0;
-  Shape shape;
+  // The fields every pass of a flush reads come first (one cache line with
+  // the counts): the rest is read once the node is lowered or computed.
+  bool needed = false;  // reachable from a live Tensor at flush
+  // Handles of this pending node that died on the thread whose trace holds
+  // it, not yet taken off `counts`: such a death is this plain increment
+  // instead of an atomic operation (one that waits for the stores of the
+  // node just recorded), and the node's flush subtracts them all at once
+  // (settle). Only that thread reads or writes it while the node is
+  // pending; 0 once it is not.
+  uint32_t dropped_handles = 0;
+  // Position in the node list of the flush that computes it: the fuser
+  // numbers the list it is handed and keeps what it decides about each node
+  // in its own arrays, indexed by this.
+  int32_t index = 0;
   Node* in[3] = {nullptr, nullptr, nullptr};
   float value = 0.0f;       // Const; or the inline scalar operand
   int8_t scalar_pos = -1;   // Elementwise: operand position of the inline scalar
@@ -92,6 +105,7 @@ struct Node {
   // constant: an immediate in the kernel) rather than the user's (a scalar
   // parameter bound at launch, so a new value compiles nothing).
   bool immediate = false;
+  Shape shape;
 
   // Where the values live once materialized: element (i0, i1, ...) is at
   // storage->data[offset + sum(i_k * strides[k])]. A pending View keeps its
@@ -117,18 +131,6 @@ struct Node {
   // strided view; set once (the first thread to finish wins), then read-only.
   std::atomic<Storage*> dense{nullptr};
 
-  bool needed = false;  // reachable from a live Tensor at flush
-  // Handles of this pending node that died on the thread whose trace holds
-  // it, not yet taken off `counts`: such a death is this plain increment
-  // instead of an atomic operation (one that waits for the stores of the
-  // node just recorded), and the node's flush subtracts them all at once
-  // (settle). Only that thread reads or writes it while the node is
-  // pending; 0 once it is not.
-  uint32_t dropped_handles = 0;
-  // Position in the node list of the flush that computes it: the fuser
-  // numbers the list it is handed and keeps what it decides about each node
-  // in its own arrays, indexed by this.
-  int32_t index = 0;
 
   bool materialized() const { return storage != nullptr; }
   // Readable without running a kernel: a buffer or a constant.
@@ -174,6 +176,12 @@ struct Node {
     return o == nullptr || o == mine();
   }
   void destroy();
+  // Whether destroying this node frees nothing but the node: every input
+  // uncounted, no buffer, no write target, no dense copy, not failed.
+  bool holds_nothing() const {
+    return ((uncounted | ~((1u << nin) - 1u)) & 0xffu) == 0xffu && !storage && !target &&
+           !dense.load(std::memory_order_relaxed) && !failed;
+  }
   // Drops the inputs once this node's values are materialized.
   void drop_inputs();
   // Counts the uncounted edges of a node that keeps its inputs past the

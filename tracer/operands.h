@@ -22,7 +22,10 @@ namespace dvm::detail {
 inline Node* need(const Tensor& t, const char* op) {
   Node* n = t.node();
   if (!n) [[unlikely]] undefined_operand(op);
-  if (!n->readable_by([] { return &Trace::current(); })) [[unlikely]] foreign_operand(op, n);
+  // A node pending in this thread's trace has that trace as its owner, and
+  // t_trace is set once the trace exists.
+  const Trace* owner = n->owner.load(std::memory_order_acquire);
+  if (owner != nullptr && owner != t_trace) [[unlikely]] foreign_operand(op, n);
   if (n->failed) [[unlikely]] failed_operand(op, n);
   return n;
 }
@@ -43,7 +46,8 @@ inline Tensor record(Node* n) {
   // (the handle's, the trace's) are counted with one plain store.
   n->counts.store(Node::kUserRef + Node::kRef, std::memory_order_relaxed);
   Tensor t(n, Tensor::Adopt{});  // the Tensor holds it before the trace may flush
-  Trace::current().record(n);
+  Trace* trace = t_trace;
+  (trace ? *trace : Trace::current()).record(n);
   return t;
 }
 

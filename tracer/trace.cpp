@@ -86,6 +86,7 @@ void mark_needed(const std::vector<Node*>& nodes, std::vector<Node*>* needed) {
   // Tensors hold marks everything they can reach.
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
+    if (nodes.rend() - it > 8) __builtin_prefetch(it[8]);
     if (n->user_refs() > 0) n->needed = true;
     if (!n->needed) continue;
     for (int i = 0; i < n->nin; ++i)
@@ -126,12 +127,16 @@ std::string flush_error_message(std::exception_ptr e, size_t nodes) {
 void settle(std::vector<Node*>& nodes, bool failed) {
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
+    if (nodes.rend() - it > 8) __builtin_prefetch(it[8]);
     n->pending = false;
     n->needed = false;
     const uint64_t refs = n->take_trace_refs();
     // Acquire: a handle that died on another thread just before is done with n.
     if ((n->counts.load(std::memory_order_acquire) & 0xffffffffu) == (refs & 0xffffffffu)) {
-      n->destroy();
+      // Most are intermediates that hold nothing: no counted input, no
+      // buffer, no failure to forget.
+      if (n->holds_nothing()) [[likely]] delete n;
+      else n->destroy();
       continue;
     }
     const bool leaf = n->kind == NodeKind::Leaf;
