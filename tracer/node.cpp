@@ -282,14 +282,10 @@ namespace {
 Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape) {
   Node* n = nullptr;
   try {
-    n = new Node;
+    n = new Node(kind, op, dtype, shape);
   } catch (const std::bad_alloc&) {
     out_of_memory_node(op);
   }
-  n->kind = kind;
-  n->op = op;
-  n->dtype = dtype;
-  n->shape = shape;
   return n;
 }
 

@@ -63,6 +63,9 @@ enum class NodeKind : uint8_t {
 // thread), and `owner` tells another thread that a node is still pending
 // somewhere else.
 struct Node {
+  // Its shape written once (not zeroed first).
+  Node(NodeKind k, OpKind o, Dtype t, const Shape& s) : kind(k), op(o), dtype(t), shape(s) {}
+
   // The low 32 bits count references (Tensor handles + consumers + the
   // trace), the high 32 bits the Tensor handles alone (what a flush must
   // keep observable). One word: a handle's birth and death are one atomic
