@@ -1,7 +1,9 @@
 // Encoder: virtual values -> registers (linear scan) -> bytes.
 #include "vm/encoder.h"
 
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "dvm/error.h"
 
@@ -26,9 +28,16 @@ int Encoder::add_arg(ArgRole role, Dtype type, bool int_lanes) {
 
 Encoder::Value Encoder::emit(Op op, std::initializer_list<Value> srcs, int arg, float imm,
                              bool has_dst) {
-  PendingOp p{op, has_dst ? next_++ : -1, {-1, -1, -1}, 0, arg, imm};
+  // Filled in place: a copy of a just-built op would reload its fields
+  // before their stores complete.
+  PendingOp& p = ops_.emplace_back();
+  p.op = op;
+  p.dst = has_dst ? next_++ : -1;
+  p.src[0] = p.src[1] = p.src[2] = -1;
+  p.nsrc = 0;
+  p.arg = arg;
+  p.imm = imm;
   for (Value v : srcs) p.src[p.nsrc++] = v;
-  ops_.push_back(p);
   return p.dst;
 }
 
@@ -95,13 +104,25 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
     void pop_back() { --n; }
   } free_regs;
   int nregs = 0;
-  Program prog;
-  prog.form = form_;
-  prog.roles = roles_;
-  prog.types = types_;
-  prog.int_lanes = int_lanes_;
-  prog.nscalars = nscalars_;
-  prog.code.reserve(ops_.size());
+  // The bytes as vm::encode() lays a Program out, written as the registers
+  // are assigned (byte 5, the register count, once they are all known).
+  Bytecode bc;
+  std::vector<uint8_t>& b = bc.bytes;
+  size_t size = kHeaderFixed + kArgBytes * roles_.size() + 2;
+  for (const PendingOp& p : ops_) size += static_cast<size_t>(instr_bytes(p.op));
+  b.resize(size);
+  uint8_t* w = b.data();
+  const uint8_t header[kHeaderFixed] = {'D', 'V', 'M', kBytecodeVersion, static_cast<uint8_t>(form_), 0,
+                                        static_cast<uint8_t>(roles_.size()), static_cast<uint8_t>(nscalars_ & 0xFF),
+                                        static_cast<uint8_t>(nscalars_ >> 8)};
+  for (uint8_t h : header) *w++ = h;
+  for (size_t a = 0; a < roles_.size(); ++a) {
+    *w++ = static_cast<uint8_t>(roles_[a]);
+    const bool ints = a < int_lanes_.size() && int_lanes_[a] != 0;
+    *w++ = static_cast<uint8_t>(static_cast<uint8_t>(types_[a]) | (ints ? kIntLanes : 0));
+  }
+  *w++ = static_cast<uint8_t>(ops_.size() & 0xFF);
+  *w++ = static_cast<uint8_t>(ops_.size() >> 8);
   for (size_t i = 0; i < ops_.size(); ++i) {
     const PendingOp& p = ops_[i];
     uint8_t src_regs[3];
@@ -145,23 +166,31 @@ bool Encoder::build(Bytecode* out, std::string* why) const {
         }
       }
     }
-    // Operands in signature order (the float immediate apart).
-    Instr ins;
-    ins.op = p.op;
-    ins.imm = p.imm;
+    // Opcode, then operands in signature order.
+    *w++ = static_cast<uint8_t>(p.op);
     int next_src = 0, next_arg = 0;
     for (const char* sig = op_info(p.op).signature; *sig; ++sig) {
       switch (*sig) {
-        case 'D': ins.r[ins.nr++] = dst; break;
-        case 'R': ins.r[ins.nr++] = src_regs[next_src++]; break;
-        case 'A': ins.r[ins.nr++] = static_cast<uint8_t>(next_arg++ == 0 ? p.arg : p.arg2); break;
-        case 'S': ins.scalar = static_cast<uint16_t>(p.arg); break;  // PendingOp::arg holds it
+        case 'D': *w++ = dst; break;
+        case 'R': *w++ = src_regs[next_src++]; break;
+        case 'A': *w++ = static_cast<uint8_t>(next_arg++ == 0 ? p.arg : p.arg2); break;
+        case 'S': {  // PendingOp::arg holds the scalar index
+          const uint16_t scalar = static_cast<uint16_t>(p.arg);
+          *w++ = static_cast<uint8_t>(scalar & 0xFF);
+          *w++ = static_cast<uint8_t>(scalar >> 8);
+          break;
+        }
+        case 'F': {
+          uint32_t bits;
+          std::memcpy(&bits, &p.imm, 4);
+          for (int j = 0; j < 4; ++j) *w++ = static_cast<uint8_t>(bits >> (8 * j));
+          break;
+        }
       }
     }
-    prog.code.push_back(ins);
   }
-  prog.nregs = nregs;
-  *out = encode(prog);
+  b[5] = static_cast<uint8_t>(nregs);
+  *out = std::move(bc);
   return true;
 }
 

@@ -52,12 +52,11 @@ struct Checker {
     if (error) *error = "bytecode rejected: " + msg;
     return false;
   }
-  bool need(size_t n, const char* what) {
-    if (pos + n > b.size())
-      return fail(std::string("truncated: ") + what + " needs " + std::to_string(n) +
-                  " byte(s) at offset " + std::to_string(pos) + ", only " +
-                  std::to_string(b.size() - pos) + " left");
-    return true;
+  // Inline: called per operand; only the failure builds a message.
+  bool need(size_t n, const char* what) { return pos + n <= b.size() || truncated(n, what); }
+  [[gnu::noinline, gnu::cold]] bool truncated(size_t n, const char* what) {
+    return fail(std::string("truncated: ") + what + " needs " + std::to_string(n) + " byte(s) at offset " +
+                std::to_string(pos) + ", only " + std::to_string(b.size() - pos) + " left");
   }
 };
 
@@ -116,17 +115,25 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
   c.pos += 2;
 
   // Register state as the program runs: written?, kind, level (on the
-  // stack: a verify allocates only what it returns).
-  std::array<int8_t, kMaxRegs> written{};
+  // stack: a verify allocates only what it returns). Only the first nregs
+  // (nargs) entries are ever read: register operands are checked against
+  // nregs, argument operands against nargs.
+  const size_t nr = static_cast<size_t>(p.nregs), na = static_cast<size_t>(nargs);
+  std::array<int8_t, kMaxRegs> written;
+  std::fill_n(written.begin(), nr, 0);
   std::array<Kind, kMaxRegs> kind;
-  kind.fill(Kind::Vec);
-  std::array<uint8_t, kMaxRegs> level{};
-  std::array<int8_t, kMaxArgs> stored{};
+  std::fill_n(kind.begin(), nr, Kind::Vec);
+  std::array<uint8_t, kMaxRegs> level;
+  std::fill_n(level.begin(), nr, 0);
+  std::array<int8_t, kMaxArgs> stored;
+  std::fill_n(stored.begin(), na, 0);
   std::array<Lane, kMaxRegs> lane;
-  lane.fill(kF32);
-  std::array<uint8_t, kMaxRegs> space{};  // InstrInfo::space of each register's value
+  std::fill_n(lane.begin(), nr, kF32);
+  std::array<uint8_t, kMaxRegs> space;  // InstrInfo::space of each register's value
+  std::fill_n(space.begin(), nr, 0);
   // Outer reductions: 0 constant, 1 written in the prologue, 2 reduction or epilogue.
-  std::array<int8_t, kMaxRegs> phase{};
+  std::array<int8_t, kMaxRegs> phase;
+  std::fill_n(phase.begin(), nr, 0);
   p.code.clear();
   out->info.clear();
   // Every instruction takes at least its opcode byte: the bytes left bound
@@ -144,7 +151,8 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
     uint8_t opb = b[c.pos++];
     if (opb >= kNumOps)
       return c.fail("instruction " + std::to_string(i) + ": unknown opcode " + std::to_string(opb));
-    Instr ins;
+    // Built in place: a copy into the list would reload what was just stored.
+    Instr& ins = p.code.emplace_back();
     ins.op = static_cast<Op>(opb);
     // Where a failure is: built only when one is reported.
     auto at = [&] { return "instruction " + std::to_string(i) + " (" + op_name(ins.op) + ")"; };
@@ -169,7 +177,7 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       }
     }
 
-    InstrInfo info;
+    InstrInfo& info = out->info.emplace_back();
     // Check operands and gather source kinds and levels.
     int nsrc = 0;
     uint8_t lvl = 0;
@@ -378,8 +386,6 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
       space[static_cast<size_t>(dst)] = info.space;
       level[static_cast<size_t>(dst)] = lvl;
     }
-    p.code.push_back(ins);
-    out->info.push_back(info);
   }
   if (c.pos != b.size())
     return c.fail(std::to_string(b.size() - c.pos) + " trailing byte(s) after " +

@@ -4,6 +4,7 @@
 // the interpreter executes, so both tiers share one definition of every op.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -72,31 +73,75 @@ struct IrBuilder {
   // widen without converting to f32, stores narrow int32 values.
   std::vector<uint8_t> arg_int;
 
+  // konst's index of consts: open addressing on the pattern, entries are
+  // positions in consts (-1: empty); a power of two, at most half full.
+  std::vector<int32_t> const_index;
+
   void clear() {
     nodes.clear();
     consts.clear();
     scratch_rows = 0;
+    const_index.assign(std::max<size_t>(const_index.size(), 128), -1);
   }
+  // Drops the nodes from `n` on and the constants from `c` on (recorded
+  // since nodes.size() was n and consts.size() was c).
+  void truncate(size_t n, size_t c) {
+    nodes.resize(n);
+    consts.resize(c);
+    reindex(const_index.size());
+  }
+  // Copied field by field: callers have just written n that way, and a wide
+  // load of it could not be forwarded from those pending stores.
   int32_t add(const Node& n) {
-    nodes.push_back(n);
+    Node& d = nodes.emplace_back();
+    d.op = n.op;
+    d.imm = n.imm;
+    d.arg = n.arg;
+    d.phase = n.phase;
+    d.a = n.a;
+    d.b = n.b;
+    d.c = n.c;
+    d.u = n.u;
     return static_cast<int32_t>(nodes.size() - 1);
   }
   int32_t op(IrOp o, int32_t a, int32_t b = -1, int32_t c = -1, uint8_t imm = 0) {
-    Node n{o};
-    n.a = a;
-    n.b = b;
-    n.c = c;
-    n.imm = imm;
-    return add(n);
+    Node& d = nodes.emplace_back();
+    d.op = o;
+    d.a = a;
+    d.b = b;
+    d.c = c;
+    d.imm = imm;
+    return static_cast<int32_t>(nodes.size() - 1);
   }
   int32_t konst(uint32_t bits) {
-    for (auto& [k, id] : consts)
-      if (k == bits) return id;
-    Node n{IrOp::Const};
-    n.u = bits;
-    int32_t id = add(n);
+    if (const_index.size() < 2 * (consts.size() + 1)) reindex(std::max<size_t>(128, 4 * (consts.size() + 1)));
+    const size_t mask = const_index.size() - 1;
+    size_t h = const_hash(bits) & mask;
+    for (int32_t k; (k = const_index[h]) >= 0; h = (h + 1) & mask)
+      if (consts[static_cast<size_t>(k)].first == bits) return consts[static_cast<size_t>(k)].second;
+    Node& d = nodes.emplace_back();
+    d.op = IrOp::Const;
+    d.u = bits;
+    const int32_t id = static_cast<int32_t>(nodes.size() - 1);
+    const_index[h] = static_cast<int32_t>(consts.size());
     consts.emplace_back(bits, id);
     return id;
+  }
+
+ private:
+  // Float patterns differ mostly in their high bits: the top of the product
+  // depends on every bit.
+  static size_t const_hash(uint32_t bits) { return static_cast<size_t>((bits * 0x9E3779B97F4A7C15ull) >> 40); }
+  // Rebuilds const_index with `size` entries (a power of two) from consts.
+  void reindex(size_t size) {
+    size_t pow2 = 128;
+    while (pow2 < size) pow2 *= 2;
+    const_index.assign(pow2, -1);
+    for (size_t k = 0; k < consts.size(); ++k) {
+      size_t h = const_hash(consts[k].first) & (pow2 - 1);
+      while (const_index[h] >= 0) h = (h + 1) & (pow2 - 1);
+      const_index[h] = static_cast<int32_t>(k);
+    }
   }
 };
 

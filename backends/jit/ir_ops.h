@@ -133,18 +133,29 @@ inline constexpr int kNumIrOps = static_cast<int>(sizeof(kIrOps) / sizeof(kIrOps
 
 constexpr const IrOpInfo& ir_info(IrOp op) { return kIrOps[static_cast<int>(op)]; }
 constexpr const char* ir_name(IrOp op) { return ir_info(op).name; }
+// Per op, what every pass over the nodes asks, packed in one byte: the
+// number of value operands (bits 0-1), whether it defines a register value
+// (bit 2) and whether that value is a mask (bit 3).
+inline constexpr auto kIrTraits = [] {
+  struct Table {
+    uint8_t t[kNumIrOps];
+  } out{};
+  for (int i = 0; i < kNumIrOps; ++i) {
+    const IrOpInfo& r = kIrOps[i];
+    int n = 0;
+    while (n < 3 && r.in[n] != IrKind::_) ++n;
+    const bool reg = r.result != IrKind::_ && !(r.flags & kIrPool);
+    out.t[i] = static_cast<uint8_t>(n | (reg ? 4 : 0) | (r.result == IrKind::M ? 8 : 0));
+  }
+  return out;
+}();
+
 // Value operands the op reads: a, then b, then c.
-constexpr int ir_operands(IrOp op) {
-  int n = 0;
-  while (n < 3 && ir_info(op).in[n] != IrKind::_) ++n;
-  return n;
-}
+constexpr int ir_operands(IrOp op) { return kIrTraits.t[static_cast<int>(op)] & 3; }
 // The node defines a value held in a register (or spilled): not a constant,
 // a store, a copy or loop structure.
-constexpr bool ir_defines_reg(IrOp op) {
-  return ir_info(op).result != IrKind::_ && !(ir_info(op).flags & kIrPool);
-}
-constexpr bool ir_is_mask(IrOp op) { return ir_info(op).result == IrKind::M; }
+constexpr bool ir_defines_reg(IrOp op) { return kIrTraits.t[static_cast<int>(op)] & 4; }
+constexpr bool ir_is_mask(IrOp op) { return kIrTraits.t[static_cast<int>(op)] & 8; }
 
 // ---------------------------------------------------------------------------
 // Comparison predicates (IrOp::Cmp imm). Ordered predicates are false when

@@ -67,22 +67,41 @@ constexpr int kSplitBodyNodes = 24;
 // recomputing it costs at least this many vector ops (recompute_cost).
 constexpr int kKeepMinCost = 3;
 
+// The lists a lowering works in, kept per thread: each compile reuses the
+// last one's capacity instead of allocating them again.
+struct LowerLists {
+  std::vector<std::array<int32_t, 3>> src;
+  std::vector<uint8_t> live;
+  std::vector<int32_t> row_val, vec_val, acc, reg_def, params;
+  std::vector<int> cached, slot, cost, rows;
+  std::vector<uint8_t> stb_after, only_folds;
+  std::vector<std::vector<uint8_t>> need_at;
+  std::vector<std::vector<int32_t>> per_copy[2];  // per copy of a body: values, accumulators
+};
+
+// lists[0 .. n) of ni entries each, all -1 (their capacity kept).
+void reset_lists(std::vector<std::vector<int32_t>>& lists, size_t n, size_t ni) {
+  if (lists.size() < n) lists.resize(n);
+  for (size_t k = 0; k < n; ++k) lists[k].assign(ni, -1);
+}
+
 struct Lowering {
   const vm::VerifiedProgram& vp;
   const vm::Program& p;
   IrBuilder& ir;
   size_t ni;
-  std::vector<std::array<int32_t, 3>> src;  // defining instruction of each source
-  std::vector<uint8_t> live;
-  std::vector<int32_t> row_val;  // IR value of row values and reduction results
-  std::vector<int32_t> vec_val;  // IR value of vec values in the current body
-  std::vector<int32_t> acc;      // accumulator per reduction
-  uint8_t copy = 0;              // which copy of an unrolled body is being recorded
-  std::vector<int> cached_;      // RowReduce: pass that keeps the value in a scratch row, or -1
-  std::vector<int> slot_;        // ... and that row
+  LowerLists& lists;
+  std::vector<std::array<int32_t, 3>>& src = lists.src;  // defining instruction of each source
+  std::vector<uint8_t>& live = lists.live;
+  std::vector<int32_t>& row_val = lists.row_val;  // IR value of row values and reduction results
+  std::vector<int32_t>& vec_val = lists.vec_val;  // IR value of vec values in the current body
+  std::vector<int32_t>& acc = lists.acc;          // accumulator per reduction
+  uint8_t copy = 0;                               // which copy of an unrolled body is being recorded
+  std::vector<int>& cached_ = lists.cached;       // RowReduce: pass that keeps the value in a scratch row, or -1
+  std::vector<int>& slot_ = lists.slot;           // ... and that row
 
-  Lowering(const vm::VerifiedProgram& v, IrBuilder& b)
-      : vp(v), p(v.program), ir(b), ni(v.program.code.size()) {}
+  Lowering(const vm::VerifiedProgram& v, IrBuilder& b, LowerLists& l)
+      : vp(v), p(v.program), ir(b), ni(v.program.code.size()), lists(l) {}
 
   OpClass cls(size_t i) const { return vm::op_class(p.code[i].op); }
   Kind kind(size_t i) const { return vp.info[i].dst_kind; }
@@ -91,7 +110,8 @@ struct Lowering {
 
   void analyse() {
     src.assign(ni, {-1, -1, -1});
-    std::vector<int32_t> reg_def(static_cast<size_t>(p.nregs), -1);
+    std::vector<int32_t>& reg_def = lists.reg_def;
+    reg_def.assign(static_cast<size_t>(p.nregs), -1);
     for (size_t i = 0; i < ni; ++i) {
       const vm::Instr& ins = p.code[i];
       const char* sig = vm::op_info(ins.op).signature;
@@ -116,8 +136,9 @@ struct Lowering {
   // What recomputing each vec value in a later pass costs, in rough vector
   // ops over its cone (loads and row values are free: a scratch reload is a
   // load too). Shared operands count once per use; saturates.
-  std::vector<int> recompute_costs() const {
-    std::vector<int> cost(ni, 0);
+  const std::vector<int>& recompute_costs() const {
+    std::vector<int>& cost = lists.cost;
+    cost.assign(ni, 0);
     for (size_t i = 0; i < ni; ++i) {
       if (kind(i) != Kind::Vec || cls(i) == OpClass::Load || cls(i) == OpClass::Const) continue;
       int c = 1;
@@ -180,7 +201,7 @@ struct Lowering {
   // Scalar parameters broadcast into registers once per call, before every
   // loop: a value read after a loop that may run no time (a ColReduce
   // epilogue when R = 0) is then still set.
-  std::vector<int32_t> params;
+  std::vector<int32_t>& params = lists.params;
   void load_params() {
     params.assign(static_cast<size_t>(p.nscalars), -1);
     for (const vm::Instr& ins : p.code)
@@ -223,7 +244,8 @@ struct Lowering {
   // instruction across the copies (independent registers where they fit);
   // otherwise one whole copy after another.
   void ew_body(int copies, bool interleave) {
-    std::vector<std::vector<int32_t>> vals(static_cast<size_t>(copies), std::vector<int32_t>(ni, -1));
+    std::vector<std::vector<int32_t>>& vals = lists.per_copy[0];
+    reset_lists(vals, static_cast<size_t>(copies), ni);
     auto one = [&](size_t i, int k) {
       if (!live[i] || (!is_store(i) && kind(i) != Kind::Vec)) return;
       copy = static_cast<uint8_t>(k);
@@ -306,10 +328,14 @@ struct Lowering {
   // with copies == 1 the loop computes the values and keeps the folded ones
   // in their scratch rows instead of folding; with copies > 1 it only
   // reloads them and folds.
-  int pass_loop(int pass, const std::vector<uint8_t>& need, int copies, const std::vector<int>& rows) {
+  // `probe`: stop after copy 0 when its body has more than kSplitBodyNodes
+  // nodes (the caller then splits the pass and drops what was recorded).
+  int pass_loop(int pass, const std::vector<uint8_t>& need, int copies, const std::vector<int>& rows,
+                bool probe = false) {
     const bool split = !rows.empty();
     const bool folding = copies > 1;
-    std::vector<std::vector<int32_t>> accs(static_cast<size_t>(copies), std::vector<int32_t>(ni, -1));
+    std::vector<std::vector<int32_t>>& accs = lists.per_copy[1];
+    reset_lists(accs, static_cast<size_t>(copies), ni);
     if (folding)
       for (int k = 0; k < copies; ++k)
         for (size_t i = 0; i < ni; ++i)
@@ -360,6 +386,10 @@ struct Lowering {
       }
       acc.swap(accs[static_cast<size_t>(k)]);
       if (k == 0) body = static_cast<int>(ir.nodes.size() - first);
+      if (probe && body > kSplitBodyNodes) {
+        copy = 0;
+        return body;
+      }
     }
     copy = 0;
     loop_end(lb);
@@ -367,9 +397,9 @@ struct Lowering {
       for (size_t i = 0; i < ni; ++i)
         if (folds_here(i, pass)) {
           const ApplyFn f = kApply[static_cast<int>(p.code[i].op)];
-          std::vector<JitVec> a(static_cast<size_t>(copies));
-          for (int k = 0; k < copies; ++k) a[static_cast<size_t>(k)].id = accs[static_cast<size_t>(k)][i];
-          for (size_t w = a.size(); w > 1; w /= 2)  // (a0, a1), (a2, a3); then (t0, t1)
+          JitVec a[kReduceAccs];  // folding passes run kReduceAccs copies
+          for (int k = 0; k < copies; ++k) a[k].id = accs[static_cast<size_t>(k)][i];
+          for (size_t w = static_cast<size_t>(copies); w > 1; w /= 2)  // (a0, a1), (a2, a3); then (t0, t1)
             for (size_t j = 0; j < w / 2; ++j) {
               JitVec s2[2] = {a[2 * j], a[2 * j + 1]};
               a[j] = f(s2);
@@ -385,7 +415,8 @@ struct Lowering {
   void row_reduce() {
     const int32_t row_loop = loop_begin(1);
     // An STB that follows an ST to the same argument runs after the last loop.
-    std::vector<uint8_t> stb_after(ni, 0);
+    std::vector<uint8_t>& stb_after = lists.stb_after;
+    stb_after.assign(ni, 0);
     for (size_t i = 0; i < ni; ++i)
       if (p.code[i].op == Op::STB)
         for (size_t j = 0; j < i; ++j)
@@ -415,9 +446,10 @@ struct Lowering {
     // Latest values first: once softmax's exp(x - m) is kept, x - m is no
     // longer needed by the last pass and is not kept too. A value cheaper to
     // recompute than a store and a reload (layer_norm's x - mean) is not kept.
-    std::vector<std::vector<uint8_t>> need_at(static_cast<size_t>(vp.max_level) + 1);
+    std::vector<std::vector<uint8_t>>& need_at = lists.need_at;
+    if (need_at.size() < static_cast<size_t>(vp.max_level) + 1) need_at.resize(static_cast<size_t>(vp.max_level) + 1);
     for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
-    const std::vector<int> cost = recompute_costs();
+    const std::vector<int>& cost = recompute_costs();
     for (size_t i = ni; i-- > 0 && ir.scratch_rows < kMaxScratchRows;) {
       if (p.code[i].op == Op::LD || kind(i) != Kind::Vec) continue;
       int first = -1, count = 0;
@@ -429,12 +461,13 @@ struct Lowering {
       if (count >= 2 && cost[i] >= kKeepMinCost) {
         cached[i] = first;
         slot[i] = ir.scratch_rows++;
-        for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
+        // Only passes after `first` reload it: the others need the same values.
+        for (int pass = first + 1; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
       }
     }
-    std::vector<uint8_t> need;
     for (int pass = 0; pass <= vp.max_level; ++pass) {
       const bool last = pass == vp.max_level;
+      const std::vector<uint8_t>& need = need_at[static_cast<size_t>(pass)];  // final: `cached` is
       for (size_t i = 0; i < ni; ++i)
         if (live[i] && !is_store(i) && cls(i) != OpClass::Reduce && kind(i) == Kind::Row &&
             level(i) == pass)
@@ -442,7 +475,6 @@ struct Lowering {
       if (last)
         for (size_t i = 0; i < ni; ++i)
           if (p.code[i].op == Op::STB && !stb_after[i]) compute(i, kPhaseRow);
-      needs(pass, need);
       bool any_fold = false;
       for (size_t i = 0; i < ni; ++i) any_fold = any_fold || folds_here(i, pass);
       if (!any_fold) {
@@ -454,19 +486,23 @@ struct Lowering {
         // large body (an exp) is not copied: a one-vector loop computes it and
         // keeps each folded value in a scratch row, then a loop of four small
         // copies reloads and folds (see split_slots).
+        // Copy 0 is recorded first (probe): a body over kSplitBodyNodes stops
+        // there and is dropped, then recorded split (or, with no scratch row
+        // to spare, as kReduceAccs copies after all).
         const size_t mark_nodes = ir.nodes.size(), mark_consts = ir.consts.size();
-        const int mark_rows = ir.scratch_rows;
-        const int body = pass_loop(pass, need, kReduceAccs, {});
-        std::vector<int> rows;
-        if (body > kSplitBodyNodes && split_slots(pass, &rows)) {
-          ir.nodes.resize(mark_nodes);
-          ir.consts.resize(mark_consts);
-          ir.scratch_rows = mark_rows;
+        const int body = pass_loop(pass, need, kReduceAccs, {}, true);
+        if (body > kSplitBodyNodes) {
+          ir.truncate(mark_nodes, mark_consts);
           std::fill(vec_val.begin(), vec_val.end(), -1);
-          split_slots(pass, &rows);  // allocates the rows again, same numbers
-          pass_loop(pass, need, 1, rows);
-          std::vector<uint8_t> only_folds(ni, 0);
-          pass_loop(pass, only_folds, kReduceAccs, rows);
+          std::vector<int>& rows = lists.rows;
+          if (split_slots(pass, &rows)) {
+            pass_loop(pass, need, 1, rows);
+            std::vector<uint8_t>& only_folds = lists.only_folds;
+            only_folds.assign(ni, 0);
+            pass_loop(pass, only_folds, kReduceAccs, rows);
+          } else {
+            pass_loop(pass, need, kReduceAccs, {});
+          }
         }
       }
       if (last)
@@ -483,8 +519,10 @@ struct Lowering {
   void col_body(int copies) {
     const size_t r0 = static_cast<size_t>(vp.first_reduce), r1 = static_cast<size_t>(vp.last_reduce);
     const size_t nc = static_cast<size_t>(copies);
-    std::vector<std::vector<int32_t>> vals(nc, std::vector<int32_t>(ni, -1));
-    std::vector<std::vector<int32_t>> accs(nc, std::vector<int32_t>(ni, -1));
+    std::vector<std::vector<int32_t>>& vals = lists.per_copy[0];
+    std::vector<std::vector<int32_t>>& accs = lists.per_copy[1];
+    reset_lists(vals, nc, ni);
+    reset_lists(accs, nc, ni);
     auto shared_row = [&](size_t i, int k) { return k > 0 && !is_store(i) && kind(i) == Kind::Row; };
     auto with = [&](int k, auto&& f) {
       copy = static_cast<uint8_t>(k);
@@ -610,7 +648,8 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, in
   for (size_t a = 0; a < vp.program.types.size(); ++a) ir->arg_int[a] = vm::int_lanes(vp.program, a) ? 1 : 0;
   IrBuilder* saved = t_ir;
   t_ir = ir;
-  Lowering lw(vp, *ir);
+  thread_local LowerLists lists;
+  Lowering lw(vp, *ir, lists);
   lw.analyse();
   lw.load_params();
   switch (vp.program.form) {

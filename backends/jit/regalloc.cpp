@@ -3,6 +3,7 @@
 #include "backends/jit/regalloc.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace dvm::backends::jit {
 namespace {
@@ -23,40 +24,48 @@ void intervals(const std::vector<Node>& nodes, const TargetCaps& caps, Allocatio
   al->end.assign(n, -1);
   al->nuses.assign(n, 0);
   al->mask_class.assign(n, 0);
+  // Plain pointers: a byte store (mask_class) may alias anything, so through
+  // the vectors every access would reload their data pointers.
+  const Node* nd = nodes.data();
+  int32_t* end = al->end.data();
+  int32_t* nuses = al->nuses.data();
+  uint8_t* mask_class = al->mask_class.data();
+  const bool mask_regs = caps.mask_regs;
   thread_local std::vector<int32_t> open;  // enclosing LoopBegin indices
   open.clear();
   for (size_t i = 0; i < n; ++i) {
-    const Node& nd = nodes[i];
-    if (nd.op == IrOp::LoopBegin) open.push_back(static_cast<int32_t>(i));
-    int32_t u[3];
-    operands_of(nd, u);
-    for (int32_t v : u) {
-      if (v < 0 || nodes[static_cast<size_t>(v)].op == IrOp::Const) continue;
+    const Node& x = nd[i];
+    const uint8_t traits = kIrTraits.t[static_cast<int>(x.op)];
+    if (x.op == IrOp::LoopBegin) open.push_back(static_cast<int32_t>(i));
+    const int32_t ops[3] = {x.a, x.b, x.c};
+    for (int k = 0; k < (traits & 3); ++k) {
+      const int32_t v = ops[k];
+      if (v < 0 || nd[v].op == IrOp::Const) continue;
       int32_t e = static_cast<int32_t>(i);
       for (int32_t lb : open)
         if (lb > v) {
-          e = std::max(e, nodes[static_cast<size_t>(lb)].a);
+          e = std::max(e, nd[lb].a);
           break;  // the outermost such loop ends last
         }
-      al->end[static_cast<size_t>(v)] = std::max(al->end[static_cast<size_t>(v)], e);
-      ++al->nuses[static_cast<size_t>(v)];
+      end[v] = std::max(end[v], e);
+      ++nuses[v];
     }
-    if (nd.op == IrOp::LoopEnd) open.pop_back();
-    if (ir_defines_reg(nd.op)) {
-      al->end[i] = std::max(al->end[i], static_cast<int32_t>(i));
-      al->mask_class[i] = caps.mask_regs && ir_is_mask(nd.op);
+    if (x.op == IrOp::LoopEnd) open.pop_back();
+    if (traits & 4) {  // ir_defines_reg
+      end[i] = std::max(end[i], static_cast<int32_t>(i));
+      mask_class[i] = mask_regs && (traits & 8);  // ir_is_mask
     }
   }
   // Coalesce `t = op(...); acc <- t` when t has no other use: t is computed
   // straight into the accumulator's location.
   al->alias.assign(n, -1);
+  int32_t* alias = al->alias.data();
   for (size_t i = 1; i < n; ++i) {
-    const Node& nd = nodes[i];
-    if (nd.op != IrOp::Copy) continue;
-    const size_t t = static_cast<size_t>(nd.b);
-    if (t == i - 1 && ir_defines_reg(nodes[t].op) && !al->mask_class[t] && al->nuses[t] == 1 &&
-        nodes[t].op != IrOp::Init)
-      al->alias[t] = nd.a;
+    const Node& x = nd[i];
+    if (x.op != IrOp::Copy) continue;
+    const size_t t = static_cast<size_t>(x.b);
+    if (t == i - 1 && ir_defines_reg(nd[t].op) && !mask_class[t] && nuses[t] == 1 && nd[t].op != IrOp::Init)
+      alias[t] = x.a;
   }
 }
 
@@ -70,94 +79,164 @@ void allocate(const IrBuilder& ir, const TargetCaps& caps, Allocation* out) {
   const size_t n = nodes.size();
   al.reg.assign(n, -1);
   al.slot.assign(n, -1);
+  // Plain pointers: a byte store (reg) may alias anything, so through the
+  // vectors every access would reload their data pointers.
+  const Node* nd = nodes.data();
+  const int32_t* end = al.end.data();
+  const int32_t* alias = al.alias.data();
+  const uint8_t* mask_class = al.mask_class.data();
+  int8_t* reg = al.reg.data();
+  // Values by the node their interval ends at (a list per node: head, next),
+  // so each is expired once instead of the active list being scanned at
+  // every node.
+  thread_local std::vector<int32_t> ends_at_list, next_end_list;
+  ends_at_list.assign(n, -1);
+  next_end_list.resize(n);
+  int32_t* ends_at = ends_at_list.data();
+  int32_t* next_end = next_end_list.data();
+  for (size_t v = n; v-- > 0;) {
+    if (!ir_defines_reg(nd[v].op) || alias[v] >= 0) continue;
+    next_end[v] = ends_at[end[v]];
+    ends_at[end[v]] = static_cast<int32_t>(v);
+  }
+  // The active intervals of each class in the order a scan of the list the
+  // allocator would keep sees them (the spill choice breaks ties by it):
+  // built at the first spill (until then, every value given a register, in
+  // order), kept from then on; expired ones are dropped when a spill reads it.
   thread_local std::vector<int32_t> active[2];  // kept per thread: no malloc per compile
-  active[0].clear();
-  active[1].clear();
-  uint32_t free_mask[2];
-  free_mask[kVecClass] = reg_range(caps.first_vector_reg, caps.vector_regs);
-  free_mask[kMaskClass] = reg_range(caps.first_mask_reg, caps.mask_reg_end);
+  bool tracked = false;
+  // Free registers of both classes in one word (class c: bits 32c..32c+31),
+  // so the set stays in a register.
+  uint64_t free_set = reg_range(caps.first_vector_reg, caps.vector_regs) |
+                      uint64_t{reg_range(caps.first_mask_reg, caps.mask_reg_end)} << 32;
+  auto expire = [&](int32_t v) {
+    const int8_t r = reg[v];
+    if (r >= 0) free_set |= uint64_t{1} << (r + (mask_class[v] ? 32 : 0));
+  };
+  size_t expired = 0;     // nodes whose ending intervals have been expired
+  int32_t pending = -1;   // a value that ended where it was defined: expired at the next value
   for (size_t i = 0; i < n; ++i) {
-    if (!ir_defines_reg(nodes[i].op) || al.alias[i] >= 0) continue;
-    const int c = al.mask_class[i] ? kMaskClass : kVecClass;
+    if (!ir_defines_reg(nd[i].op) || alias[i] >= 0) continue;
+    const int c = mask_class[i] ? kMaskClass : kVecClass;
     const int32_t pos = static_cast<int32_t>(i);
     // Expire intervals that end at or before this node (a source's register
     // may become this node's destination: one instruction reads, then writes).
-    for (int cc = 0; cc < 2; ++cc) {
-      auto& act = active[cc];
-      size_t k = 0;
-      for (size_t j = 0; j < act.size(); ++j) {
-        const int32_t v = act[j];
-        if (al.end[static_cast<size_t>(v)] <= pos) free_mask[cc] |= 1u << al.reg[static_cast<size_t>(v)];
-        else act[k++] = v;
-      }
-      act.resize(k);
+    if (pending >= 0) {
+      expire(pending);
+      pending = -1;
     }
+    for (; expired <= i; ++expired)
+      for (int32_t v = ends_at[expired]; v >= 0; v = next_end[v])
+        if (v < pos) expire(v);
     int r = -1;
+    const uint32_t free_c = static_cast<uint32_t>(free_set >> (32 * c));
     // Prefer the register of the first source (three-input ops that overwrite
     // it, tail selects that then need no move).
-    const int32_t a = nodes[i].a;
-    if (nodes[i].op != IrOp::Copy && a >= 0 && a < pos && al.reg[static_cast<size_t>(a)] >= 0 &&
-        (al.mask_class[static_cast<size_t>(a)] ? kMaskClass : kVecClass) == c &&
-        (free_mask[c] >> al.reg[static_cast<size_t>(a)] & 1u))
-      r = al.reg[static_cast<size_t>(a)];
-    if (r < 0 && free_mask[c]) r = __builtin_ctz(free_mask[c]);
-    auto& act = active[c];
+    const int32_t a = nd[i].a;
+    if (nd[i].op != IrOp::Copy && a >= 0 && a < pos && reg[a] >= 0 &&
+        (mask_class[a] ? kMaskClass : kVecClass) == c && (free_c >> reg[a] & 1u))
+      r = reg[a];
+    if (r < 0 && free_c) r = __builtin_ctz(free_c);
     if (r >= 0) {
-      free_mask[c] &= ~(1u << r);
-      al.reg[i] = static_cast<int8_t>(r);
-      act.push_back(pos);
+      free_set &= ~(uint64_t{1} << (r + 32 * c));
+      reg[i] = static_cast<int8_t>(r);
+      if (tracked) active[c].push_back(pos);
+      if (end[i] <= pos) pending = pos;
       continue;
     }
+    if (!tracked) {
+      active[0].clear();
+      active[1].clear();
+      for (int32_t v = 0; v < pos; ++v)
+        if (ir_defines_reg(nd[v].op) && alias[v] < 0 && reg[v] >= 0) active[mask_class[v] ? 1 : 0].push_back(v);
+      tracked = true;
+    }
     // Spill the interval that ends last.
+    auto& act = active[c];
+    size_t k = 0;
+    for (size_t j = 0; j < act.size(); ++j)
+      if (end[act[j]] > pos) act[k++] = act[j];
+    act.resize(k);
     size_t far = 0;
     for (size_t j = 1; j < act.size(); ++j)
-      if (al.end[static_cast<size_t>(act[j])] > al.end[static_cast<size_t>(act[far])]) far = j;
-    const size_t s = static_cast<size_t>(act[far]);
-    if (!act.empty() && al.end[s] > al.end[i]) {
-      al.reg[i] = al.reg[s];
-      al.reg[s] = -1;
-      al.slot[s] = al.nslots++;
+      if (end[act[j]] > end[act[far]]) far = j;
+    if (!act.empty() && end[act[far]] > end[i]) {
+      const int32_t s = act[far];
+      reg[i] = reg[s];
+      reg[s] = -1;
+      al.slot[static_cast<size_t>(s)] = al.nslots++;
       act[far] = pos;
+      if (end[i] <= pos) pending = pos;
     } else {
       al.slot[i] = al.nslots++;
     }
   }
 }
 
-void hoisted_constants(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, int32_t b, int32_t e,
-                       std::vector<std::pair<int32_t, int>>* out) {
+void hoisted_constants(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, HoistPlan* out) {
   const std::vector<Node>& nodes = ir.nodes;
-  out->clear();
-  uint32_t busy = reg_range(0, caps.first_vector_reg);  // the emitter's scratch
-  for (size_t v = 0; v < nodes.size(); ++v)
-    if (ir_defines_reg(nodes[v].op) && !al.mask_class[v] && al.reg[al.loc(static_cast<int32_t>(v))] >= 0 &&
-        static_cast<int32_t>(v) <= e && al.end[v] >= b)
-      busy |= 1u << al.reg[al.loc(static_cast<int32_t>(v))];
-  uint32_t avail = reg_range(0, caps.vector_regs) & ~busy;
-  if (!avail) return;
+  const size_t n = nodes.size();
+  out->regs.clear();
+  out->loops.clear();
+  // The column loops in order (disjoint), and the registers values hold
+  // while each runs: one sweep over the values, each marking the loops its
+  // interval [v, end] meets.
+  thread_local std::vector<std::pair<int32_t, int32_t>> loops;  // (LoopBegin, LoopEnd)
+  thread_local std::vector<uint32_t> busy;
+  loops.clear();
+  for (size_t i = 0; i < n; ++i)
+    if (nodes[i].op == IrOp::LoopBegin && nodes[i].imm == 0) loops.emplace_back(static_cast<int32_t>(i), nodes[i].a);
+  busy.assign(loops.size(), reg_range(0, caps.first_vector_reg));  // the emitter's scratch
+  // A value computed into its accumulator's location (alias) adds nothing:
+  // the accumulator's own interval covers it.
+  const Node* nd = nodes.data();
+  const int8_t* reg = al.reg.data();
+  const int32_t* end = al.end.data();
+  const int32_t* alias = al.alias.data();
+  const uint8_t* mask_class = al.mask_class.data();
+  size_t lo = 0;  // the first loop that ends at or after v
+  for (size_t v = 0; v < n && lo < loops.size(); ++v) {
+    while (lo < loops.size() && loops[lo].second < static_cast<int32_t>(v)) ++lo;
+    if (!ir_defines_reg(nd[v].op) || mask_class[v] || alias[v] >= 0 || reg[v] < 0) continue;
+    for (size_t k = lo; k < loops.size() && loops[k].first <= end[v]; ++k) busy[k] |= 1u << reg[v];
+  }
   thread_local std::vector<std::pair<int, int32_t>> count;  // (uses, const node), first read first
-  count.clear();
-  for (int32_t i = b; i < e; ++i) {
-    int32_t u[3];
-    operands_of(nodes[static_cast<size_t>(i)], u);
-    for (int32_t v : u) {
-      if (v < 0 || nodes[static_cast<size_t>(v)].op != IrOp::Const) continue;
-      auto it = std::find_if(count.begin(), count.end(), [&](auto& c) { return c.second == v; });
-      if (it == count.end()) count.emplace_back(1, v);
-      else ++it->first;
+  thread_local std::vector<int32_t> at;                     // per node: its index in count, or -1
+  if (at.size() < n) at.resize(n, -1);
+  for (size_t l = 0; l < loops.size(); ++l) {
+    const auto [b, e] = loops[l];
+    out->loops.emplace_back(b, static_cast<uint32_t>(out->regs.size()));
+    uint32_t avail = reg_range(0, caps.vector_regs) & ~busy[l];
+    if (!avail) continue;
+    count.clear();
+    for (int32_t j = b; j < e; ++j) {
+      const Node& x = nd[j];
+      const int32_t ops[3] = {x.a, x.b, x.c};
+      for (int o = 0; o < ir_operands(x.op); ++o) {
+        const int32_t v = ops[o];
+        if (v < 0 || nd[v].op != IrOp::Const) continue;
+        int32_t& k = at[static_cast<size_t>(v)];
+        if (k < 0) {
+          k = static_cast<int32_t>(count.size());
+          count.emplace_back(1, v);
+        } else {
+          ++count[static_cast<size_t>(k)].first;
+        }
+      }
+    }
+    for (const auto& c : count) at[static_cast<size_t>(c.second)] = -1;
+    // Most reads first, ties in first-read order: a stable insertion sort (a
+    // loop reads a few dozen constants at most).
+    for (size_t a = 1; a < count.size(); ++a)
+      for (size_t j = a; j > 0 && count[j].first > count[j - 1].first; --j) std::swap(count[j], count[j - 1]);
+    for (const auto& c : count) {
+      if (!avail) break;
+      const int r = __builtin_ctz(avail);
+      avail &= avail - 1;
+      out->regs.emplace_back(c.second, r);
     }
   }
-  // Most reads first, ties in first-read order: a stable insertion sort (a
-  // loop reads a few dozen constants at most).
-  for (size_t i = 1; i < count.size(); ++i)
-    for (size_t j = i; j > 0 && count[j].first > count[j - 1].first; --j) std::swap(count[j], count[j - 1]);
-  for (auto& [uses, v] : count) {
-    (void)uses;
-    if (!avail) break;
-    const int r = __builtin_ctz(avail);
-    avail &= avail - 1;
-    out->emplace_back(v, r);
-  }
+  out->loops.emplace_back(INT32_MAX, static_cast<uint32_t>(out->regs.size()));  // closes the last loop
 }
 
 }  // namespace dvm::backends::jit

@@ -4,8 +4,10 @@
 // spills whole intervals to stack slots. Emitters read the result.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -42,11 +44,23 @@ struct Allocation {
 // *out's lists keep their capacity from call to call.
 void allocate(const IrBuilder& ir, const TargetCaps& caps, Allocation* out);
 
-// Constants to keep in registers over the loop of nodes (b, e): registers no
-// value holds while the loop runs go to the constants the loop reads most,
-// in that order (ties: first read first). Sets *out to (constant node,
-// register) pairs; the other constants stay in the pool.
-void hoisted_constants(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, int32_t b, int32_t e,
-                       std::vector<std::pair<int32_t, int>>* out);
+// Constants kept in registers over each column loop (LoopBegin imm 0; these
+// never nest): registers no value holds while the loop runs go to the
+// constants the loop reads most, in that order (ties: first read first); the
+// other constants stay in the pool.
+struct HoistPlan {
+  std::vector<std::pair<int32_t, int>> regs;  // (constant node, register), loop after loop
+  // Per column loop in order: its LoopBegin node and its first pair in regs;
+  // the loop's pairs end where the next loop's begin (a last entry closes).
+  std::vector<std::pair<int32_t, uint32_t>> loops;
+
+  // The pairs of the column loop that begins at node b: [first, last).
+  std::pair<size_t, size_t> of(int32_t b) const {
+    const auto it = std::lower_bound(loops.begin(), loops.end(), std::pair<int32_t, uint32_t>(b, 0));
+    if (it == loops.end() || it->first != b) return {0, 0};
+    return {it->second, std::next(it)->second};
+  }
+};
+void hoisted_constants(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, HoistPlan* out);
 
 }  // namespace dvm::backends::jit

@@ -112,9 +112,13 @@ struct Label {
 
 // Assembles one function. Each constant-pool entry holds `pool_width` bytes
 // (the value repeated), placed after the code and 64-byte aligned.
+// The zmm instructions kernels are made of are encoded by the adapter itself
+// and GP instructions copied from a memo of asmjit's bytes, both writing
+// exactly what asmjit would; `asmjit_only` sends every instruction through
+// asmjit's encoder (tests compare the two).
 class Assembler {
  public:
-  explicit Assembler(int pool_width);
+  explicit Assembler(int pool_width, bool asmjit_only = false);
   ~Assembler();
   Assembler(const Assembler&) = delete;
   Assembler& operator=(const Assembler&) = delete;

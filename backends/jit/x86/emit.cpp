@@ -85,6 +85,8 @@ struct Gen {
   const std::vector<int32_t>& slot;  // spill slot index, or -1
   const std::vector<int32_t>& alias; // value whose location this one writes, or -1
   std::vector<int8_t> hoisted; // constant held in a register in this loop, or -1
+  const HoistPlan& hoist;       // per column loop: the constants it holds in registers
+  int32_t hoisted_from = -1;    // the loop whose constants `hoisted` holds, or -1
   const int nslots;
   bool block_masks = false;  // emitting a masked block: per-copy masks (masked_block)
   int block_full = 0;        // ... whose copies below this are full
@@ -94,9 +96,11 @@ struct Gen {
   std::vector<Gp> saved;         // callee-saved registers pushed
   int scratch_rows = 0;
 
-  Gen(const IrBuilder& ir_, const Allocation& allocation, const TargetCaps& target, bool is512)
+  Gen(const IrBuilder& ir_, const Allocation& allocation, const HoistPlan& plan, const TargetCaps& target,
+      bool is512)
       : ir(ir_), nodes(ir_.nodes), caps(target), avx512(is512), lanes(target.lanes), w(is512 ? W::Z : W::Y),
-        vbytes(is512 ? 64 : 32), as(is512 ? 4 : 32), al(allocation), reg(allocation.reg), slot(allocation.slot), alias(allocation.alias), nslots(allocation.nslots) {}
+        vbytes(is512 ? 64 : 32), as(is512 ? 4 : 32), al(allocation), reg(allocation.reg), slot(allocation.slot),
+        alias(allocation.alias), hoisted(ir_.nodes.size(), -1), hoist(plan), nslots(allocation.nslots) {}
 
   // ---------------------------------------------------------------------------
   // Operand access.
@@ -112,9 +116,7 @@ struct Gen {
     return vr(s);
   }
   // v in a register (reloaded into scratch s when spilled or constant).
-  int hoisted_reg(int32_t v) const {
-    return hoisted.empty() ? -1 : hoisted[static_cast<size_t>(v)];
-  }
+  int hoisted_reg(int32_t v) const { return hoisted[static_cast<size_t>(v)]; }
   Opnd src_reg(int32_t v, int s) {
     if (is_const(v)) {
       if (hoisted_reg(v) >= 0) return vr(hoisted_reg(v));
@@ -251,17 +253,24 @@ struct Gen {
     }
   }
 
-  // Constants the loop (b, e) reads most go to registers no value holds
-  // during it (regalloc's choice), loaded once before it; the rest stay
+  // Constants the column loop at b reads most go to registers no value
+  // holds during it (regalloc's plan), loaded once before it; the rest stay
   // memory operands.
-  void hoist_constants(int32_t b, int32_t e) {
-    hoisted.assign(nodes.size(), -1);
-    thread_local std::vector<std::pair<int32_t, int>> regs;
-    hoisted_constants(ir, al, caps, b, e, &regs);
-    for (auto [v, r] : regs) {
+  void hoist_constants(int32_t b) {
+    const auto [first, last] = hoist.of(b);
+    for (size_t k = first; k < last; ++k) {
+      const auto [v, r] = hoist.regs[k];
       hoisted[static_cast<size_t>(v)] = static_cast<int8_t>(r);
       as.v(VI::vbroadcastss, vr(r), as.constant(nodes[static_cast<size_t>(v)].u, 4));
     }
+    hoisted_from = b;
+  }
+  // Ends the hoisting of the loop that began at hoisted_from.
+  void unhoist() {
+    if (hoisted_from < 0) return;
+    const auto [first, last] = hoist.of(hoisted_from);
+    for (size_t k = first; k < last; ++k) hoisted[static_cast<size_t>(hoist.regs[k].first)] = -1;
+    hoisted_from = -1;
   }
 
   // True when nodes (b, e) emit nothing (a pass with no vector work).
@@ -305,13 +314,13 @@ struct Gen {
     }
     const int32_t step = copies * lanes;
     asmx::Label body = as.new_label(), tail = as.new_label(), done = as.new_label();
-    hoist_constants(b, e);
+    hoist_constants(b);
     if (!cont) as.sub(asmx::rsi, asmx::rsi);
     full_steps(b, e, step, body, copies > 1 ? done : tail);
     if (copies > 1) {
       as.bind(tail);
       as.bind(done);
-      std::fill(hoisted.begin(), hoisted.end(), -1);
+      unhoist();
       return;
     }
     as.bind(tail);
@@ -322,7 +331,7 @@ struct Gen {
     tail_mask();
     range(b + 1, e, true);
     as.bind(done);
-    std::fill(hoisted.begin(), hoisted.end(), -1);
+    unhoist();
   }
 
   // A ColReduce masked block (LoopBegin.b = 3, U copies): runs once when the
@@ -335,7 +344,7 @@ struct Gen {
     const int full = copies / 2;
     if (empty_body(b, e)) return;
     asmx::Label skip = as.new_label();
-    hoist_constants(b, e);
+    hoist_constants(b);
     as.mov(asmx::rcx, asmx::rdx);
     as.sub(asmx::rcx, asmx::rsi);
     as.cmp(asmx::rcx, full * lanes);
@@ -369,7 +378,7 @@ struct Gen {
     block_masks = false;
     as.mov(asmx::rsi, asmx::rdx);
     as.bind(skip);
-    std::fill(hoisted.begin(), hoisted.end(), -1);
+    unhoist();
   }
 
   // The tail mask of rcx = rem (1..lanes) elements: k1 / the AVX2 mask slot,
@@ -413,7 +422,7 @@ struct Gen {
       if (nodes[static_cast<size_t>(i)].op == IrOp::CopyBegin) starts.push_back(i);
     starts.push_back(e);
     asmx::Label body = as.new_label(), rest = as.new_label(), done = as.new_label();
-    hoist_constants(b, e);
+    hoist_constants(b);
     as.sub(asmx::rsi, asmx::rsi);
     full_steps(b, e, step, body, rest);
     as.bind(rest);
@@ -432,7 +441,7 @@ struct Gen {
       range(starts[k] + 1, starts[k + 1], true);
     }
     as.bind(done);
-    std::fill(hoisted.begin(), hoisted.end(), -1);
+    unhoist();
   }
 
   void row_loop(int32_t b, int32_t e, bool masked) {
@@ -1240,7 +1249,9 @@ bool target_caps(Isa isa, TargetCaps* caps, std::string* reason) {
 
 void* emit(const IrBuilder& ir, const Allocation& al, const TargetCaps& caps, Isa isa, size_t* code_bytes,
            std::string* reason) {
-  Gen g(ir, al, caps, isa == Isa::Avx512);
+  thread_local HoistPlan plan;  // reused: its lists keep their capacity
+  hoisted_constants(ir, al, caps, &plan);
+  Gen g(ir, al, plan, caps, isa == Isa::Avx512);
   g.scratch_rows = ir.scratch_rows;
   g.plan_pointers();
   g.function();
