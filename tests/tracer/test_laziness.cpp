@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,73 @@ TEST_F(Laziness, HandlesDroppedWhilePendingCountAsGone) {
   z = Tensor();
   kept = Tensor();
   EXPECT_EQ(x.node()->refs(), x_refs);
+}
+
+// Handles copied, moved, reassigned and dropped at random points of random
+// programs, with flushes and observations between: every observed value is
+// the float reference's (each op rounds once in f32, as the kernels do),
+// and once everything is dropped the leaf's count and the pool's live bytes
+// are back where they began (no reference or buffer lost or leaked by the
+// dropped-handle counts, the pins or the settle fast paths).
+TEST_F(Laziness, RandomHandleLifetimesKeepValuesAndCounts) {
+  std::mt19937 rng(0xd0c5);
+  for (int program = 0; program < 40; ++program) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 300);
+    std::vector<float> xv(static_cast<size_t>(n));
+    for (float& v : xv) v = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 500.0f;
+    const int64_t live0 = dvm::memory_stats().live_bytes;
+    Tensor x = Tensor::from_vector(xv);
+    const int32_t x_refs = x.node()->refs();
+    struct Held {
+      Tensor t;
+      std::vector<float> want;
+    };
+    std::vector<Held> held;
+    held.push_back({x, xv});
+    for (int step = 0; step < 300; ++step) {
+      const size_t i = rng() % held.size(), j = rng() % held.size();
+      switch (rng() % 8) {
+        case 0:
+        case 1: {  // a * s + t
+          const float sc = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f;
+          const float t = static_cast<float>(static_cast<int>(rng() % 9) - 4) / 4.0f;
+          Held h{held[i].t * sc + t, held[i].want};
+          for (float& v : h.want) v = v * sc + t;
+          held.push_back(std::move(h));
+          break;
+        }
+        case 2: {  // (a + b) * 0.5
+          Held h{(held[i].t + held[j].t) * 0.5f, held[i].want};
+          for (size_t k = 0; k < h.want.size(); ++k) h.want[k] = (h.want[k] + held[j].want[k]) * 0.5f;
+          held.push_back(std::move(h));
+          break;
+        }
+        case 3: held.push_back(held[i]); break;  // a copy
+        case 4: held[i] = held[j]; break;         // a reassignment
+        case 5:
+          if (held.size() > 1) held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        case 6: {  // an observation
+          const std::vector<float> got = held[i].t.to_vector();
+          for (size_t k = 0; k < got.size(); ++k)
+            ASSERT_EQ(got[k], held[i].want[k]) << "program " << program << " step " << step << " element " << k;
+          break;
+        }
+        default:
+          if (rng() % 4 == 0) dvm::flush();
+          break;
+      }
+    }
+    for (const Held& h : held) {
+      const std::vector<float> got = h.t.to_vector();
+      for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], h.want[k]) << "program " << program;
+    }
+    held.clear();
+    dvm::flush();
+    EXPECT_EQ(x.node()->refs(), x_refs) << "program " << program;
+    x = Tensor();
+    EXPECT_EQ(dvm::memory_stats().live_bytes, live0) << "program " << program;
+  }
 }
 
 // A live handle keeps its value reachable: the flush computes it too, once.
