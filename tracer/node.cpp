@@ -126,19 +126,42 @@ namespace {
 void defer_destroy(Node* n);
 Node* take_deferred();
 
-// A per-thread stack of free Node blocks. A block freed on another thread
-// joins that thread's list; each list returns its blocks at thread exit.
-struct NodeFreeList {
+// A per-thread stack of free blocks of one size (Node's, Storage's). A
+// block freed on another thread joins that thread's stack; each returns its
+// blocks at thread exit, and blocks freed later in the exit go straight to
+// the heap.
+struct BlockStack {
   std::vector<void*> blocks;
+  bool alive = true;
+  ~BlockStack() {
+    for (void* b : blocks) ::operator delete(b);
+    blocks.clear();
+    alive = false;
+  }
+  void* take(size_t bytes, size_t block_bytes) {
+    if (bytes == block_bytes && alive && !blocks.empty()) {
+      void* b = blocks.back();
+      blocks.pop_back();
+      return b;
+    }
+    return ::operator new(bytes);
+  }
+  void give(void* p, size_t most) noexcept {
+    if (alive && blocks.size() < most) {
+      try {
+        blocks.push_back(p);
+        return;
+      } catch (...) {
+      }
+    }
+    ::operator delete(p);
+  }
+};
+
+struct NodeFreeList : BlockStack {
   // Dead nodes waiting for the outermost Node::destroy; empty whenever no
   // destroy runs on this thread.
   std::vector<Node*> deferred;
-  bool alive = true;
-  ~NodeFreeList() {
-    for (void* b : blocks) ::operator delete(b);
-    blocks.clear();
-    alive = false;  // nodes freed later in thread exit go straight to the heap
-  }
 };
 thread_local NodeFreeList t_free_nodes;
 constexpr size_t kMaxFreeNodes = 1 << 16;
@@ -197,29 +220,12 @@ void Node::destroy() {
   while (Node* n = take_deferred()) destroy_from(n, 1);
 }
 
-void* Node::operator new(size_t bytes) {
-  auto& list = t_free_nodes.blocks;
-  if (bytes == sizeof(Node) && t_free_nodes.alive && !list.empty()) {
-    void* b = list.back();
-    list.pop_back();
-    return b;
-  }
-  return ::operator new(bytes);
-}
+void* Node::operator new(size_t bytes) { return t_free_nodes.take(bytes, sizeof(Node)); }
 
+void Node::operator delete(void* p) noexcept { t_free_nodes.give(p, kMaxFreeNodes); }
 
 namespace {
-// Free Storage blocks of this thread, as t_free_nodes holds Nodes'.
-struct StorageFreeList {
-  std::vector<void*> blocks;
-  bool alive = true;
-  ~StorageFreeList() {
-    for (void* b : blocks) ::operator delete(b);
-    blocks.clear();
-    alive = false;
-  }
-};
-thread_local StorageFreeList t_free_storage;
+thread_local BlockStack t_free_storage;
 constexpr size_t kMaxFreeStorage = 1 << 12;
 }  // namespace
 
@@ -228,39 +234,9 @@ void node_pool_init() {
   t_free_storage.blocks.reserve(16);
 }
 
-void* Storage::operator new(size_t bytes) {
-  auto& list = t_free_storage.blocks;
-  if (bytes == sizeof(Storage) && t_free_storage.alive && !list.empty()) {
-    void* b = list.back();
-    list.pop_back();
-    return b;
-  }
-  return ::operator new(bytes);
-}
+void* Storage::operator new(size_t bytes) { return t_free_storage.take(bytes, sizeof(Storage)); }
 
-void Storage::operator delete(void* p) noexcept {
-  auto& list = t_free_storage.blocks;
-  if (t_free_storage.alive && list.size() < kMaxFreeStorage) {
-    try {
-      list.push_back(p);
-      return;
-    } catch (...) {
-    }
-  }
-  ::operator delete(p);
-}
-
-void Node::operator delete(void* p) noexcept {
-  auto& list = t_free_nodes.blocks;
-  if (t_free_nodes.alive && list.size() < kMaxFreeNodes) {
-    try {
-      list.push_back(p);
-      return;
-    } catch (...) {
-    }
-  }
-  ::operator delete(p);
-}
+void Storage::operator delete(void* p) noexcept { t_free_storage.give(p, kMaxFreeStorage); }
 
 void contiguous_strides(const Shape& shape, int64_t* strides) {
   int64_t s = 1;
