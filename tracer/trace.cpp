@@ -122,8 +122,8 @@ std::string flush_error_message(std::exception_ptr e, size_t nodes) {
 // with it) or kept its inputs and counted them. A node that then holds only
 // the trace's reference (and dropped handles) can be seen by no handle on
 // any thread and by no node: it is destroyed without an atomic operation on
-// its count. `failed`:
-// the flush failed, and every node but a leaf drops its inputs.
+// its count. `failed`: the flush failed, and every node but a leaf drops its
+// inputs.
 void settle(std::vector<Node*>& nodes, bool failed) {
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
