@@ -110,7 +110,6 @@ struct Pool {
       free[c].clear();
     }
   }
-  // A new block of cb bytes, 64-byte aligned, from the system or the host.
   // A recent free of class c to c + kRecentClasses, the most recent first,
   // taken off its list (its class in *taken); else null.
   void* take_recent(int c, int* taken) {
@@ -127,6 +126,7 @@ struct Pool {
     }
     return nullptr;
   }
+  // A new block of cb bytes, 64-byte aligned, from the system or the host.
   void* obtain(size_t cb) {
     if (!host_allocate) {
       void* b = std::aligned_alloc(64, cb);

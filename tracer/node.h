@@ -68,8 +68,9 @@ struct Node {
 
   // The low 32 bits count references (Tensor handles + consumers + the
   // trace), the high 32 bits the Tensor handles alone (what a flush must
-  // keep observable). One word: a handle's birth and death are one atomic
-  // operation each.
+  // keep observable). One word: a handle's birth or death is at most one
+  // atomic operation (none for a handle of a node pending in this thread's
+  // trace: dropped_handles).
   std::atomic<uint64_t> counts{0};
   NodeKind kind = NodeKind::Leaf;
   OpKind op = OpKind::None;
@@ -208,8 +209,8 @@ std::string failure_message(const Node* n);
 void contiguous_strides(const Shape& shape, int64_t* strides);
 
 // Creates this thread's node and storage free lists. The trace calls it
-// first thing, so the lists outlive the trace at thread exit (thread_locals die in reverse
-// order of construction) and the trace's last releases still find it.
+// first thing, so the lists outlive the trace at thread exit (thread_locals
+// die in reverse order of construction) and its last releases find them.
 void node_pool_init();
 
 Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape);
