@@ -72,6 +72,10 @@ struct IrBuilder {
   // Per argument: 1 where it moves int32 lanes (vm::int_lanes): loads
   // widen without converting to f32, stores narrow int32 values.
   std::vector<uint8_t> arg_int;
+  // Full-vector float32 stores to arguments bypass the caches (non-temporal):
+  // the variant compile() makes for launches whose outputs are larger than
+  // the caches. Its caller guarantees every such store is vector-aligned.
+  bool stream_stores = false;
 
   // konst's index of consts: open addressing on the pattern, entries are
   // positions in consts (-1: empty); a power of two, at most half full.

@@ -83,4 +83,14 @@ void set_log(bool on);
 // the interpreter's either way: tests run both paths on such CPUs.
 void set_bf16_instructions(bool on);
 
+// Launches of Elementwise and RowReduce kernels whose vector-aligned float32
+// outputs total at least this many bytes store them with streaming
+// (non-temporal) stores, through a variant of the kernel compiled on first
+// use; the values are the same. By default half the last-level cache.
+// Test hook: set it (0: every aligned launch streams), or -1 for the default.
+void set_stream_min_bytes(int64_t bytes);
+int64_t stream_min_bytes_for_tests();
+// How many streaming variants have been compiled in this process.
+int64_t streaming_variants_compiled();
+
 }  // namespace dvm::backends::jit

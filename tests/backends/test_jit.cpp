@@ -73,8 +73,27 @@ std::vector<float> input_data(size_t n, uint32_t seed, bool specials) {
   return v;
 }
 
+// Outputs start on a cache line (as the buffer pool's do) so that the
+// streaming variant's alignment rules, not chance, decide where it runs.
+template <class T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <class U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  template <class U>
+  bool operator==(const LineAligned<U>&) const { return true; }
+};
+using Floats = std::vector<float, LineAligned<float>>;
+
+// Elements every output is moved by from its buffer's start (the streaming
+// tests move them off the cache line).
+int64_t g_output_shift = 0;
+
 struct Buf {
-  std::vector<float> data;
+  Floats data;
   int64_t origin = 0;  // index of element (0, 0, 0)
   int64_t extent = 0;  // elements that belong to the tensor
 };
@@ -124,10 +143,13 @@ void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64
       bind.stride[vm::kC] = ly.cs;
       li.args[a] = lj.args[a] = bind;
       if (roles[a] == ArgRole::Input) {
-        b.data = input_data(static_cast<size_t>(b.extent), seed * 31 + static_cast<uint32_t>(a), specials);
+        const std::vector<float> v = input_data(static_cast<size_t>(b.extent), seed * 31 + static_cast<uint32_t>(a), specials);
+        b.data.assign(v.begin(), v.end());
         in[a] = b;
         li.args[a].in = lj.args[a].in = in[a].data.data() + in[a].origin;
       } else {
+        b.origin += g_output_shift;
+        b.extent += g_output_shift;
         b.data.assign(static_cast<size_t>(b.extent + kGuards), kGuard);
         out_i[a] = b;
         out_j[a] = b;
@@ -1091,6 +1113,92 @@ TEST(JitMemory, CodeBytesAreAccounted) {
   EXPECT_EQ(code_bytes_in_use(), before + code->code_bytes);
   code.reset();
   EXPECT_EQ(code_bytes_in_use(), before);
+}
+
+// ---------------------------------------------------------------------------
+// Streaming stores: with the threshold at 0, every launch whose float32
+// outputs are vector-aligned at every row runs the streaming variant. Its
+// bits are the interpreter's and the guards stay intact; outputs off the
+// cache line, and rows whose stride breaks the alignment, take the plain
+// code, with the same bits.
+// ---------------------------------------------------------------------------
+struct StreamScope {
+  explicit StreamScope(int64_t bytes) { set_stream_min_bytes(bytes); }
+  ~StreamScope() {
+    set_stream_min_bytes(-1);
+    g_output_shift = 0;
+  }
+};
+
+TEST(JitStreaming, StreamingVariantKeepsTheInterpretersBits) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  StreamScope scope(0);
+  const int64_t compiled_before = streaming_variants_compiled();
+  Encoder chain(Form::Elementwise);
+  {
+    int ax = chain.add_arg(ArgRole::Input), aa = chain.add_arg(ArgRole::Input), ab = chain.add_arg(ArgRole::Input),
+        ay = chain.add_arg(ArgRole::Output), az = chain.add_arg(ArgRole::Output);
+    auto x = chain.load(Op::LD, ax);
+    auto t = chain.ternary(Op::FMA, x, chain.load(Op::LD, aa), chain.load(Op::LDB, ab));
+    auto y = chain.binary(Op::ADD, chain.binary(Op::MUL, chain.unary(Op::RELU, t), chain.constant(0.5f)), x);
+    chain.store(Op::ST, ay, y);
+    chain.store(Op::ST, az, chain.unary(Op::TANH, y));
+  }
+  Encoder sm(Form::RowReduce);
+  {
+    int ax = sm.add_arg(ArgRole::Input), ay = sm.add_arg(ArgRole::Output);
+    auto x = sm.load(Op::LD, ax);
+    auto ex = sm.unary(Op::EXP, sm.binary(Op::SUB, x, sm.reduce(Op::RMAX, x)));
+    sm.store(Op::ST, ay, sm.binary(Op::DIV, ex, sm.reduce(Op::RSUM, ex)));
+  }
+  auto kc = make_kernel(chain), ksm = make_kernel(sm);
+  for (int64_t shift : {0, 1, 16}) {
+    g_output_shift = shift;
+    for (int64_t C : around_blocks()) {
+      const std::string what = "streaming, outputs moved by " + std::to_string(shift);
+      differential(*kc, {dense(3, C), dense(3, C), per_row(3), dense(3, C), dense(3, C)}, 2, 3, C,
+                   static_cast<uint32_t>(C) + 7, "chain " + what, C % 7 == 0);
+      differential(*kc, {dense(1, C), dense(1, C), per_row(1), dense(1, C), dense(1, C)}, 1, 1, C,
+                   static_cast<uint32_t>(C) + 8, "one-row chain " + what);
+      differential(*ksm, {dense(4, C), dense(4, C)}, 1, 4, C, static_cast<uint32_t>(C) + 9, "softmax " + what);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_GT(streaming_variants_compiled(), compiled_before) << "no launch ran the streaming variant";
+}
+
+TEST(JitStreaming, RandomKernelsKeepTheirBits) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  StreamScope scope(0);
+  for (uint32_t seed = 1; seed < 80; ++seed) {
+    RandomKernel rk = random_kernel(seed);
+    ASSERT_TRUE(rk.kernel) << "seed " << seed;
+    const Form form = rk.kernel->form();
+    std::vector<float> scalars;
+    for (int k = 0; k < rk.kernel->program().nscalars; ++k) scalars.push_back(static_cast<float>(k) * 0.5f - 1.0f);
+    for (int64_t C : {16, 48, 1024, 1001}) {
+      const int64_t P = 2, R = form == Form::ColReduce ? 5 : 3;
+      std::vector<Layout> ls;
+      for (char c : rk.arg_kind) {
+        switch (c) {
+          case 'v': case 'o': ls.push_back(dense(R, C)); break;
+          case 's': ls.push_back(strided(R, C, 3)); break;
+          case 'f': ls.push_back({C * 2, 0, 2}); break;
+          case 'b': case 'p': ls.push_back(per_row(R)); break;
+          case 'e': case 'q': ls.push_back(epilogue(C)); break;
+        }
+      }
+      differential(*rk.kernel, ls, P, R, C, seed * 7 + static_cast<uint32_t>(C),
+                   "streaming random kernel seed " + std::to_string(seed) + " (" + vm::form_name(form) + ")",
+                   seed % 3 == 0, scalars);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(JitStreaming, DefaultThresholdIsAtLeastOneMebibyte) {
+  set_stream_min_bytes(-1);
+  EXPECT_GE(stream_min_bytes_for_tests(), int64_t{1} << 20);
 }
 
 }  // namespace

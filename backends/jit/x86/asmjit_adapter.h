@@ -101,6 +101,8 @@ enum class VI : uint8_t {
   vcvtneps2bf16, vfpclassps, kortestw,
   // int32 floor division through double (IrOp::IFloorDiv).
   vcvtdq2pd, vdivpd, vroundpd, vrndscalepd, vcvttpd2dq, vinserti128, vinserti64x4,
+  // A store that bypasses the caches (an aligned vector; see sfence()).
+  vmovntps,
   kCount
 };
 
@@ -161,6 +163,9 @@ class Assembler {
   void j(Cond c, Label l);
   void ret();
   void vzeroupper();
+  // Orders the function's vmovntps stores before every later store, so a
+  // thread that learns the kernel finished reads their values.
+  void sfence();
 
   // A pool entry for the 32-bit pattern `bits`: a memory operand of `size`
   // bytes (4: the scalar; pool_width: the full vector).

@@ -236,6 +236,7 @@ struct Gen {
     range(0, static_cast<int32_t>(nodes.size()), false);
     as.mov(asmx::rsp, asmx::mem(asmx::rsp, kSavedRsp));
     for (size_t k = saved.size(); k-- > 0;) as.pop(saved[k]);
+    if (ir.stream_stores) as.sfence();
     as.vzeroupper();
     as.ret();
   }
@@ -1071,7 +1072,7 @@ struct Gen {
         Opnd s = src_reg(n.a, 0);
         Gp p = arg_ptr(n, asmx::rax);
         if (!m) {
-          as.v(VI::vmovups, elem(p, n.imm), s);
+          as.v(ir.stream_stores && n.phase != kPhaseScratch ? VI::vmovntps : VI::vmovups, elem(p, n.imm), s);
         } else if (avx512) {
           as.masked(1, false);
           as.v(VI::vmovups, elem(p, n.imm), s);
