@@ -113,13 +113,19 @@ void run_row_runs(ItemRunner& run, int64_t begin, int64_t end) {
   }
 }
 
-// Elementwise: (row, chunk) items; rows of one chunk run as row runs.
+// Elementwise: (row, chunk) items; rows of one chunk run as row runs, and
+// consecutive chunks of one row as one call (the function loops over any
+// n): a call per chunk cost W1 at 1M 2-5% against one call (the exit,
+// re-entry and address set-up 128 times over).
 void run_elementwise(ItemRunner& run, int64_t begin, int64_t end) {
   const int64_t chunks = vm::elementwise_chunks(run.l);
   if (chunks == 1) return run_row_runs(run, begin, end);
-  for (int64_t item = begin; item < end; ++item) {
+  for (int64_t item = begin; item < end;) {
     const vm::ItemStart at = vm::elementwise_item(run.l, chunks, item);
-    run.call(at.p, at.r, at.c0, at.n, 1);
+    const int64_t row_end = (item / chunks + 1) * chunks;  // the first item of the next row
+    const int64_t last = std::min(end, row_end);
+    run.call(at.p, at.r, at.c0, std::min(run.l.C() - at.c0, (last - item) * vm::kChunk), 1);
+    item = last;
   }
 }
 

@@ -19,6 +19,7 @@
 #include "vm/encoder.h"
 #include "vm/interpreter.h"
 #include "vm/kernel.h"
+#include "vm/schedule.h"
 #include "vm/verifier.h"
 
 #include "tests/backends/jit_isas.h"
@@ -728,6 +729,30 @@ TEST(JitShapes, ElementwiseUnrollFactors) {
         if (::testing::Test::HasFailure()) return;
       }
     }
+}
+
+// Rows longer than a chunk (vm::kChunk elements): the consecutive chunks of
+// one row that a range of items holds run as one call. The differential
+// check splits the items in three ranges, so calls start inside a row, end
+// inside one, and cross from one row (and p) into the next.
+TEST(JitShapes, ChunksOfOneRowRunAsOneCall) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder e(Form::Elementwise);
+  {
+    int ax = e.add_arg(ArgRole::Input), aa = e.add_arg(ArgRole::Input), ab = e.add_arg(ArgRole::Input),
+        ay = e.add_arg(ArgRole::Output);
+    auto x = e.load(Op::LD, ax);
+    auto t = e.binary(Op::ADD, e.binary(Op::MUL, x, e.load(Op::LD, aa)), e.load(Op::LDB, ab));
+    e.store(Op::ST, ay, e.binary(Op::ADD, e.binary(Op::MUL, e.unary(Op::RELU, t), e.constant(0.5f)), x));
+  }
+  auto k = make_kernel(e);
+  for (int64_t C : {vm::kChunk - 1, vm::kChunk, vm::kChunk + 1, 3 * vm::kChunk + 5}) {
+    differential(*k, {padded(2, C), dense(2, C), per_row(2), padded(2, C)}, 2, 2, C, static_cast<uint32_t>(C),
+                 "chunked rows");
+    differential(*k, {dense(1, C), dense(1, C), per_row(1), dense(1, C)}, 1, 1, C, static_cast<uint32_t>(C) + 1,
+                 "one chunked row");
+    if (::testing::Test::HasFailure()) return;
+  }
 }
 
 // A long chain of dependent ops (W7's 100 ops, 50 of them reading scalar
