@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <iterator>
 #include <mutex>
-#include <vector>
-#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "backends/jit/codegen.h"
 #include "dvm/error.h"
@@ -115,8 +115,7 @@ void run_row_runs(ItemRunner& run, int64_t begin, int64_t end) {
 
 // Elementwise: (row, chunk) items; rows of one chunk run as row runs, and
 // consecutive chunks of one row as one call (the function loops over any
-// n): a call per chunk cost W1 at 1M 2-5% against one call (the exit,
-// re-entry and address set-up 128 times over).
+// n), so a long row pays the call's exit, entry and address set-up once.
 void run_elementwise(ItemRunner& run, int64_t begin, int64_t end) {
   const int64_t chunks = vm::elementwise_chunks(run.l);
   if (chunks == 1) return run_row_runs(run, begin, end);

@@ -486,9 +486,9 @@ struct Gen {
   // vector as its last source, directly or through the TailSel of a
   // reduction's pass: that op reads the argument's memory itself, one
   // instruction instead of two or three (a loop bound by memory then keeps
-  // more loads in flight: W6's row sum at 16M ran 5-7% faster so). Masked
-  // copies (tails) still load on their own. folded: 1 a load read directly,
-  // 2 a load read through a TailSel, and that TailSel.
+  // more loads in flight; docs/JIT.md). Masked copies (tails) still load on
+  // their own. folded: 1 a load read directly, 2 a load read through a
+  // TailSel, and that TailSel.
   void plan_folds() {
     folded.assign(nodes.size(), 0);
     thread_local std::vector<int32_t> uses;
