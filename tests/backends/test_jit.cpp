@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -1221,9 +1222,32 @@ TEST(JitStreaming, RandomKernelsKeepTheirBits) {
   }
 }
 
-TEST(JitStreaming, DefaultThresholdIsAtLeastOneMebibyte) {
+// The default threshold is half the largest cache sysfs describes for cpu 0
+// (read here independently: the highest index whose level is largest), at
+// least 1 MiB; 16 MiB where sysfs describes none. sysconf's figure, which a
+// virtual machine can inflate to the whole host's L3, must not be used.
+TEST(JitStreaming, DefaultThresholdIsHalfTheLastLevelCache) {
+  int64_t llc = 0;
+  int best = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), size_file(dir + "size");
+    int level = 0;
+    std::string size;
+    if (!(level_file >> level)) break;
+    if (!(size_file >> size) || size.empty() || level < best) continue;
+    best = level;
+    const char unit = size.back();
+    const int shift = unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
+    llc = std::stoll(shift ? size.substr(0, size.size() - 1) : size) << shift;
+  }
+  const int64_t want = llc > 0 ? std::max<int64_t>(llc / 2, int64_t{1} << 20) : int64_t{16} << 20;
   set_stream_min_bytes(-1);
-  EXPECT_GE(stream_min_bytes_for_tests(), int64_t{1} << 20);
+  EXPECT_EQ(stream_min_bytes_for_tests(), want) << "sysfs last-level cache: " << llc << " bytes";
+  set_stream_min_bytes(12345);
+  EXPECT_EQ(stream_min_bytes_for_tests(), 12345);
+  set_stream_min_bytes(-1);
+  EXPECT_EQ(stream_min_bytes_for_tests(), want);
 }
 
 }  // namespace
