@@ -444,19 +444,82 @@ struct Driver {
       }
     }
   }
-  // One row of A times B stored by columns (x @ W^T with W row-major: column
-  // j of B is W's row j, contiguous in k), where the ISA has
+  // Rows of A times B stored by columns (x @ W^T with W row-major: column j
+  // of B is W's row j, contiguous in k), where the ISA has
   // P::transpose_lanes (kLanes vectors, one per row, transposed: vector t
   // holding element t of each). Strips of kLanes columns: kLanes of W's rows
   // stream side by side, each long run read whole (a vector of L::E widened
   // by L::vec per row and block), and each kLanes x kLanes block is
-  // transposed in registers, so C gets one V::madd per k in ascending order,
-  // as from a packed panel; nothing is packed, so the weight's bytes are read
-  // once. Tails along k and j widen through a padded copy, as row_times does.
+  // transposed in registers and used by up to kColRows rows of A, so each
+  // element of C gets one V::madd per k in ascending order, as from a packed
+  // panel; nothing is packed, so a product of a few rows reads the weight's
+  // bytes once (a strip's later row groups find it in L1). Tails along k
+  // and j widen through a padded copy, as row_times does.
   static constexpr bool kColTimes = requires(const typename V::T* r, typename V::T* t) { P::transpose_lanes(r, t); };
+  // Rows of A per pass over a strip: their sums and the transposed block
+  // fit the vector registers.
+  static constexpr int kColRows = V::kLanes >= 16 ? 8 : 4;
   template <class L>
   static void col_times(const Gemm& g, const Block& blk, const typename L::E* b) {
     if constexpr (kColTimes) col_times_impl<L>(g, blk, b);
+  }
+  // `count` (<= kLanes) elements from p, a step apart, widened into wide[].
+  template <class L>
+  static void widen(const typename L::E* p, int64_t step, int64_t count, float* wide) {
+    typename L::E raw[V::kLanes] = {};
+    for (int64_t q = 0; q < count; ++q) raw[q] = p[q * step];
+    V::store(wide, L::vec(raw));
+  }
+  // `rows` (1..R) rows of A (from a, g.a's strides) times the kLanes
+  // columns of B from bj (g.b.cs apart) into c (rows g.ldc apart). Rows past
+  // `rows` repeat the last one and are not stored: the block's transpose,
+  // not the multiplies, is what a pass costs. `ahead`: fetch the next
+  // strip's columns meanwhile (the first row group of a strip does).
+  template <class L, int R>
+  static void col_strip(const Gemm& g, float* c, const float* a, int64_t rows, const typename L::E* bj,
+                        bool ahead) {
+    using E = typename L::E;
+    constexpr int W = V::kLanes;
+    const int64_t K = g.K, cs = g.b.cs;
+    const float* ar[R];
+    typename V::T acc[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      ar[r] = a + mn(r, rows - 1) * g.a.rs;
+      acc[r] = g.accumulate && r < rows ? V::load(c + r * g.ldc) : V::zero();
+    }
+    int64_t k = 0;
+    for (; k + W <= K; k += W) {
+      typename V::T rows[W], t[W];
+      // The next strip's rows, a strip ahead (only the first one's start
+      // is found by the hardware's prefetchers).
+      if (ahead) {
+#pragma GCC unroll 16
+        for (int q = 0; q < W; ++q) __builtin_prefetch(bj + (W + q) * cs + k, 0, 1);
+      }
+#pragma GCC unroll 16
+      for (int q = 0; q < W; ++q) rows[q] = L::vec(bj + q * cs + k);
+      P::transpose_lanes(rows, t);
+#pragma GCC unroll 16
+      for (int q = 0; q < W; ++q) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r] = V::madd(V::bcast(ar[r] + (k + q) * g.a.cs), t[q], acc[r]);
+      }
+    }
+    for (; k < K; ++k) {
+      alignas(64) float col[W];
+      if constexpr (std::is_same_v<E, float>) {
+        for (int q = 0; q < W; ++q) col[q] = bj[q * cs + k];
+      } else {
+        widen<L>(bj + k, cs, W, col);
+      }
+      const typename V::T bk = V::load(col);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r] = V::madd(V::bcast(ar[r] + k * g.a.cs), bk, acc[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      if (r < rows) V::store(c + r * g.ldc, acc[r]);
   }
   template <class L>
   static void col_times_impl(const Gemm& g, const Block& blk, const typename L::E* b) {
@@ -465,54 +528,35 @@ struct Driver {
     float* c = g.c + blk.i0 * g.ldc + blk.j0;
     const float* a = g.a.data + blk.i0 * g.a.rs;
     const int64_t n = blk.cols, K = g.K, cs = g.b.cs;
-    // `count` (<= W) elements from p, a step apart, widened into wide[].
-    auto widen = [](const E* p, int64_t step, int64_t count, float* wide) {
-      E raw[V::kLanes] = {};
-      for (int64_t q = 0; q < count; ++q) raw[q] = p[q * step];
-      V::store(wide, L::vec(raw));
-    };
     int64_t j = 0;
     for (; j + W <= n; j += W) {
       const E* bj = b + j * cs;
-      typename V::T acc = g.accumulate ? V::load(c + j) : V::zero();
-      int64_t k = 0;
-      for (; k + W <= K; k += W) {
-        typename V::T r[W], t[W];
-        // The next strip's rows, a strip ahead (only the first one's start
-        // is found by the hardware's prefetchers).
-#pragma GCC unroll 16
-        for (int q = 0; q < W; ++q) __builtin_prefetch(bj + (W + q) * cs + k, 0, 1);
-#pragma GCC unroll 16
-        for (int q = 0; q < W; ++q) r[q] = L::vec(bj + q * cs + k);
-        P::transpose_lanes(r, t);
-#pragma GCC unroll 16
-        for (int q = 0; q < W; ++q) acc = V::madd(V::bcast(a + (k + q) * g.a.cs), t[q], acc);
+      for (int64_t r = 0; r < blk.rows; r += kColRows) {
+        const int64_t rows = mn(kColRows, blk.rows - r);
+        float* cr = c + r * g.ldc + j;
+        const float* ar = a + r * g.a.rs;
+        if (rows == 1) col_strip<L, 1>(g, cr, ar, rows, bj, r == 0);
+        else if (rows <= kColRows / 2) col_strip<L, kColRows / 2>(g, cr, ar, rows, bj, r == 0);
+        else col_strip<L, kColRows>(g, cr, ar, rows, bj, r == 0);
       }
-      for (; k < K; ++k) {
-        alignas(64) float col[W];
-        if constexpr (std::is_same_v<E, float>) {
-          for (int q = 0; q < W; ++q) col[q] = bj[q * cs + k];
-        } else {
-          widen(bj + k, cs, W, col);
-        }
-        acc = V::madd(V::bcast(a + k * g.a.cs), V::load(col), acc);
-      }
-      V::store(c + j, acc);
     }
     for (; j < n; ++j) {
       const E* bj = b + j * cs;
-      float acc = g.accumulate ? c[j] : 0.0f;
-      if constexpr (std::is_same_v<E, float>) {
-        for (int64_t k = 0; k < K; ++k) acc = P::madd1(a[k * g.a.cs], bj[k], acc);
-      } else {
-        alignas(64) float wide[W];
-        for (int64_t k0 = 0; k0 < K; k0 += W) {
-          const int64_t m = mn(K - k0, W);
-          widen(bj + k0, 1, m, wide);
-          for (int64_t q = 0; q < m; ++q) acc = P::madd1(a[(k0 + q) * g.a.cs], wide[q], acc);
+      for (int64_t r = 0; r < blk.rows; ++r) {
+        const float* ar = a + r * g.a.rs;
+        float acc = g.accumulate ? c[r * g.ldc + j] : 0.0f;
+        if constexpr (std::is_same_v<E, float>) {
+          for (int64_t k = 0; k < K; ++k) acc = P::madd1(ar[k * g.a.cs], bj[k], acc);
+        } else {
+          alignas(64) float wide[W];
+          for (int64_t k0 = 0; k0 < K; k0 += W) {
+            const int64_t m = mn(K - k0, W);
+            widen<L>(bj + k0, 1, m, wide);
+            for (int64_t q = 0; q < m; ++q) acc = P::madd1(ar[(k0 + q) * g.a.cs], wide[q], acc);
+          }
         }
+        c[r * g.ldc + j] = acc;
       }
-      c[j] = acc;
     }
   }
   // One row times B read in place, by rows (b.cs == 1) or by columns, its
@@ -567,6 +611,10 @@ struct Driver {
           for (int64_t j = 0; j < blk.cols; ++j) cblk[r * g.ldc + j] = 0.0f;
       } else if (blk.rows == 1 && (g.b.cs == 1 || g.b16)) {
         one_row_times(g, blk);
+      } else if (small && by_columns && !g.b16) {
+        // A few rows times B stored by columns: read in place, each block
+        // of columns transposed in registers once for several rows.
+        col_times<RowsF32>(g, blk, g.b.data + blk.j0 * g.b.cs);
       } else if (small && g.b.cs == 1) {
         // Small M streams B once: its rows read in place beat a packed copy.
         block_body<1, P::kSmallKC, true>(ts, g, blk, apack, bpack);

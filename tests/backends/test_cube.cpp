@@ -468,6 +468,48 @@ TEST(CubeGemm, OneRowByColumnsContinuesAcrossKSplits) {
   }
 }
 
+// Products of 2 to 16 rows whose B is stored by columns (x @ W^T) read B in
+// place in groups of rows (one block transpose per group, rows past the
+// group's end repeating its last): every row count, k and column tails,
+// columns further apart than K, and a product cut along K continuing its
+// sums, each element bit-equal to the ordered scalar sum.
+TEST(CubeGemm, FewRowsByColumns) {
+  uint32_t seed = 1800;
+  for (Isa isa : isas()) {
+    for (int64_t M = 2; M <= 16; ++M) {
+      for (int64_t K : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{100}}) {
+        for (int64_t N : {int64_t{1}, int64_t{16}, int64_t{33}}) {
+          const Operand a = make_operand(M, K, Layout::RowMajor, seed++);
+          Operand b = make_operand(K, N, Layout::ColMajor, seed++);
+          // Columns K + 5 apart: the gap holds values a wrong read would pick up.
+          std::vector<float> spread(static_cast<size_t>(N * (K + 5)), 7.0f);
+          for (int64_t j = 0; j < N; ++j)
+            for (int64_t k = 0; k < K; ++k) spread[static_cast<size_t>(j * (K + 5) + k)] = b.at(k, j);
+          b.store = spread;
+          b.m = Matrix{b.store.data(), 1, K + 5};
+          Output c(M, N, 3);
+          gemm(make_gemm(a, b, c), isa);
+          const std::string what = describe(isa, {M, K, N}, Layout::RowMajor, Layout::ColMajor);
+          check_result(a, b, c, isa, what);
+          if (K < 2) continue;
+          Output cut(M, N, 3);
+          Gemm g = make_gemm(a, b, cut);
+          const int64_t k1 = K / 2;
+          g.K = k1;
+          gemm(g, isa);
+          g.K = K - k1;
+          g.a.data += k1 * a.m.cs;
+          g.b.data += k1 * b.m.rs;
+          g.accumulate = true;
+          gemm(g, isa);
+          EXPECT_EQ(std::memcmp(cut.store.data(), c.store.data(), c.store.size() * sizeof(float)), 0)
+              << what << " cut at k " << k1;
+        }
+      }
+    }
+  }
+}
+
 // One row times a 16-bit B (Gemm::b16): the cube widens B as it reads it,
 // which must give the bits of the same product on B widened to f32 first
 // (subnormal 16-bit values included), on every ISA, with panels, strips and
