@@ -204,6 +204,11 @@ void dvm_dynamic(benchmark::State& state, const gpt::Config& c) {
   }
   state.counters["compiles_after_first_prompt"] = static_cast<double>(compiles_after_first);
   set_memory_counters(state, baseline);
+  // dvm's own buffers: the most held at once (live + cached for reuse),
+  // and of what is live now, the weights' row-major copies.
+  const dvm::MemoryStats mem = dvm::memory_stats();
+  state.counters["pool_peak_mb"] = static_cast<double>(mem.peak_bytes) / (1 << 20);
+  state.counters["weight_copy_mb"] = static_cast<double>(mem.weight_copy_bytes) / (1 << 20);
   state.SetItemsProcessed(tokens);
 }
 
