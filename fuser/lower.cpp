@@ -900,8 +900,9 @@ void replay(const Group& g, const ReplayPlan& rp, const std::vector<ScalarOrigin
 namespace {
 
 // The products that read B from a row-major copy: the cube's small ones (its
-// small-M path reads B in place when B's rows are contiguous, and would
-// otherwise transpose it into panels on every call), of matrices worth a copy.
+// small-M path reads B's rows in place as they are; B stored by columns it
+// transposes block by block on every call, in registers or into panels), of
+// matrices worth a copy.
 // Not one row where the cube reads columns in place: the copy would double
 // the weight's memory for a few percent of speed.
 constexpr int64_t kRowCopyMaxRows = 16;

@@ -1,7 +1,8 @@
 // Row-major copies of matrices that products read by columns. linear(x, W)
 // reads W [N, K] as the product's B = W^T, each column contiguous in k; a
-// product of a few rows cannot amortize transposing B into the cube's
-// panels, and does the transpose again on every call. A matrix read that way
+// product of a few rows cannot amortize transposing B (into the cube's
+// panels, or block by block in registers), and does the transpose again on
+// every call. A matrix read that way
 // a second time keeps a row-major copy beside its buffer (the modeled NPU's
 // weights stored once in the cube's layout), and later products read the
 // copy in place. Tensor buffers are never written once computed (wrapped

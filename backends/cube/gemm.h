@@ -103,7 +103,8 @@ void transpose_to_rows(Isa isa, const float* src, int64_t cs, int64_t K, int64_t
 
 // Whether a product of one row reads a B stored by columns (b.rs == 1, as
 // x @ W^T reads W) in place on `isa`, transposing small blocks in registers,
-// rather than packing it into panels on every call.
+// rather than packing it into panels on every call (the ISAs that do also
+// read it so for products of up to 16 rows).
 bool one_row_reads_columns(Isa isa);
 
 // Makes the generated micro-kernels of `isa` now (a machine-code tier's

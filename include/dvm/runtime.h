@@ -146,9 +146,10 @@ void set_memory_limit(int64_t bytes);
 int64_t memory_limit();
 void trim();
 // A matrix that products of 2 to 16 rows read by columns (linear's weight
-// W [out, in], read as W^T) is transposed into the cube's panels on every
-// call (one row reads it in place on AVX2 and AVX-512; the portable cube
-// counts one row here too). With weight copies on (the default; environment DVM_WEIGHT_COPIES),
+// W [out, in], read as W^T) is transposed on every call: block by block in
+// registers on AVX2 and AVX-512, into the cube's panels on the portable cube
+// (which counts one row here too; one row reads it in place on AVX2 and
+// AVX-512 and makes no copy). With weight copies on (the default; environment DVM_WEIGHT_COPIES),
 // the second such product makes a row-major copy of it, which later products
 // read in place (the same sums, so the same bits). The copy is counted in
 // memory_stats() (weight_copy_bytes, part of live_bytes), is not made past
