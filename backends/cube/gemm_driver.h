@@ -490,16 +490,16 @@ struct Driver {
     }
     int64_t k = 0;
     for (; k + W <= K; k += W) {
-      typename V::T rows[W], t[W];
-      // The next strip's rows, a strip ahead (only the first one's start
+      typename V::T cols[W], t[W];
+      // The next strip's columns, a strip ahead (only the first one's start
       // is found by the hardware's prefetchers).
       if (ahead) {
 #pragma GCC unroll 16
         for (int q = 0; q < W; ++q) __builtin_prefetch(bj + (W + q) * cs + k, 0, 1);
       }
 #pragma GCC unroll 16
-      for (int q = 0; q < W; ++q) rows[q] = L::vec(bj + q * cs + k);
-      P::transpose_lanes(rows, t);
+      for (int q = 0; q < W; ++q) cols[q] = L::vec(bj + q * cs + k);
+      P::transpose_lanes(cols, t);
 #pragma GCC unroll 16
       for (int q = 0; q < W; ++q) {
 #pragma GCC unroll 8
