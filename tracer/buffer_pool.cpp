@@ -8,6 +8,13 @@
 // their size: with sizes that change call after call (W8), a block of the
 // request's own class was last written many calls ago and is out of the
 // CPU's caches, while the one just freed is still in them.
+// Blocks of kMapBytes and more are mapped from the system directly, not
+// taken from malloc: glibc serves a large request from its heap once a
+// mapped block of that size was freed, and keeps what is freed there, so a
+// program whose sizes change would hold every size it ever saw. The mapped
+// blocks of stale classes are kept whole, up to kReserveBytes, and remapped
+// into the next new blocks (their pages are already there, where a fresh
+// mapping faults in every one); the rest go back to the system.
 #include "tracer/buffer_pool.h"
 
 #include <array>
@@ -20,6 +27,14 @@
 #include <thread>
 #include <vector>
 
+// Not under AddressSanitizer: it checks the bounds of malloc's blocks only.
+#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
+#include <sys/mman.h>
+#define DVM_POOL_MAPS 1
+#else
+#define DVM_POOL_MAPS 0
+#endif
+
 #include "dvm/error.h"
 
 namespace dvm::detail {
@@ -30,6 +45,8 @@ constexpr int kClasses = 4 * 48;
 constexpr uint64_t kStaleRequests = 1024;
 constexpr int kRecent = 4;        // blocks freed last, remembered for reuse
 constexpr int kRecentClasses = 4;  // a block up to 4 classes (2x) larger
+constexpr size_t kMapBytes = size_t{128} << 10;  // glibc's own first mmap threshold
+constexpr size_t kReserveBytes = size_t{32} << 20;
 
 // The size of class c's blocks (size_class's inverse).
 size_t class_size(int c) {
@@ -91,25 +108,65 @@ struct Pool {
   size_t live = 0;  // bytes handed out and not yet returned (their class sizes)
   size_t peak = 0;  // the most live + cached held at once
   int64_t system_allocs = 0, reuses = 0;
+  // Mapped blocks of stale classes (address, bytes), counted in `cached`.
+  std::vector<std::pair<void*, size_t>> reserve;
+  size_t reserve_bytes = 0;
   ~Pool() { trim(); }
   void trim() {
     for (size_t c = 0; c < free.size(); ++c) {
       for (void* p : free[c]) release(p, class_size(static_cast<int>(c)));
       free[c].clear();
     }
+    for (auto [p, bytes] : reserve) release(p, bytes);
+    reserve.clear();
+    reserve_bytes = 0;
     cached = 0;
     recent.fill({});
   }
-  // Gives back the blocks of classes not asked for in kStaleRequests.
+  // Gives back the blocks of classes not asked for in kStaleRequests: into
+  // the reserve while it has room, else to the system.
   void release_stale() {
     for (size_t c = 0; c < free.size(); ++c) {
       if (free[c].empty() || last_request[c] + kStaleRequests >= requests) continue;
       const size_t cb = class_size(static_cast<int>(c));
-      for (void* p : free[c]) release(p, cb);
-      cached -= cb * free[c].size();
+      for (void* p : free[c]) {
+        if (DVM_POOL_MAPS && !host_deallocate && cb >= kMapBytes && reserve_bytes + cb <= kReserveBytes) {
+          try {
+            reserve.emplace_back(p, cb);
+            reserve_bytes += cb;
+            continue;
+          } catch (const std::bad_alloc&) {
+          }
+        }
+        release(p, cb);
+        cached -= cb;
+      }
       free[c].clear();
     }
   }
+#if DVM_POOL_MAPS
+  // A reserved mapping remapped to cb bytes (the smallest that holds cb,
+  // else the largest), or null.
+  void* take_reserve(size_t cb) {
+    size_t best = reserve.size();
+    for (size_t i = 0; i < reserve.size(); ++i) {
+      const size_t b = reserve[i].second;
+      if (best == reserve.size()) best = i;
+      const size_t have = reserve[best].second;
+      if (b >= cb ? (have < cb || b < have) : (have < cb && b > have)) best = i;
+    }
+    if (best == reserve.size()) return nullptr;
+    auto [p, bytes] = reserve[best];
+    reserve[best] = reserve.back();
+    reserve.pop_back();
+    reserve_bytes -= bytes;
+    cached -= bytes;
+    void* q = mremap(p, bytes, cb, MREMAP_MAYMOVE);
+    if (q != MAP_FAILED) return q;
+    munmap(p, bytes);
+    return nullptr;
+  }
+#endif
   // A recent free of class c to c + kRecentClasses, the most recent first,
   // taken off its list (its class in *taken); else null.
   void* take_recent(int c, int* taken) {
@@ -129,6 +186,14 @@ struct Pool {
   // A new block of cb bytes, 64-byte aligned, from the system or the host.
   void* obtain(size_t cb) {
     if (!host_allocate) {
+#if DVM_POOL_MAPS
+      if (cb >= kMapBytes) {  // a class size: a whole number of pages
+        if (void* r = take_reserve(cb)) return r;
+        void* b = mmap(nullptr, cb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (b == MAP_FAILED) throw std::bad_alloc();
+        return b;
+      }
+#endif
       void* b = std::aligned_alloc(64, cb);
       if (!b) throw std::bad_alloc();
       return b;
@@ -145,8 +210,17 @@ struct Pool {
     return b;
   }
   void release(void* b, size_t cb) {
-    if (host_deallocate) host_deallocate(host, b, cb);
-    else std::free(b);
+    if (host_deallocate) {
+      host_deallocate(host, b, cb);
+      return;
+    }
+#if DVM_POOL_MAPS
+    if (cb >= kMapBytes) {
+      munmap(b, cb);
+      return;
+    }
+#endif
+    std::free(b);
   }
 };
 
@@ -164,6 +238,8 @@ void pool_set_limit(int64_t bytes) { g_limit.store(bytes > 0 ? bytes : 0, std::m
 int64_t pool_limit() { return g_limit.load(std::memory_order_relaxed); }
 
 void pool_fail_after(int64_t after) { t_fail_after = after; }
+
+bool pool_maps_blocks() { return DVM_POOL_MAPS != 0; }
 
 namespace {
 void* allocate(size_t bytes, size_t* block_bytes) {

@@ -45,6 +45,11 @@ void pool_reset_peak();
 void pool_set_limit(int64_t bytes);
 int64_t pool_limit();
 
+// Whether blocks of 128 KiB and more are mapped from the system (given
+// back to it when the pool lets go of them) rather than taken from malloc:
+// on Linux, except under AddressSanitizer.
+bool pool_maps_blocks();
+
 // Test hook: the calling thread's `after`-th next pool_allocate (0: the very
 // next) throws std::bad_alloc, as the system would when out of memory; -1
 // (the default) disarms it. Fires once.

@@ -3,8 +3,16 @@
 // per-thread free list.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <unistd.h>
+#endif
 
 #include "dvm/dvm.h"
 #include "tracer/buffer_pool.h"
@@ -151,6 +159,75 @@ TEST(Memory, PoolGivesBackClassesNoLongerAskedFor) {
   detail::pool_free(fresh, kNew);
   detail::pool_trim();
 }
+
+#if defined(__linux__)
+// Resident bytes of this process, from /proc/self/statm.
+int64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : -1;
+}
+
+// Blocks of 128 KiB and more are the system's pages while the pool holds
+// them and no longer once it gives them back: trim() lowers the process's
+// resident memory by what it frees.
+TEST(Memory, TrimReturnsLargeBlocksPagesToTheSystem) {
+  if (!detail::pool_maps_blocks()) GTEST_SKIP() << "the pool takes large blocks from malloc in this build";
+  detail::pool_trim();
+  std::vector<std::pair<void*, size_t>> blocks;
+  size_t total = 0;
+  for (int i = 0; i < 48; ++i) {
+    const size_t bytes = (size_t{1} << 20) + static_cast<size_t>(i % 4) * (size_t{64} << 10);
+    void* b = detail::pool_allocate(bytes);
+    std::memset(b, i + 1, bytes);  // resident now
+    blocks.emplace_back(b, bytes);
+    total += bytes;
+  }
+  for (auto [b, bytes] : blocks) detail::pool_free(b, bytes);
+  const int64_t before = resident_bytes();
+  ASSERT_GT(before, 0);
+  detail::pool_trim();
+  const int64_t after = resident_bytes();
+  EXPECT_GE(before - after, static_cast<int64_t>(total) * 9 / 10) << "resident " << before << " -> " << after;
+}
+
+// The mapped blocks of stale classes are kept, up to 32 MiB, for the next new
+// blocks to reuse (remapped: their pages are already resident); past that
+// they go back to the system. A new class's block is carved from a kept
+// one in place.
+TEST(Memory, StaleLargeBlocksAreReusedForNewSizesWithinABound) {
+  if (!detail::pool_maps_blocks()) GTEST_SKIP() << "the pool takes large blocks from malloc in this build";
+  detail::pool_trim();
+  // 40 stale blocks of distinct classes, 1 to 3 MiB each: more than 32 MiB.
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  for (int i = 0; i < 40; ++i) {
+    const size_t bytes = (size_t{1} << 20) + static_cast<size_t>(i) * (size_t{50} << 10);
+    sizes.push_back(bytes);
+    total += bytes;
+  }
+  std::vector<void*> held;
+  for (size_t bytes : sizes) held.push_back(detail::pool_allocate(bytes));
+  for (size_t i = 0; i < sizes.size(); ++i) detail::pool_free(held[i], sizes[i]);
+  ASSERT_GT(total, size_t{32} << 20);
+  constexpr size_t kHot = 300;
+  for (int i = 0; i < 1100; ++i) detail::pool_free(detail::pool_allocate(kHot), kHot);
+  // A new size misses the cache: the stale classes go, at most 32 MiB kept.
+  constexpr size_t kNew = 700000;
+  void* fresh = detail::pool_allocate(kNew);
+  const int64_t cached = detail::pool_stats().cached_bytes;
+  EXPECT_LE(cached, (int64_t{32} << 20) + 4096);
+  EXPECT_GE(cached, int64_t{16} << 20);  // kept for reuse, not all given back
+  EXPECT_NE(std::find(held.begin(), held.end(), fresh), held.end()) << "the new block is not a kept one";
+  std::memset(fresh, 1, kNew);
+  detail::pool_free(fresh, kNew);
+  detail::pool_trim();
+  EXPECT_EQ(detail::pool_stats().cached_bytes, 0);
+}
+#endif
 
 }  // namespace
 }  // namespace dvm
