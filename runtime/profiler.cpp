@@ -243,7 +243,7 @@ void write_and_close(const char* who, const std::string& path, std::FILE* f, con
 
 namespace runtime {
 
-int64_t profiled_flush(const std::vector<detail::Node*>& needed) {
+int64_t profiled_flush(const std::vector<detail::Node*>& needed, const detail::Signature& sig) {
   const int64_t misses = fuser::PlanCache::current().misses;
   const int64_t begin = vm::profile::now_ns();
   int64_t computed = 0;
@@ -261,7 +261,7 @@ int64_t profiled_flush(const std::vector<detail::Node*>& needed) {
       vm::profile::emit(e);
     }
   } emit{needed, computed, failed, begin, misses};
-  computed = fuser::execute(needed);
+  computed = fuser::execute(needed, sig);
   failed = false;
   return computed;
 }
