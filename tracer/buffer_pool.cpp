@@ -107,7 +107,7 @@ struct Pool {
   size_t cached = 0;
   size_t live = 0;  // bytes handed out and not yet returned (their class sizes)
   size_t peak = 0;  // the most live + cached held at once
-  int64_t system_allocs = 0, reuses = 0;
+  int64_t system_allocs = 0, reuses = 0, remapped = 0;
   // Mapped blocks of stale classes (address, bytes), counted in `cached`.
   std::vector<std::pair<void*, size_t>> reserve;
   size_t reserve_bytes = 0;
@@ -162,7 +162,10 @@ struct Pool {
     reserve_bytes -= bytes;
     cached -= bytes;
     void* q = mremap(p, bytes, cb, MREMAP_MAYMOVE);
-    if (q != MAP_FAILED) return q;
+    if (q != MAP_FAILED) {
+      ++remapped;
+      return q;
+    }
     munmap(p, bytes);
     return nullptr;
   }
@@ -328,7 +331,7 @@ PoolStats pool_stats() {
   Pool& p = pool();
   std::lock_guard<SpinLock> lock(p.mu);
   return {p.system_allocs, p.reuses, static_cast<int64_t>(p.cached), static_cast<int64_t>(p.live),
-          static_cast<int64_t>(p.peak)};
+          static_cast<int64_t>(p.peak), p.remapped};
 }
 
 void pool_trim() {

@@ -29,6 +29,7 @@ struct PoolStats {
   int64_t cached_bytes = 0;   // bytes held in free lists now
   int64_t live_bytes = 0;     // bytes handed out now
   int64_t peak_bytes = 0;     // the most live + cached bytes held at once
+  int64_t remapped = 0;       // new blocks made from stale ones kept for reuse
 };
 PoolStats pool_stats();
 // Where new blocks come from (dvm::set_allocator): the host's functions, or
