@@ -441,8 +441,9 @@ class Recorder {
 };
 thread_local Recorder t_recorder;
 
-int64_t run_groups(const std::vector<Node*>& nodes, const Signature& sig, Runner& runner, bool prof,
-                   bool recording) {
+int64_t run_groups(const std::vector<Node*>& nodes, Runner& runner, bool prof, bool recording) {
+  thread_local Signature sig;  // reused: its buffer keeps its capacity
+  make_signature(nodes, &sig);
   PlanCache& cache = PlanCache::current();
   int64_t computed = 0;
   int gi = 0;  // the group's number in this flush
@@ -544,7 +545,7 @@ int64_t run_groups(const std::vector<Node*>& nodes, const Signature& sig, Runner
 
 }  // namespace
 
-int64_t execute(const std::vector<Node*>& nodes, const Signature& sig) {
+int64_t execute(const std::vector<Node*>& nodes) {
   thread_local Runner runner;  // reused: its buffers keep their capacity
   runner.reset();
   const bool prof = vm::profile::on();
@@ -553,7 +554,7 @@ int64_t execute(const std::vector<Node*>& nodes, const Signature& sig) {
   if (recording) [[unlikely]] t_recorder.begin();
   int64_t computed = 0;
   try {
-    computed = run_groups(nodes, sig, runner, prof, recording);
+    computed = run_groups(nodes, runner, prof, recording);
   } catch (...) {
     t_fault = {};
     runner.reset();

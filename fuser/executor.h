@@ -9,7 +9,6 @@
 
 #include "dvm/runtime.h"
 #include "tracer/node.h"
-#include "tracer/signature.h"
 
 namespace dvm::fuser {
 struct CachedPlan;
@@ -23,8 +22,7 @@ namespace dvm::fuser {
 // When it throws, every node that has a buffer holds its correct values:
 // buffers allocated for kernels that did not run are taken back, so the
 // caller can tell what was computed from what was not by Node::storage.
-// `sig` is their signature (tracer/signature.h), which numbered them.
-int64_t execute(const std::vector<detail::Node*>& nodes, const detail::Signature& sig);
+int64_t execute(const std::vector<detail::Node*>& nodes);
 
 // Told, at the end of each execute() on the thread that installed it, which
 // cached plan ran over which nodes (numbered by Node::index, every group

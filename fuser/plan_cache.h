@@ -1,7 +1,13 @@
 // Plan cache: a flushed trace whose structure was seen before reuses its
 // fusion plan and kernels without running the partition or the encoder.
-// Structures are told apart by their signatures (tracer/signature.h), which
-// the trace builds as it records.
+//
+// The signature holds what fusion and encoding decisions depend on: ops,
+// dtypes, immediates (never the user's scalars: a replay binds them from its
+// own flush's nodes), which values are observed, how nodes connect, which
+// leaves are the same tensor, ranks, and for every extent only its class —
+// 0, 1, or "the k-th distinct size seen" — so equal extents stay equal and
+// concrete sizes never enter it. Non-contiguous leaves and views add their
+// strides and which of them continue the next dim linearly.
 #pragma once
 
 #include <cstdint>
@@ -10,15 +16,20 @@
 #include <vector>
 
 #include "tracer/node.h"
-#include "tracer/signature.h"
 #include "vm/bytecode.h"
 #include "fuser/lower.h"
 #include "vm/kernel.h"
 
 namespace dvm::fuser {
 
-using detail::Signature;
-using detail::make_signature;
+struct Signature {
+  std::vector<uint64_t> words;
+  uint64_t hash = 0;
+};
+
+// Signature of `nodes` (a flush's needed nodes in record order). Numbers
+// them (Node::index = position in nodes).
+void make_signature(const std::vector<detail::Node*>& nodes, Signature* out);
 
 struct CachedGroup {
   std::vector<int32_t> members;  // indices into the flushed node list

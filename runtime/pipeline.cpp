@@ -9,9 +9,9 @@
 
 namespace dvm::detail {
 
-int64_t run_flush(const std::vector<Node*>& needed, const Signature& sig) {
-  if (vm::profile::on()) [[unlikely]] return runtime::profiled_flush(needed, sig);
-  return fuser::execute(needed, sig);
+int64_t run_flush(const std::vector<Node*>& needed) {
+  if (vm::profile::on()) [[unlikely]] return runtime::profiled_flush(needed);
+  return fuser::execute(needed);
 }
 
 int64_t default_trace_limit() {

@@ -243,7 +243,7 @@ void write_and_close(const char* who, const std::string& path, std::FILE* f, con
 
 namespace runtime {
 
-int64_t profiled_flush(const std::vector<detail::Node*>& needed, const detail::Signature& sig) {
+int64_t profiled_flush(const std::vector<detail::Node*>& needed) {
   const int64_t misses = fuser::PlanCache::current().misses;
   const int64_t begin = vm::profile::now_ns();
   int64_t computed = 0;
@@ -261,7 +261,7 @@ int64_t profiled_flush(const std::vector<detail::Node*>& needed, const detail::S
       vm::profile::emit(e);
     }
   } emit{needed, computed, failed, begin, misses};
-  computed = fuser::execute(needed, sig);
+  computed = fuser::execute(needed);
   failed = false;
   return computed;
 }

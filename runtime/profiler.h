@@ -5,12 +5,11 @@
 #include <vector>
 
 #include "tracer/node.h"
-#include "tracer/signature.h"
 
 namespace dvm::runtime {
 
-// fuser::execute(needed, sig) with the flush's event around it; run_flush
-// calls it while a profile is on.
-int64_t profiled_flush(const std::vector<detail::Node*>& needed, const detail::Signature& sig);
+// fuser::execute(needed) with the flush's event around it; run_flush calls
+// it while a profile is on.
+int64_t profiled_flush(const std::vector<detail::Node*>& needed);
 
 }  // namespace dvm::runtime

@@ -7,14 +7,12 @@
 #include <vector>
 
 #include "tracer/node.h"
-#include "tracer/signature.h"
 
 namespace dvm::detail {
 
-// Computes `needed` (pending nodes a live Tensor can reach, in record order,
-// numbered by Node::index), whose structure `sig` is (tracer/signature.h):
+// Computes `needed` (pending nodes a live Tensor can reach, in record order):
 // fuses, compiles and launches them. Returns the number of nodes computed.
-int64_t run_flush(const std::vector<Node*>& needed, const Signature& sig);
+int64_t run_flush(const std::vector<Node*>& needed);
 
 // The limit a thread's trace starts with (DVM_TRACE_LIMIT, else 4096). The
 // first call applies the environment's settings.

@@ -5,7 +5,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <utility>
 
 #include "dvm/error.h"
 #include "tracer/capture.h"
@@ -72,12 +71,6 @@ void Trace::record(Node* n) {
   }
   n->pending = true;
   n->owner.store(this, std::memory_order_relaxed);
-  if (sig_.complete()) {
-    try {
-      sig_.add(n);
-    } catch (const std::bad_alloc&) {  // built again from the list at the flush
-    }
-  }
   // A graph being captured is never flushed (it is computed by its runs).
   if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_ && !capture()) [[unlikely]] flush();
 }
@@ -172,7 +165,6 @@ void Trace::abandon(const std::shared_ptr<const std::string>& why) noexcept {
   for (Node* n : nodes_)
     if (!n->storage) mark_failed(n, why);
   settle(nodes_, true);
-  sig_.reset();
   unpin(pinned_);
   for (Node*& p : pin_cache_) p = nullptr;
 }
@@ -186,19 +178,12 @@ void Trace::flush() {
   nodes.swap(nodes_);
   std::vector<Node*>& pins = spare_pinned_;
   pins.swap(pinned_);
-  SignatureBuilder& sig = spare_sig_;
-  std::swap(sig, sig_);
-  sig_.reset();
   for (Node*& p : pin_cache_) p = nullptr;
   count(Count::NodesRecorded, static_cast<int64_t>(nodes.size()));
   std::vector<Node*>& needed = needed_;
   try {
     mark_needed(nodes, &needed);
-    if (!sig.complete()) {  // a node's words could not be stored when it was recorded
-      sig.reset();
-      for (Node* n : nodes) sig.add(n);
-    }
-    int64_t computed = needed.empty() ? 0 : run_flush(needed, sig.finish(nodes));
+    int64_t computed = needed.empty() ? 0 : run_flush(needed);
     count(Count::NodesComputed, computed);
   } catch (...) {
     // Every node whose values were not written fails with this flush's

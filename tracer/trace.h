@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "tracer/node.h"
-#include "tracer/signature.h"
 
 namespace dvm::detail {
 
@@ -59,9 +58,6 @@ class Trace {
   ~Trace();
   std::vector<Node*> nodes_;  // in record order, which is a topological order
   std::vector<Node*> spare_;  // the list being flushed
-  // The signatures of nodes_ (built as they are recorded) and of the list
-  // being flushed.
-  SignatureBuilder sig_, spare_sig_;
   std::vector<Node*> needed_;  // what the flush computes
   std::vector<Node*> pinned_;  // pins of the nodes in nodes_ (may repeat)
   std::vector<Node*> spare_pinned_;  // pins of the list being flushed

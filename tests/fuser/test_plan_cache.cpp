@@ -10,7 +10,6 @@
 #include "dvm/dvm.h"
 #include "fuser/executor.h"
 #include "fuser/plan_cache.h"
-#include "tracer/signature.h"
 #include "tracer/trace.h"
 
 namespace dvm {
@@ -160,84 +159,6 @@ TEST(PlanCache, SoftmaxAcrossRowLengthsIncludingMultiPass) {
       }
     }
   }
-}
-
-// A random chain of ops on a [rows, cols] input, every op reading the last
-// result: elementwise ops with scalars and with a
-// second leaf (the same tensor each time, or broadcast), row reductions
-// broadcast back, and views (transposes, reshapes).
-Tensor random_chain(const Tensor& x, const Tensor& row, uint32_t seed, int ops) {
-  uint32_t s = seed;
-  auto next = [&s] {
-    s = s * 1664525u + 1013904223u;
-    return s >> 8;
-  };
-  Tensor y = x;
-  for (int i = 0; i < ops; ++i) {
-    switch (next() % 8) {
-      case 0: y = y * 0.75f + 0.125f; break;
-      case 1: y = y + x; break;
-      case 2: y = tanh(y); break;
-      case 3: y = y - y.sum({1}, true) * 0.01f; break;
-      case 4: y = y * row; break;
-      case 5: y = y.transpose(0, 1).contiguous().transpose(0, 1); break;
-      case 6: y = relu(y) + y.max({1}, true); break;
-      default: y = (y.reshape({-1}) * 2.0f).reshape(y.shape()); break;
-    }
-  }
-  return y;
-}
-
-// The trace builds a flush's signature as it records (tracer/signature.h);
-// a flush that could not store a node's words then builds it from the list.
-// Both must give the same signature: after a flush of a random program has
-// put its plan in the cache, the same program recorded again and signed
-// from its recorded list finds that plan.
-TEST(PlanCache, SignatureBuiltWhileRecordingEqualsOneBuiltFromTheList) {
-  fuser::PlanCache& cache = fuser::PlanCache::current();
-  for (uint32_t seed = 1; seed <= 40; ++seed) {
-    const int64_t rows = 1 + seed % 5, cols = 3 + seed * 7 % 40;
-    auto xv = ramp(rows * cols, 0.01f * static_cast<float>(seed));
-    auto rv = ramp(cols, 0.3f);
-    const Tensor x = Tensor::from_blob(xv.data(), {rows, cols});
-    const Tensor row = Tensor::from_blob(rv.data(), {cols});
-    const int ops = 1 + static_cast<int>(seed % 12);
-    const std::vector<float> first = random_chain(x, row, seed, ops).to_vector();
-    Tensor again = random_chain(x, row, seed, ops);
-    const std::vector<detail::Node*>& recorded = detail::Trace::current().pending_nodes();
-    const std::vector<detail::Node*> needed = detail::mark_needed(recorded);
-    detail::SignatureBuilder list;
-    list.reset();
-    for (detail::Node* n : recorded) list.add(n);
-    EXPECT_NE(cache.find(list.finish(recorded)), nullptr) << "seed " << seed << ", " << ops << " ops";
-    for (detail::Node* n : needed) n->needed = false;
-    const int64_t hits = cache.hits;
-    EXPECT_EQ(again.to_vector(), first) << "seed " << seed;
-    EXPECT_EQ(cache.hits, hits + 1) << "seed " << seed;
-  }
-}
-
-// Nodes recorded and dropped before the flush (never computed) are part of
-// the recorded list the signature covers: flushes that differ only in them
-// are different structures, and each computes the right values.
-TEST(PlanCache, DroppedNodesChangeTheStructureNotTheValues) {
-  fuser::PlanCache& cache = fuser::PlanCache::current();
-  auto xv = ramp(40, 0.21f);
-  const Tensor x = Tensor::from_blob(xv.data(), {5, 8});
-  for (int round = 0; round < 3; ++round)
-    for (int dropped = 0; dropped <= 2; ++dropped) {
-      const int64_t misses = cache.misses;
-      Tensor a = x * 2.0f;
-      for (int d = 0; d < dropped; ++d) (void)(a * static_cast<float>(d + 3));  // recorded, never observed
-      Tensor y = relu(a - 0.5f) + x;
-      const std::vector<float> got = y.to_vector();
-      for (size_t i = 0; i < xv.size(); ++i) {
-        const float t = xv[i] * 2.0f - 0.5f;
-        ASSERT_EQ(got[i], (t > 0 ? t : 0) + xv[i]) << "round " << round << ", dropped " << dropped;
-      }
-      // Each variant is planned once, then replayed.
-      EXPECT_EQ(cache.misses, misses + (round == 0 ? 1 : 0)) << "round " << round << ", dropped " << dropped;
-    }
 }
 
 }  // namespace
