@@ -27,8 +27,10 @@
 #include <thread>
 #include <vector>
 
-// Not under AddressSanitizer: it checks the bounds of malloc's blocks only.
-#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
+// Not under AddressSanitizer (it checks the bounds of malloc's blocks only),
+// and not in an interpreter-only build, whose library calls nothing that
+// can map memory (scripts/ci_nojit.sh checks).
+#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && DVM_HAS_JIT
 #include <sys/mman.h>
 #define DVM_POOL_MAPS 1
 #else

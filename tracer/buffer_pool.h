@@ -48,7 +48,7 @@ int64_t pool_limit();
 
 // Whether blocks of 128 KiB and more are mapped from the system (given
 // back to it when the pool lets go of them) rather than taken from malloc:
-// on Linux, except under AddressSanitizer.
+// on Linux, except under AddressSanitizer and in interpreter-only builds.
 bool pool_maps_blocks();
 
 // Test hook: the calling thread's `after`-th next pool_allocate (0: the very
