@@ -271,23 +271,27 @@ int64_t stream_min_bytes() {
 }
 
 // Whether launch l runs the streaming variant: an Elementwise or RowReduce
-// kernel whose contiguous float32 outputs total at least stream_min_bytes(),
-// each vector-aligned at every row (the variant's full-vector stores need
-// it; chunks and row splits start at multiples of kTile elements).
+// kernel whose contiguous outputs that can stream (stream_bytes_per_vector)
+// total at least stream_min_bytes(), each aligned to its vector at every row
+// (the variant's full-vector stores need it; chunks and row splits start at
+// multiples of kTile elements).
 bool wants_streaming(const JitCodeImpl& code, const vm::VerifiedProgram& vp, const vm::Launch& l) {
   if (code.form != vm::Form::Elementwise && code.form != vm::Form::RowReduce) return false;
   const int64_t elems = l.P() * l.R() * l.C(), min_bytes = stream_min_bytes();
-  if (elems * 4 < min_bytes) return false;
-  const int64_t align = code.isa == Isa::Avx512 ? 64 : 32;
+  if (elems * 8 < min_bytes) return false;  // 8: the widest element
+  const bool avx512 = code.isa == Isa::Avx512;
   const std::vector<Dtype>& types = vp.program.types;
   int64_t bytes = 0;
   for (size_t a = 0; a < std::min(l.args.size(), code.patterns.size()); ++a) {
     const vm::ArgBinding& b = l.args[a];
-    if (!b.out || code.patterns[a] != kArgContiguous || a >= types.size() || types[a] != Dtype::F32) continue;
+    if (!b.out || code.patterns[a] != kArgContiguous || a >= types.size()) continue;
+    const int64_t align = stream_bytes_per_vector(types[a], avx512);
+    if (align == 0) continue;
+    const int64_t size = static_cast<int64_t>(dtype_size(types[a]));
     if (reinterpret_cast<uintptr_t>(b.out) % static_cast<uintptr_t>(align) != 0 ||
-        (l.R() > 1 && b.stride[vm::kR] * 4 % align != 0) || (l.P() > 1 && b.stride[vm::kP] * 4 % align != 0))
+        (l.R() > 1 && b.stride[vm::kR] * size % align != 0) || (l.P() > 1 && b.stride[vm::kP] * size % align != 0))
       return false;
-    bytes += elems * 4;
+    bytes += elems * size;
   }
   return bytes > 0 && bytes >= min_bytes;
 }

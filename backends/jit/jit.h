@@ -83,12 +83,20 @@ void set_log(bool on);
 // the interpreter's either way: tests run both paths on such CPUs.
 void set_bf16_instructions(bool on);
 
-// Launches of Elementwise and RowReduce kernels whose vector-aligned float32
+// Launches of Elementwise and RowReduce kernels whose vector-aligned
 // outputs total at least this many bytes store them with streaming
 // (non-temporal) stores, through a variant of the kernel compiled on first
 // use; the values are the same. By default half the last-level cache.
 // Test hook: set it (0: every aligned launch streams), or -1 for the default.
 void set_stream_min_bytes(int64_t bytes);
+// The alignment a streamed full-vector store of elements of type t needs on
+// AVX-512 (avx512) or AVX2: the bytes of one vector's elements, 64 at most
+// (int64 stores two zmm); 0 where such a store is under 16 bytes (uint8 and
+// bool on AVX2), which never streams.
+constexpr int stream_bytes_per_vector(Dtype t, bool avx512) {
+  const int bytes = (avx512 ? 16 : 8) * static_cast<int>(dtype_size(t));
+  return bytes < 16 ? 0 : bytes > 64 ? 64 : bytes;
+}
 int64_t stream_min_bytes_for_tests();
 // How many streaming variants have been compiled in this process.
 int64_t streaming_variants_compiled();

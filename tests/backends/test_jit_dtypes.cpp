@@ -160,6 +160,10 @@ int64_t extent_of(const Layout& l, int64_t P, int64_t R, int64_t C, int64_t* ori
   return hi - lo + 1;
 }
 
+// With this set, differential() places the first element of every output
+// on a 64-byte boundary (streaming stores need aligned outputs).
+bool g_align_outputs = false;
+
 // Runs k (its arguments' types from the program) on the interpreter and the
 // JIT for every ISA; every output's bytes, guard bytes included, must match.
 void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64_t P, int64_t R, int64_t C,
@@ -179,8 +183,12 @@ void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64
     }
     ASSERT_TRUE(code) << what << " " << isa_name(isa) << ": " << reason;
     const size_t na = roles.size();
-    std::vector<std::vector<uint8_t>> in(na), out_i(na), out_j(na);
+    std::vector<std::vector<uint8_t>> in(na), buf_i(na), buf_j(na);
     std::vector<int64_t> extent(na);
+    // Each output's bytes, guards included, as views into buf_i / buf_j
+    // (which have 64 bytes of slack in front for g_align_outputs).
+    std::vector<uint8_t*> out_i(na), out_j(na);
+    std::vector<size_t> out_size(na);
     vm::Launch li;
     li.extent[vm::kP] = P;
     li.extent[vm::kR] = R;
@@ -200,15 +208,22 @@ void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64
         in[a] = make_values(types[a], extent[a], seed * 31 + static_cast<uint32_t>(a), values);
         li.args[a].in = in[a].data() + static_cast<size_t>(origin) * es;
       } else {
-        out_i[a].assign(static_cast<size_t>(extent[a]) * es + kGuardBytes, kGuardByte);
-        out_j[a] = out_i[a];
-        li.args[a].out = out_i[a].data() + static_cast<size_t>(origin) * es;
+        out_size[a] = static_cast<size_t>(extent[a]) * es + kGuardBytes;
+        const size_t first = static_cast<size_t>(origin) * es;
+        auto place = [&](std::vector<uint8_t>& buf) {
+          buf.assign(out_size[a] + 64, kGuardByte);
+          size_t front = 0;
+          while (g_align_outputs && reinterpret_cast<uintptr_t>(buf.data() + front + first) % 64 != 0) ++front;
+          return buf.data() + front;
+        };
+        out_i[a] = place(buf_i[a]);
+        out_j[a] = place(buf_j[a]);
+        li.args[a].out = out_i[a] + first;
       }
     }
     vm::Launch lj = li;
     for (size_t a = 0; a < na; ++a)
-      if (roles[a] == ArgRole::Output)
-        lj.args[a].out = out_j[a].data() + (static_cast<uint8_t*>(li.args[a].out) - out_i[a].data());
+      if (roles[a] == ArgRole::Output) lj.args[a].out = out_j[a] + (static_cast<uint8_t*>(li.args[a].out) - out_i[a]);
     const int64_t items = vm::work_items(k, li);
     vm::interpret(k, li, 0, items, *microkernels_for(isa));
     const int64_t cut1 = std::min<int64_t>(items, 1), cut2 = std::max(cut1, items - 1);
@@ -217,8 +232,7 @@ void differential(const vm::Kernel& k, const std::vector<Layout>& layouts, int64
     run_items(*code, k.verified(), lj, cut2, items);
     for (size_t a = 0; a < na; ++a) {
       if (roles[a] != ArgRole::Output) continue;
-      const auto& x = out_i[a];
-      const auto& y = out_j[a];
+      const std::vector<uint8_t> x(out_i[a], out_i[a] + out_size[a]), y(out_j[a], out_j[a] + out_size[a]);
       const size_t es = dtype_size(types[a]);
       for (size_t g = static_cast<size_t>(extent[a]) * es; g < y.size(); ++g)
         ASSERT_EQ(y[g], kGuardByte) << what << " " << isa_name(isa) << " C=" << C << ": JIT wrote past output "
@@ -509,6 +523,51 @@ TEST(JitDtypes, Int64OnAvx2IsDeclined) {
   if (microkernels_for(Isa::Avx512)) {
     EXPECT_NE(compile(k->verified(), Isa::Avx512, &reason), nullptr) << reason;
   }
+}
+
+// Streaming stores of every element type (the threshold at 0: every launch
+// whose outputs are aligned at every row streams): outputs on a 64-byte
+// boundary, and off it, with row lengths that keep or break the alignment.
+// The bits and the guards are the interpreter's; a misaligned streaming
+// store would fault.
+TEST(JitDtypes, StreamingStoresOfEveryType) {
+  if (isas_or_skip_message().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  struct Scope {
+    Scope() { set_stream_min_bytes(0); }
+    ~Scope() {
+      set_stream_min_bytes(-1);
+      g_align_outputs = false;
+    }
+  } scope;
+  const int64_t compiled_before = streaming_variants_compiled();
+  for (Dtype t : kTypes) {
+    Encoder ew(Form::Elementwise);
+    {
+      const int ax = ew.add_arg(ArgRole::Input), ab = ew.add_arg(ArgRole::Input, t);
+      const int ay = ew.add_arg(ArgRole::Output, t), az = ew.add_arg(ArgRole::Output);
+      auto b = ew.load(Op::LD, ab);  // one NaN source per typed store: its bits are defined
+      ew.store(Op::ST, ay, ew.binary(Op::MUL, b, ew.constant(3.0f)));
+      ew.store(Op::ST, az, ew.binary(Op::ADD, ew.load(Op::LD, ax), b));
+    }
+    Encoder rr(Form::RowReduce);
+    {
+      const int ax = rr.add_arg(ArgRole::Input, t), ay = rr.add_arg(ArgRole::Output, t);
+      auto x = rr.load(Op::LD, ax);
+      rr.store(Op::ST, ay, rr.binary(Op::SUB, x, rr.reduce(Op::RMAX, x)));
+    }
+    auto kew = make_kernel(ew), krr = make_kernel(rr);
+    for (bool aligned : {true, false}) {
+      g_align_outputs = aligned;
+      for (int64_t C : {1, 16, 17, 64, 128, 200, 1024, 4099}) {
+        const std::string what = "streaming " + tname(t) + (aligned ? " aligned" : " unaligned");
+        differential(*kew, {dense(3, C), dense(3, C), dense(3, C), dense(3, C)}, 2, 3, C,
+                     static_cast<uint32_t>(C) + 3, what);
+        differential(*krr, {dense(3, C), dense(3, C)}, 1, 3, C, static_cast<uint32_t>(C) + 4, what + " row");
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+  EXPECT_GT(streaming_variants_compiled(), compiled_before) << "no launch ran the streaming variant";
 }
 
 // Through the public API: a hot kernel with float16 inputs and output runs

@@ -131,7 +131,7 @@ constexpr InstId kInst[] = {
     ax::Inst::kIdVcvtneps2bf16, ax::Inst::kIdVfpclassps, ax::Inst::kIdKortestw,
     ax::Inst::kIdVcvtdq2pd,   ax::Inst::kIdVdivpd,       ax::Inst::kIdVroundpd,
     ax::Inst::kIdVrndscalepd, ax::Inst::kIdVcvttpd2dq,   ax::Inst::kIdVinserti128,
-    ax::Inst::kIdVinserti64x4, ax::Inst::kIdVmovntps,
+    ax::Inst::kIdVinserti64x4, ax::Inst::kIdVmovntps,  ax::Inst::kIdVmovntdq,
 };
 static_assert(sizeof(kInst) / sizeof(kInst[0]) == static_cast<size_t>(VI::kCount), "an asmjit id per VI");
 

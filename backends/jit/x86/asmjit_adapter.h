@@ -101,8 +101,9 @@ enum class VI : uint8_t {
   vcvtneps2bf16, vfpclassps, kortestw,
   // int32 floor division through double (IrOp::IFloorDiv).
   vcvtdq2pd, vdivpd, vroundpd, vrndscalepd, vcvttpd2dq, vinserti128, vinserti64x4,
-  // A store that bypasses the caches (an aligned vector; see sfence()).
-  vmovntps,
+  // Stores that bypass the caches (aligned vectors: floats, converted
+  // elements; see sfence()).
+  vmovntps, vmovntdq,
   kCount
 };
 

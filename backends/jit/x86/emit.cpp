@@ -1018,6 +1018,13 @@ struct Gen {
     commit(i);
   }
 
+  // Whether the full-vector store n of type t bypasses the caches: in the
+  // streaming variant, to an argument, a vector of at least 16 bytes
+  // (stream_bytes_per_vector in jit.h; the launch checked its alignment).
+  bool streams(const Node& n, Dtype t) const {
+    return ir.stream_stores && n.phase != kPhaseScratch && stream_bytes_per_vector(t, avx512) > 0;
+  }
+
   void typed_store(const Node& n, bool masked) {
     const Dtype t = type_of(n);
     const bool m = masked_copy(masked, n.imm);
@@ -1036,14 +1043,19 @@ struct Gen {
         as.masked(7, false);
         as.v(VI::vmovdqu64, telem_half(p, n.imm, 1), z2);
       } else {
-        as.v(VI::vmovups, telem_half(p, n.imm, 0), z1);
-        as.v(VI::vmovups, telem_half(p, n.imm, 1), z2);
+        const VI mov = streams(n, t) ? VI::vmovntps : VI::vmovups;
+        as.v(mov, telem_half(p, n.imm, 0), z1);
+        as.v(mov, telem_half(p, n.imm, 1), z2);
       }
       return;
     }
     const Opnd r = cvt_out(t, s, ints_of(n));
     Gp p = arg_ptr(n, asmx::rax);
-    if (!m) {
+    if (!m && streams(n, t)) {
+      Opnd w = r;
+      w.w = raw_width(raw_bytes(t));
+      as.v(VI::vmovntdq, telem(p, t, n.imm), w);
+    } else if (!m) {
       store_raw(telem(p, t, n.imm), r, raw_bytes(t));
     } else if (avx512) {
       as.masked(1, false);
