@@ -903,19 +903,20 @@ namespace {
 // small-M path reads B's rows in place as they are; B stored by columns it
 // transposes block by block on every call, in registers or into panels), of
 // matrices worth a copy.
-// Not one row where the cube reads columns in place: the copy would double
-// the weight's memory for a few percent of speed.
+// Not one row where the cube reads columns in place, unless the caller asks
+// (a static graph, which holds its constants for its lifetime): the copy
+// doubles the weight's memory.
 constexpr int64_t kRowCopyMaxRows = 16;
 constexpr int64_t kRowCopyMinElems = 4096;
 
 }  // namespace
 
 void read_b_by_rows(detail::Storage* storage, int64_t offset, Dtype dtype, vm::Op access, int arg,
-                    vm::Launch& l) {
+                    vm::Launch& l, bool one_row) {
   vm::ArgBinding& b = l.args[static_cast<size_t>(arg)];
   const int64_t K = l.K(), N = l.C();
   if (l.R() > kRowCopyMaxRows || K < 2 || N < 2 || K * N < kRowCopyMinElems) return;
-  if (l.R() == 1 && vm::one_row_reads_columns()) return;
+  if (l.R() == 1 && !one_row && vm::one_row_reads_columns()) return;
   // Columns contiguous in k and apart (no overlap), one matrix for every batch.
   if (b.stride[vm::kK] != 1 || b.stride[vm::kC] < K || (l.P() > 1 && b.stride[vm::kP] != 0)) return;
   if (!storage || access == vm::Op::LDG || dtype != Dtype::F32 || !b.in) return;

@@ -106,9 +106,10 @@ void bind(const Lowered& low, vm::Launch* out);
 // Points a product's operand B (argument `arg` of launch l, read from
 // `storage` at `offset`), when stored by columns, at its row-major copy
 // (tracer/row_copies.h) where the cube's small products gain by it: the same
-// elements, so the same sums. bind() calls it; so does a graph's program.
+// elements, so the same sums. bind() calls it; so does a graph's program,
+// with `one_row`: products of one row read a copy too.
 void read_b_by_rows(detail::Storage* storage, int64_t offset, Dtype dtype, vm::Op access, int arg,
-                    vm::Launch& l);
+                    vm::Launch& l, bool one_row = false);
 
 // Gives a pending View whose input is now materialized its buffer.
 void resolve_view(detail::Node* v);

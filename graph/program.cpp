@@ -473,7 +473,7 @@ void bind(const detail::ExecutableState& x, const ProgramLaunch& pl, const void*
     const ProgramArg& a = pl.args[static_cast<size_t>(pl.product_b)];
     if (a.source == Source::Constant && !a.output)
       fuser::read_b_by_rows(x.constants[static_cast<size_t>(a.index)].node()->storage, t[a.offset], a.dtype,
-                            a.access, pl.product_b, l);
+                            a.access, pl.product_b, l, true);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "dvm/dvm.h"
 #include "graph/program.h"
+#include "tracer/row_copies.h"
 #include "tests/error_testing.h"
 
 namespace dvm::testing {
@@ -122,6 +123,57 @@ TEST(Graph, RunsMatchTheLazyPathBitForBitAtEveryBinding) {
     }
   }
   EXPECT_EQ(compiled_by_runs, 0) << "a run compiled kernels (compile() makes them)";
+}
+
+// A graph's products of one row (decoding one token) read a constant weight
+// stored by columns from its row-major copy, made at the second run, where
+// the lazy path reads such a weight in place (tests/tracer/
+// test_weight_copies.cpp): the graph holds its constants for its lifetime.
+// The bits are the lazy path's either way; the copy is counted, goes with
+// the weight, and is not made with copies turned off.
+TEST(Graph, OneRowProductsReadARowMajorCopyOfAConstantWeight) {
+  const bool copies_were = weight_copies();
+  const int64_t K = 300, N = 70;
+  const std::vector<float> w = values(N * K, 61);
+  const int64_t before = memory_stats().weight_copy_bytes;
+  for (bool copies : {true, false}) {
+    set_weight_copies(copies);
+    {
+      const Tensor W = Tensor::from_blob(w.data(), {N, K});
+      Graph g;
+      const Dim B = g.symbol("B");
+      g.output("y", linear(g.input("x", {B, K}), W));
+      const Executable exe = g.compile();
+      for (int run = 0; run < 4; ++run) {
+        const int64_t rows = run == 3 ? 5 : 1;  // a few rows read the same copy
+        const std::vector<float> x = values(rows * K, 70u + static_cast<uint32_t>(run));
+        std::vector<float> y(static_cast<size_t>(rows * N));
+        exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"B", rows}});
+        // The lazy product on the weight wrapped anew: its own storage, read
+        // once, never copied (on the portable ISA one row would copy W).
+        const std::vector<float> lazy =
+            linear(Tensor::from_blob(x.data(), {rows, K}), Tensor::from_blob(w.data(), {N, K})).to_vector();
+        const std::string at = std::string(copies ? "copies on" : "copies off") + ", run " + std::to_string(run);
+        for (int64_t i = 0; i < rows * N; ++i) {
+          const size_t e = static_cast<size_t>(i);
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[e]), std::bit_cast<uint32_t>(lazy[e])) << at << " element " << i;
+          double ref = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double p = static_cast<double>(x[static_cast<size_t>((i / N) * K + k)]) * w[static_cast<size_t>((i % N) * K + k)];
+            ref += p;
+            mag += std::fabs(p);
+          }
+          // One rounding per fused step (two on the portable ISA): 2K ulps of sum |x w|.
+          ASSERT_LE(std::fabs(y[e] - ref), 2.0 * K * std::ldexp(mag, -24)) << at << " element " << i;
+        }
+        const int64_t made = memory_stats().weight_copy_bytes - before;
+        const int64_t expected = copies && run >= 1 ? K * detail::row_copy_stride(N) * 4 : 0;
+        EXPECT_EQ(made, expected) << at << ": the weight's copies";
+      }
+    }
+    EXPECT_EQ(memory_stats().weight_copy_bytes, before) << "the copy outlived its weight and the executable";
+  }
+  set_weight_copies(copies_were);
 }
 
 // Typed inputs and outputs: a float16 input, an int32 one, a bool output.
