@@ -13,6 +13,7 @@
 #include "vm/encoder.h"
 #include "vm/forms.h"
 #include "vm/launcher.h"
+#include "vm/parallel.h"
 
 namespace dvm::fuser {
 using detail::Node;
@@ -940,6 +941,7 @@ void bind(const Lowered& low, vm::Launch* out) {
   const Space& sp = low.space;
   for (int part = 0; part < vm::kMaxParts; ++part) l.extent[part] = part < sp.parts ? sp.extent(part) : 1;
   l.scalars.assign(low.scalars.begin(), low.scalars.end());
+  l.item_threads = sp.parts > vm::kK ? vm::num_threads() : 1;  // a product's blocks (vm::mma_blocks)
   l.args.resize(low.args.size());
   for (size_t a = 0; a < low.args.size(); ++a) {
     const ArgSpec& s = low.args[a];

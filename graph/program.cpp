@@ -453,6 +453,7 @@ void bind(const detail::ExecutableState& x, const ProgramLaunch& pl, const void*
   const int64_t* t = s.terms.data();
   for (int part = 0; part < vm::kMaxParts; ++part) l.extent[part] = t[pl.extent[part]];
   l.scalars.assign(pl.scalars.begin(), pl.scalars.end());
+  l.item_threads = pl.kernel->form() == vm::Form::Contraction ? vm::num_threads() : 1;
   l.args.resize(pl.args.size());
   for (size_t i = 0; i < pl.args.size(); ++i) {
     const ProgramArg& a = pl.args[i];

@@ -893,7 +893,7 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   const ArgBinding& B = ob.arg >= 0 ? l.args[ob.arg] : none;
   const MmaBlocks blocks = mma_blocks(l);
   thread_local std::vector<float> product;
-  product.resize(static_cast<size_t>(blocks.rows * kMmaCols));
+  product.resize(static_cast<size_t>(blocks.rows * blocks.cols));
   const size_t ni = p.code.size();
   for (int64_t item = begin; item < end; ++item) {
     int64_t rows = 0;

@@ -52,6 +52,11 @@ struct Launch {
   // them), read by PARAM: user scalars are bound here like sizes, so a new
   // value runs the same kernel.
   std::vector<float> scalars;
+  // The thread count a Contraction's items are cut for (vm::mma_blocks),
+  // read once when the launch is bound: the items a launch counts and the
+  // items it runs must be the same blocks even if set_num_threads() changes
+  // meanwhile. The sums do not depend on it.
+  int32_t item_threads = 1;
 
   // The extents of the three-part forms.
   int64_t P() const { return extent[kP]; }

@@ -29,7 +29,8 @@ int64_t contraction_work_items(const Kernel&, const Launch& l) {
 }
 int64_t contraction_item_elements(const Kernel&, const Launch& l) {
   // Floats read and written by one block: its output and its two panels.
-  const int64_t rows = std::min(mma_blocks(l).rows, l.R()), cols = std::min(kMmaCols, l.C());
+  const MmaBlocks b = mma_blocks(l);
+  const int64_t rows = std::min(b.rows, l.R()), cols = std::min(b.cols, l.C());
   return rows * cols + (rows + cols) * std::max<int64_t>(l.K(), 0);
 }
 int64_t col_reduce_item_elements(const Kernel&, const Launch& l) {

@@ -106,8 +106,8 @@ inline ItemStart col_item(const Launch& l, int64_t ctiles, int64_t item) {
 
 // Contraction items are output blocks (p, rows, columns) of up to
 // kMmaRows x kMmaCols, each summed over the whole K (never split, so the
-// bits do not depend on the thread count). A launch of at most
-// kMmaSmallRows rows takes them all in one block per column block: the
+// bits do not depend on the thread count or on the blocks). A launch of at
+// most kMmaSmallRows rows takes them all in one block per column block: the
 // weights stream through once (one token of a decoder).
 inline constexpr int64_t kMmaRows = 240;
 inline constexpr int64_t kMmaCols = kTile;
@@ -115,27 +115,49 @@ inline constexpr int64_t kMmaSmallRows = 16;
 // Items of at most this many rows run in the cube's own narrower blocks
 // (Gemm::split_for_threads); taller ones as one block each.
 inline constexpr int64_t kMmaSplitRows = 64;
+// With more than one thread (Launch::item_threads), a launch of more than
+// kMmaSmallRows rows is cut into a multiple of the thread count of column
+// blocks of equal width (at least kMmaMinCols), where a few more blocks do
+// it: a prompt's product of 768 columns would otherwise be one block of 512
+// and one of 256, and one of two threads would wait a third of the product
+// for the other. One thread keeps the widest blocks, which pack A fewest
+// times.
+inline constexpr int64_t kMmaMinCols = 128;
 struct MmaBlocks {
-  int64_t rows, rblocks, cblocks;
+  int64_t rows, rblocks, cols, cblocks;
 };
 // Row blocks are as even as a multiple of kMmaRowAlign rows allows (the
-// AVX2 and AVX-512 register tiles, 6 and 8 rows, both divide it), so that
-// threads sharing the items get equal work.
+// AVX2 and AVX-512 register tiles, 6 and 8 rows, both divide it), and
+// column blocks, with threads, as even as a multiple of kMmaColAlign
+// columns allows, so that threads sharing the items get equal work.
 inline constexpr int64_t kMmaRowAlign = 24;
+inline constexpr int64_t kMmaColAlign = 32;
 inline MmaBlocks mma_blocks(const Launch& l) {
   int64_t rows = std::max<int64_t>(l.R(), 1);
   if (l.R() > kMmaSmallRows) {
     const int64_t n = (l.R() + kMmaRows - 1) / kMmaRows;
     rows = ((l.R() + n - 1) / n + kMmaRowAlign - 1) / kMmaRowAlign * kMmaRowAlign;
   }
-  return {rows, (l.R() + rows - 1) / rows, (l.C() + kMmaCols - 1) / kMmaCols};
+  const int64_t rblocks = (l.R() + rows - 1) / rows, C = std::max<int64_t>(l.C(), 1);
+  const int64_t cblocks = (C + kMmaCols - 1) / kMmaCols;
+  const int64_t threads = l.R() > kMmaSmallRows ? l.item_threads : 1;
+  if (threads <= 1) return {rows, rblocks, kMmaCols, (l.C() + kMmaCols - 1) / kMmaCols};
+  const int64_t others = std::max<int64_t>(l.P(), 1) * rblocks;
+  int64_t n = cblocks;
+  for (int64_t more = cblocks; more < cblocks + threads && more * kMmaMinCols <= C; ++more)
+    if (others * more % threads == 0) {
+      n = more;
+      break;
+    }
+  const int64_t cols = std::min(kMmaCols, ((C + n - 1) / n + kMmaColAlign - 1) / kMmaColAlign * kMmaColAlign);
+  return {rows, rblocks, cols, (C + cols - 1) / cols};
 }
 inline ItemStart mma_item(const Launch& l, const MmaBlocks& b, int64_t item, int64_t* rows) {
   const int64_t per_p = b.rblocks * b.cblocks;
   const int64_t p = item / per_p, rb = item % per_p / b.cblocks, cb = item % b.cblocks;
-  const int64_t r0 = rb * b.rows, c0 = cb * kMmaCols;
+  const int64_t r0 = rb * b.rows, c0 = cb * b.cols;
   *rows = std::min(b.rows, l.R() - r0);
-  return {p, r0, c0, std::min(kMmaCols, l.C() - c0)};
+  return {p, r0, c0, std::min(b.cols, l.C() - c0)};
 }
 
 }  // namespace dvm::vm

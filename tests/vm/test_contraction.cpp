@@ -4,9 +4,12 @@
 // reference and against the summation order the form defines (bits).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/isa.h"
@@ -183,6 +186,92 @@ TEST(Contraction, EpilogueRunsOnTheProduct) {
                   << backends::isa_name(isa) << " M=" << M << " N=" << N << " K=" << K;
             }
         for (int64_t g = 0; g < kGuards; ++g) ASSERT_EQ(out[static_cast<size_t>(2 * M * N + g)], kGuard);
+      }
+}
+
+// A launch's items cut for several threads (Launch::item_threads): the
+// column blocks tile the output exactly, are as even as the alignment
+// allows, come in a multiple of the thread count where a few more blocks do
+// it, and give the bits of the one-thread blocks, run in any pieces.
+TEST(Contraction, ItemsCutForThreadsTileTheOutputAndKeepTheBits) {
+  for (int64_t P : {1, 2, 3})
+    for (int64_t R : {1, 16, 17, 48, 128, 241, 500})
+      for (int64_t C : {1, 31, 128, 129, 700, 768, 1029, 2304, 3072})
+        for (int32_t T : {1, 2, 3, 4, 8, 16}) {
+          Launch l;
+          l.extent[kP] = P;
+          l.extent[kR] = R;
+          l.extent[kC] = C;
+          l.extent[kK] = 9;
+          l.item_threads = T;
+          const MmaBlocks b = mma_blocks(l);
+          const std::string at = "P=" + std::to_string(P) + " R=" + std::to_string(R) + " C=" + std::to_string(C) +
+                                 " threads=" + std::to_string(T);
+          ASSERT_GE(b.rows * b.rblocks, R) << at;
+          ASSERT_LT(b.rows * (b.rblocks - 1), R) << at;
+          ASSERT_GE(b.cols * b.cblocks, C) << at;
+          ASSERT_LT(b.cols * (b.cblocks - 1), C) << at << ": an empty column block";
+          ASSERT_LE(b.cols, kMmaCols) << at;
+          if (T == 1 || R <= kMmaSmallRows) {
+            ASSERT_EQ(b.cols, kMmaCols) << at << ": one thread (or a few rows) keeps the widest blocks";
+          } else {
+            ASSERT_EQ(b.cols % kMmaColAlign, 0) << at;
+            ASSERT_GE(b.cblocks, (C + kMmaCols - 1) / kMmaCols) << at;
+          }
+        }
+  // The shapes of a prompt's products on two threads: equal halves.
+  auto cut = [](int64_t R, int64_t C, int32_t T) {
+    Launch l;
+    l.extent[kR] = R;
+    l.extent[kC] = C;
+    l.item_threads = T;
+    const MmaBlocks b = mma_blocks(l);
+    return std::pair{b.cblocks, b.cols};
+  };
+  EXPECT_EQ(cut(128, 768, 2), (std::pair<int64_t, int64_t>{2, 384}));
+  EXPECT_EQ(cut(128, 2304, 2), (std::pair<int64_t, int64_t>{6, 384}));
+  EXPECT_EQ(cut(128, 3072, 2), (std::pair<int64_t, int64_t>{6, 512}));
+  EXPECT_EQ(cut(32, 768, 3), (std::pair<int64_t, int64_t>{3, 256}));
+  EXPECT_EQ(cut(128, 768, 1), (std::pair<int64_t, int64_t>{2, 512}));
+
+  Encoder e(Form::Contraction);
+  const int a = e.add_arg(ArgRole::Input), bb = e.add_arg(ArgRole::Input), bias = e.add_arg(ArgRole::Input),
+            y = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, y, e.unary(Op::RELU, e.binary(Op::ADD, e.mma(a, bb), e.load(Op::LD, bias))));
+  auto k = KernelCache::global().get(e.finish());
+  uint32_t seed = 900;
+  for (backends::Isa isa : isas())
+    for (int64_t M : {int64_t{17}, int64_t{128}})
+      for (int64_t N : {int64_t{600}, int64_t{768}, int64_t{1029}}) {
+        const Problem q = make_problem(2, M, N, 40, ++seed);
+        std::vector<float> first;
+        for (int32_t T : {1, 2, 3, 5}) {
+          std::vector<float> out(static_cast<size_t>(2 * M * N + kGuards), kGuard);
+          Launch l = make_launch(q, out.data(), 4);
+          l.args[2].in = q.bias.data();
+          l.args[2].stride[kC] = 1;
+          l.item_threads = T;
+          check_launch(*k, l);
+          const int64_t items = work_items(*k, l);
+          for (int64_t i = 0; i < items; ++i)  // one item at a time, as threads would take them
+            interpret(*k, l, i, i + 1, *backends::microkernels_for(isa));
+          for (int64_t g = 0; g < kGuards; ++g) ASSERT_EQ(out[static_cast<size_t>(2 * M * N + g)], kGuard);
+          out.resize(static_cast<size_t>(2 * M * N));
+          if (T == 1) {
+            for (int64_t i = 0; i < 2 * M * N; ++i) {
+              const int64_t p = i / (M * N), m = i / N % M, n = i % N;
+              const float want = std::max(0.0f, ordered_sum(q, p, m, n, isa != backends::Isa::Portable) +
+                                                    q.bias[static_cast<size_t>(n)]);
+              ASSERT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(want))
+                  << backends::isa_name(isa) << " M=" << M << " N=" << N << " element " << i;
+            }
+            first = out;
+          } else {
+            for (size_t i = 0; i < out.size(); ++i)
+              ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(first[i]))
+                  << backends::isa_name(isa) << " M=" << M << " N=" << N << " threads " << T << " element " << i;
+          }
+        }
       }
 }
 
