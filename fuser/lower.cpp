@@ -904,11 +904,15 @@ namespace {
 // small-M path reads B's rows in place as they are; B stored by columns it
 // transposes block by block on every call, in registers or into panels), of
 // matrices worth a copy.
-// Not one row where the cube reads columns in place, unless the caller asks
-// (a static graph, which holds its constants for its lifetime): the copy
-// doubles the weight's memory.
+// One row, where the cube reads columns in place, gets a copy only while
+// all copies hold at most kOneRowCopyBytes (the weights of a small model,
+// which a decoder step reads from the caches: transposing them there costs
+// more than reading them), unless the caller asks for one regardless (a
+// static graph, which holds its constants for its lifetime): a copy doubles
+// the weight's memory.
 constexpr int64_t kRowCopyMaxRows = 16;
 constexpr int64_t kRowCopyMinElems = 4096;
+constexpr int64_t kOneRowCopyBytes = int64_t{24} << 20;
 
 }  // namespace
 
@@ -917,12 +921,12 @@ void read_b_by_rows(detail::Storage* storage, int64_t offset, Dtype dtype, vm::O
   vm::ArgBinding& b = l.args[static_cast<size_t>(arg)];
   const int64_t K = l.K(), N = l.C();
   if (l.R() > kRowCopyMaxRows || K < 2 || N < 2 || K * N < kRowCopyMinElems) return;
-  if (l.R() == 1 && !one_row && vm::one_row_reads_columns()) return;
+  const int64_t budget = l.R() == 1 && !one_row && vm::one_row_reads_columns() ? kOneRowCopyBytes : -1;
   // Columns contiguous in k and apart (no overlap), one matrix for every batch.
   if (b.stride[vm::kK] != 1 || b.stride[vm::kC] < K || (l.P() > 1 && b.stride[vm::kP] != 0)) return;
   if (!storage || access == vm::Op::LDG || dtype != Dtype::F32 || !b.in) return;
   int64_t ld = 0;
-  const float* copy = detail::row_copy(storage, offset, K, N, b.stride[vm::kC], vm::copy_by_rows, &ld);
+  const float* copy = detail::row_copy(storage, offset, K, N, b.stride[vm::kC], vm::copy_by_rows, &ld, budget);
   if (!copy) return;
   b.in = copy;
   b.stride[vm::kP] = 0;

@@ -52,7 +52,7 @@ int64_t row_copy_stride(int64_t N) {
 }
 
 const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t cs, FillRows fill,
-                      int64_t* ld) {
+                      int64_t* ld, int64_t budget) {
   RowCopies* c = copies_of(s);
   if (!c) return nullptr;
   std::lock_guard<std::mutex> lock(c->mu);
@@ -75,6 +75,7 @@ const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t 
   if (e->failed || ++e->requests < 2 || !g_on.load(std::memory_order_relaxed)) return nullptr;
   const int64_t stride = row_copy_stride(N);
   const size_t bytes = static_cast<size_t>(K * stride) * sizeof(float);
+  if (budget >= 0 && g_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(bytes) > budget) return nullptr;
   void* p = nullptr;
   try {
     p = pool_allocate(bytes);

@@ -26,9 +26,11 @@ struct Storage;
 // failure: the matrix is then never copied). Safe from any thread.
 // fill(src, cs, K, N, dst, ld) writes the copy: dst[k * ld + n] = src[n * cs
 // + k] (the caller's layout change, vm::copy_by_rows).
+// budget >= 0: no new copy is made that would take the bytes all copies
+// hold past it (one is read if it exists).
 using FillRows = void (*)(const float* src, int64_t cs, int64_t K, int64_t N, float* dst, int64_t ld);
 const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t cs, FillRows fill,
-                      int64_t* ld);
+                      int64_t* ld, int64_t budget = -1);
 
 // The row stride of a copy of N columns: whole cache lines (16 floats), and
 // off multiples of 4 KiB (rows that far apart share L1 sets, and the cube

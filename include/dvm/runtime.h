@@ -145,12 +145,12 @@ MemoryStats memory_stats();
 void set_memory_limit(int64_t bytes);
 int64_t memory_limit();
 void trim();
-// A matrix that products of 2 to 16 rows read by columns (linear's weight
+// A matrix that products of 1 to 16 rows read by columns (linear's weight
 // W [out, in], read as W^T) is transposed on every call: block by block in
-// registers on AVX2 and AVX-512, into the cube's panels on the portable cube
-// (which counts one row here too; one row reads it in place on AVX2 and
-// AVX-512 and makes no copy). With weight copies on (the default; environment DVM_WEIGHT_COPIES),
-// the second such product makes a row-major copy of it, which later products
+// registers on AVX2 and AVX-512, into the cube's panels on the portable
+// cube. With weight copies on (the default; environment DVM_WEIGHT_COPIES),
+// the second such product makes a row-major copy of it (one row on AVX2 and
+// AVX-512: only while all copies hold at most 24 MiB), which later products
 // read in place (the same sums, so the same bits). The copy is counted in
 // memory_stats() (weight_copy_bytes, part of live_bytes), is not made past
 // the memory limit, and is freed with the tensor's buffer: hold weights as

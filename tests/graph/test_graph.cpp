@@ -126,14 +126,15 @@ TEST(Graph, RunsMatchTheLazyPathBitForBitAtEveryBinding) {
 }
 
 // A graph's products of one row (decoding one token) read a constant weight
-// stored by columns from its row-major copy, made at the second run, where
-// the lazy path reads such a weight in place (tests/tracer/
-// test_weight_copies.cpp): the graph holds its constants for its lifetime.
-// The bits are the lazy path's either way; the copy is counted, goes with
-// the weight, and is not made with copies turned off.
+// stored by columns from its row-major copy even where the lazy path reads
+// it in place: past the one-row budget (tests/tracer/test_weight_copies.cpp),
+// as this 25 MB copy is. The graph holds its constants for its lifetime.
+// The copy is made by the second request (compile() plans a run, and the
+// plan check binds twice); the bits are the lazy path's either way; the copy
+// is counted, goes with the weight, and is not made with copies turned off.
 TEST(Graph, OneRowProductsReadARowMajorCopyOfAConstantWeight) {
   const bool copies_were = weight_copies();
-  const int64_t K = 300, N = 70;
+  const int64_t K = 2048, N = 3100;
   const std::vector<float> w = values(N * K, 61);
   const int64_t before = memory_stats().weight_copy_bytes;
   for (bool copies : {true, false}) {
@@ -166,9 +167,10 @@ TEST(Graph, OneRowProductsReadARowMajorCopyOfAConstantWeight) {
           // One rounding per fused step (two on the portable ISA): 2K ulps of sum |x w|.
           ASSERT_LE(std::fabs(y[e] - ref), 2.0 * K * std::ldexp(mag, -24)) << at << " element " << i;
         }
-        const int64_t made = memory_stats().weight_copy_bytes - before;
-        const int64_t expected = copies && run >= 1 ? K * detail::row_copy_stride(N) * 4 : 0;
-        EXPECT_EQ(made, expected) << at << ": the weight's copies";
+        const int64_t made = memory_stats().weight_copy_bytes - before, copy = K * detail::row_copy_stride(N) * 4;
+        if (copies && run >= 1) EXPECT_EQ(made, copy) << at << ": no copy";
+        else if (copies) EXPECT_TRUE(made == 0 || made == copy) << at << ": " << made << " bytes of copies";
+        else EXPECT_EQ(made, 0) << at << ": a copy";
       }
     }
     EXPECT_EQ(memory_stats().weight_copy_bytes, before) << "the copy outlived its weight and the executable";
