@@ -72,7 +72,8 @@ const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t 
     *ld = e->ld;
     return e->data;
   }
-  if (e->failed || ++e->requests < 2 || !g_on.load(std::memory_order_relaxed)) return nullptr;
+  if (e->requests < 2) ++e->requests;  // saturates: a product refused by the budget asks on every call
+  if (e->failed || e->requests < 2 || !g_on.load(std::memory_order_relaxed)) return nullptr;
   const int64_t stride = row_copy_stride(N);
   const size_t bytes = static_cast<size_t>(K * stride) * sizeof(float);
   if (budget >= 0 && g_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(bytes) > budget) return nullptr;
