@@ -150,14 +150,14 @@ struct Pool {
   // A reserved mapping remapped to cb bytes (the smallest that holds cb,
   // else the largest), or null.
   void* take_reserve(size_t cb) {
-    size_t best = reserve.size();
-    for (size_t i = 0; i < reserve.size(); ++i) {
-      const size_t b = reserve[i].second;
-      if (best == reserve.size()) best = i;
-      const size_t have = reserve[best].second;
-      if (b >= cb ? (have < cb || b < have) : (have < cb && b > have)) best = i;
-    }
-    if (best == reserve.size()) return nullptr;
+    const size_t none = reserve.size();
+    size_t best = none;
+    for (size_t i = 0; i < reserve.size(); ++i)
+      if (reserve[i].second >= cb && (best == none || reserve[i].second < reserve[best].second)) best = i;
+    if (best == none)
+      for (size_t i = 0; i < reserve.size(); ++i)
+        if (best == none || reserve[i].second > reserve[best].second) best = i;
+    if (best == none) return nullptr;
     auto [p, bytes] = reserve[best];
     reserve[best] = reserve.back();
     reserve.pop_back();

@@ -138,10 +138,10 @@ inline MmaBlocks mma_blocks(const Launch& l) {
     const int64_t n = (l.R() + kMmaRows - 1) / kMmaRows;
     rows = ((l.R() + n - 1) / n + kMmaRowAlign - 1) / kMmaRowAlign * kMmaRowAlign;
   }
-  const int64_t rblocks = (l.R() + rows - 1) / rows, C = std::max<int64_t>(l.C(), 1);
+  const int64_t rblocks = (l.R() + rows - 1) / rows, C = l.C();
   const int64_t cblocks = (C + kMmaCols - 1) / kMmaCols;
   const int64_t threads = l.R() > kMmaSmallRows ? l.item_threads : 1;
-  if (threads <= 1) return {rows, rblocks, kMmaCols, (l.C() + kMmaCols - 1) / kMmaCols};
+  if (threads <= 1 || cblocks == 0) return {rows, rblocks, kMmaCols, cblocks};
   const int64_t others = std::max<int64_t>(l.P(), 1) * rblocks;
   int64_t n = cblocks;
   for (int64_t more = cblocks; more < cblocks + threads && more * kMmaMinCols <= C; ++more)

@@ -1052,9 +1052,7 @@ struct Gen {
     const Opnd r = cvt_out(t, s, ints_of(n));
     Gp p = arg_ptr(n, asmx::rax);
     if (!m && streams(n, t)) {
-      Opnd w = r;
-      w.w = raw_width(raw_bytes(t));
-      as.v(VI::vmovntdq, telem(p, t, n.imm), w);
+      as.v(VI::vmovntdq, telem(p, t, n.imm), r);  // r is the raw view, 16 bytes or more
     } else if (!m) {
       store_raw(telem(p, t, n.imm), r, raw_bytes(t));
     } else if (avx512) {
