@@ -475,9 +475,13 @@ struct Driver {
   // `rows` repeat the last one and are not stored: the block's transpose,
   // not the multiplies, is what a pass costs. `ahead`: fetch the next
   // strip's columns meanwhile (the first row group of a strip does).
-  template <class L, int R>
+  // kTail: only the first `ncols` (< kLanes) columns exist; the others are
+  // zeros in the transpose and their lanes are neither read from nor
+  // stored to C (a column tail keeps the vector sums, not a scalar chain per
+  // column of K dependent steps).
+  template <class L, int R, bool kTail = false>
   static void col_strip(const Gemm& g, float* c, const float* a, int64_t rows, const typename L::E* bj,
-                        bool ahead) {
+                        bool ahead, int64_t ncols = V::kLanes) {
     using E = typename L::E;
     constexpr int W = V::kLanes;
     const int64_t K = g.K, cs = g.b.cs;
@@ -486,19 +490,27 @@ struct Driver {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       ar[r] = a + mn(r, rows - 1) * g.a.rs;
-      acc[r] = g.accumulate && r < rows ? V::load(c + r * g.ldc) : V::zero();
+      if (!g.accumulate || r >= rows) {
+        acc[r] = V::zero();
+      } else if constexpr (kTail) {
+        alignas(64) float part[W] = {};
+        for (int64_t q = 0; q < ncols; ++q) part[q] = c[r * g.ldc + q];
+        acc[r] = V::load(part);
+      } else {
+        acc[r] = V::load(c + r * g.ldc);
+      }
     }
     int64_t k = 0;
     for (; k + W <= K; k += W) {
       typename V::T cols[W], t[W];
       // The next strip's columns, a strip ahead (only the first one's start
       // is found by the hardware's prefetchers).
-      if (ahead) {
+      if (!kTail && ahead) {
 #pragma GCC unroll 16
         for (int q = 0; q < W; ++q) __builtin_prefetch(bj + (W + q) * cs + k, 0, 1);
       }
 #pragma GCC unroll 16
-      for (int q = 0; q < W; ++q) cols[q] = L::vec(bj + q * cs + k);
+      for (int q = 0; q < W; ++q) cols[q] = !kTail || q < ncols ? L::vec(bj + q * cs + k) : V::zero();
       P::transpose_lanes(cols, t);
 #pragma GCC unroll 16
       for (int q = 0; q < W; ++q) {
@@ -507,19 +519,27 @@ struct Driver {
       }
     }
     for (; k < K; ++k) {
-      alignas(64) float col[W];
+      alignas(64) float col[W] = {};
       if constexpr (std::is_same_v<E, float>) {
-        for (int q = 0; q < W; ++q) col[q] = bj[q * cs + k];
+        for (int q = 0; q < ncols; ++q) col[q] = bj[q * cs + k];
       } else {
-        widen<L>(bj + k, cs, W, col);
+        widen<L>(bj + k, cs, ncols, col);
       }
       const typename V::T bk = V::load(col);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) acc[r] = V::madd(V::bcast(ar[r] + k * g.a.cs), bk, acc[r]);
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      if (r < rows) V::store(c + r * g.ldc, acc[r]);
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) continue;
+      if constexpr (kTail) {
+        alignas(64) float part[W];
+        V::store(part, acc[r]);
+        for (int64_t q = 0; q < ncols; ++q) c[r * g.ldc + q] = part[q];
+      } else {
+        V::store(c + r * g.ldc, acc[r]);
+      }
+    }
   }
   template <class L>
   static void col_times_impl(const Gemm& g, const Block& blk, const typename L::E* b) {
@@ -527,7 +547,7 @@ struct Driver {
     constexpr int W = V::kLanes;
     float* c = g.c + blk.i0 * g.ldc + blk.j0;
     const float* a = g.a.data + blk.i0 * g.a.rs;
-    const int64_t n = blk.cols, K = g.K, cs = g.b.cs;
+    const int64_t n = blk.cols, cs = g.b.cs;
     int64_t j = 0;
     for (; j + W <= n; j += W) {
       const E* bj = b + j * cs;
@@ -540,23 +560,15 @@ struct Driver {
         else col_strip<L, kColRows>(g, cr, ar, rows, bj, r == 0);
       }
     }
-    for (; j < n; ++j) {
-      const E* bj = b + j * cs;
-      for (int64_t r = 0; r < blk.rows; ++r) {
-        const float* ar = a + r * g.a.rs;
-        float acc = g.accumulate ? c[r * g.ldc + j] : 0.0f;
-        if constexpr (std::is_same_v<E, float>) {
-          for (int64_t k = 0; k < K; ++k) acc = P::madd1(ar[k * g.a.cs], bj[k], acc);
-        } else {
-          alignas(64) float wide[W];
-          for (int64_t k0 = 0; k0 < K; k0 += W) {
-            const int64_t m = mn(K - k0, W);
-            widen<L>(bj + k0, 1, m, wide);
-            for (int64_t q = 0; q < m; ++q) acc = P::madd1(ar[(k0 + q) * g.a.cs], wide[q], acc);
-          }
-        }
-        c[r * g.ldc + j] = acc;
-      }
+    if (j == n) return;
+    const E* bj = b + j * cs;
+    for (int64_t r = 0; r < blk.rows; r += kColRows) {
+      const int64_t rows = mn(kColRows, blk.rows - r);
+      float* cr = c + r * g.ldc + j;
+      const float* ar = a + r * g.a.rs;
+      if (rows == 1) col_strip<L, 1, true>(g, cr, ar, rows, bj, false, n - j);
+      else if (rows <= kColRows / 2) col_strip<L, kColRows / 2, true>(g, cr, ar, rows, bj, false, n - j);
+      else col_strip<L, kColRows, true>(g, cr, ar, rows, bj, false, n - j);
     }
   }
   // One row times B read in place, by rows (b.cs == 1) or by columns, its
