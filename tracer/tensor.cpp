@@ -137,10 +137,12 @@ bool exact_in_f32(Dtype t) { return t != Dtype::I32 && t != Dtype::I64; }
 int category(Dtype t) { return t == Dtype::Bool ? 0 : is_integral(t) ? 1 : 2; }
 
 // torch's result_type: operands with dimensions decide the type; a 0-d
-// operand (a scalar, or the float operand of x * 2.0f) changes it only when
-// it is of a higher category (bool < integer < floating).
+// tensor changes it only when it is of a higher category (bool < integer <
+// floating); a float scalar (the 2.0f of x * 2.0f, torch's wrapped number)
+// only when it is of a higher category than every tensor operand, 0-d
+// ones included (a 0-d float16 times 2.0f stays float16).
 struct Promotion {
-  bool have_dim = false, have_zero = false;
+  bool have_dim = false, have_zero = false, have_scalar = false;
   Dtype dim = Dtype::F32, zero = Dtype::F32;
   void add(Dtype t, bool zero_dim) {
     if (zero_dim) {
@@ -152,12 +154,23 @@ struct Promotion {
     }
   }
   void add(const Node* n) { add(n->dtype, n->shape.rank() == 0); }
+  void add_float_scalar() { have_scalar = true; }
   Dtype result() const {
-    if (!have_dim) return zero;
-    if (!have_zero || category(zero) <= category(dim)) return dim;
-    return promote_types(dim, zero);
+    Dtype t = Dtype::F32;
+    if (have_dim) t = !have_zero || category(zero) <= category(dim) ? dim : promote_types(dim, zero);
+    else if (have_zero) t = zero;
+    else return Dtype::F32;
+    return have_scalar && category(t) < category(Dtype::F32) ? promote_types(t, Dtype::F32) : t;
   }
 };
+
+// Whether converting t to u loses values (torch converts every operand to
+// the computation type first: an int64 0-d operand of an int32 tensor's op
+// keeps its low 32 bits, an int32 one of a uint8 tensor's its low 8).
+bool narrowing_int(Dtype t, Dtype u) {
+  if (!is_integral(t) || !is_integral(u) || t == u) return false;
+  return u == Dtype::U8 || (u == Dtype::I32 && t == Dtype::I64);
+}
 
 std::string describe_all(Node* const* nodes, int k) {
   std::string s;
@@ -263,10 +276,22 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   bool all_f32 = true;
   for (int i = first; i < k; ++i) all_f32 &= nodes[i]->dtype == Dtype::F32;
   Dtype dt = detail::op_result_dtype(op);
+  Tensor casts[3];
   if (!all_f32 || detail::op_info(op).dtype == detail::DtypeRule::Bits) {  // Bits: f32 is an error
     Promotion pr;
     for (int i = first; i < k; ++i) pr.add(nodes[i]);
-    dt = result_dtype(op, pr.result(), nodes + first, k - first);
+    const Dtype t = pr.result();
+    dt = result_dtype(op, t, nodes + first, k - first);
+    // Integer operands that the computation type t cannot hold are
+    // converted to it first, as torch does (a 0-d operand of another type).
+    int i = 0;
+    for (const Tensor* in : ins) {
+      if (i >= first && narrowing_int(nodes[i]->dtype, t)) {
+        casts[i] = in->to(t);
+        nodes[i] = casts[i].node();
+      }
+      ++i;
+    }
   }
   return record(detail::new_node(NodeKind::Elementwise, op, dt, *shape, nodes, k));
 }
@@ -281,7 +306,7 @@ Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediat
   if (x->dtype != Dtype::F32 || detail::op_info(op).dtype == detail::DtypeRule::Bits) {
     Promotion pr;
     pr.add(x);
-    pr.add(Dtype::F32, true);  // the float scalar
+    pr.add_float_scalar();
     dt = result_dtype(op, pr.result(), &x, 1);
   }
   Node* n = detail::new_node(NodeKind::Elementwise, op, dt, x->shape, &x, 1);
@@ -392,7 +417,10 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
       if (!red) out.push_back(src->shape[i]);
       else if (kd) out.push_back(1);
     }
-    Node* n = detail::new_node(NodeKind::Reduce, op, dt, out);
+    // A sum over several runs of axes keeps its partial sums of 16-bit
+    // floats in float32: the result is rounded once, as a single run's.
+    const bool partial = begin > 0 && op == OpKind::Sum && (dt == Dtype::F16 || dt == Dtype::BF16);
+    Node* n = detail::new_node(NodeKind::Reduce, op, partial ? Dtype::F32 : dt, out);
     n->red_begin = static_cast<int8_t>(axes[begin]);
     n->red_end = static_cast<int8_t>(axes[end - 1] + 1);
     n->keepdim = kd;

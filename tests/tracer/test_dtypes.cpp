@@ -175,6 +175,26 @@ TEST(DtypePromotion, OpResultTypesFollowTorch) {
   EXPECT_EQ(matmul(Tensor::full({2, 3}, 1, Dtype::F16), Tensor::full({3, 2}, 1, Dtype::F16)).dtype(), Dtype::F16);
 }
 
+// A float scalar (x * 2.0f, clamp's bounds) is torch's wrapped number: it
+// changes the result type only when it is of a higher category than every
+// tensor operand, 0-d ones included.
+TEST(DtypePromotion, FloatScalarsKeepAZeroDimTensorsFloatType) {
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    const Tensor zero_dim = Tensor::full(Shape{}, 1.5, t), vec = Tensor::full(Shape{3}, 1.5, t);
+    EXPECT_EQ((zero_dim * 2.0f).dtype(), t);
+    EXPECT_EQ((2.0f + zero_dim).dtype(), t);
+    EXPECT_EQ(clamp(zero_dim, 0.0f, 1.0f).dtype(), t);
+    EXPECT_EQ((vec.sum() * 2.0f).dtype(), t);
+    EXPECT_EQ((zero_dim * 2.0f).to_vector()[0], 3.0f);
+    EXPECT_EQ(clamp(zero_dim, 0.0f, 1.0f).to_vector()[0], 1.0f);
+  }
+  // Integer and bool operands still become float32.
+  EXPECT_EQ((Tensor::full(Shape{}, 3, Dtype::I32) * 2.0f).dtype(), Dtype::F32);
+  EXPECT_EQ((Tensor::full(Shape{}, 1, Dtype::Bool) * 2.0f).dtype(), Dtype::F32);
+  // A 0-d float32 tensor is a tensor, not a scalar: float16 [3] with it stays float16.
+  EXPECT_EQ((Tensor::full(Shape{3}, 1.5, Dtype::F16) * Tensor::full(Shape{}, 2.0, Dtype::F32)).dtype(), Dtype::F16);
+}
+
 TEST(DtypePromotion, WhatTheVectorUnitCannotDoYetIsAClearError) {
   Tensor i32 = Tensor::full({4}, 1, Dtype::I32), i64 = Tensor::full({4}, 1, Dtype::I64);
   Tensor u8 = Tensor::full({4}, 1, Dtype::U8), f16 = Tensor::full({4}, 1, Dtype::F16);
@@ -325,6 +345,41 @@ TEST_P(Dtypes, SixteenBitTranscendentalsAndReductionsAreWithinOneUlpOfTheType) {
       if (std::fabs(got - sum) > ulp16 * std::fabs(sum) + cols * 0x1p-24 * mag)
         chk.fail(cat("sum r=", r), cat(fstr(got), " want ", fstr(sum)));
     }
+  }
+}
+
+// A sum of 16-bit floats over axes that are not adjacent is made of one
+// reduction per run of axes; the partial sums stay float32, so the result
+// is rounded once, as a sum over one run (rounding each partial sum to the
+// type would put several of the type's ulps on the result). mean divides
+// that sum, as torch's does.
+TEST_P(Dtypes, SixteenBitSumsOverSeveralAxesRoundOnce) {
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    const int64_t A = 9, B = 40, C = 11, n = A * C;
+    const std::vector<uint16_t> xb = bits16(t, make_values(A * B * C, 21, uniform_gen(-3, 3)));
+    const Tensor x = tensor16(t, xb, {A, B, C});
+    const std::vector<uint16_t> sums = read16(x.sum({0, 2})), means = read16(x.mean({0, 2}));
+    ASSERT_EQ(sums.size(), static_cast<size_t>(B));
+    const double ulp16 = t == Dtype::F16 ? 0x1p-10 : 0x1p-7;
+    int64_t exact = 0;
+    Checker chk(cat("sum over axes 0 and 2, ", dtype_name(t)));
+    for (int64_t b = 0; b < B; ++b) {
+      double sum = 0;
+      for (int64_t a = 0; a < A; ++a)
+        for (int64_t c = 0; c < C; ++c) sum += from16(t, xb[static_cast<size_t>((a * B + b) * C + c)]);
+      const float got = from16(t, sums[static_cast<size_t>(b)]);
+      const double want = round16(t, static_cast<float>(sum));
+      // The float32 sum of 99 terms is off by far less than half an ulp of
+      // the type, so it rounds to the exact sum's value unless that lies
+      // next to a rounding boundary.
+      exact += got == want;
+      if (std::fabs(got - want) > ulp16 * std::max(std::fabs(want), 1.0))
+        chk.fail(cat("b=", b), cat(fstr(got), " want ", fstr(want)));
+      const float mean = from16(t, means[static_cast<size_t>(b)]);
+      const double want_mean = round16(t, got / static_cast<float>(n));
+      if (mean != want_mean) chk.fail(cat("mean b=", b), cat(fstr(mean), " want ", fstr(want_mean)));
+    }
+    EXPECT_GE(exact, B - 2) << dtype_name(t) << ": sums not correctly rounded";
   }
 }
 

@@ -141,6 +141,62 @@ float rounded(Dtype t, double v) {
   return f;
 }
 
+// A 0-d integer operand of another type than the tensor's does not change
+// the result type (torch's result_type), and torch converts it to that type
+// before the op: an int32 -3 meets a uint8 tensor as 253, an int64 2^32 + 5
+// meets an int32 tensor as 5. Each op's result is read inside a fused chain
+// (times 1.0f, and summed), where a value left wider than its type shows.
+TEST_P(IntOps, ZeroDimOperandsOfAnotherTypeConvertFirst) {
+  const int64_t zs[] = {-970, -3, -1, 0, 7, 300, 70000, (int64_t{1} << 32) + 5, -(int64_t{1} << 40) - 9};
+  for (Dtype t : {Dtype::U8, Dtype::I32}) {
+    const std::vector<int64_t> a = values(t, 33, 61);
+    const Tensor x = make(t, a);
+    for (Dtype zt : {Dtype::I32, Dtype::I64}) {
+      if (zt == Dtype::I32 && t == Dtype::I32) continue;  // nothing to convert
+      for (int64_t zv : zs) {
+        if (zt == Dtype::I32 && (zv > INT32_MAX || zv < INT32_MIN)) continue;
+        const Tensor z = make(zt, {zv}, Shape{});
+        const int64_t zc = wrap(t, zv);  // z in the computation type
+        struct Case {
+          const char* name;
+          Tensor y;
+          int64_t (*ref)(int64_t, int64_t);  // (z, x) in the computation type
+          bool compare;
+        };
+        const Case cases[] = {
+            {"add", z + x, [](int64_t p, int64_t q) { return p + q; }, false},
+            {"sub", z - x, [](int64_t p, int64_t q) { return p - q; }, false},
+            {"mul", x * z, [](int64_t p, int64_t q) { return q * p; }, false},
+            {"floor_divide", floor_divide(z, x), [](int64_t p, int64_t q) { return floordiv_ref(p, q); }, false},
+            {"remainder", remainder(z, x), [](int64_t p, int64_t q) { return rem_ref(p, q); }, false},
+            {"maximum", maximum(z, x), [](int64_t p, int64_t q) { return std::max(p, q); }, false},
+            {"minimum", minimum(x, z), [](int64_t p, int64_t q) { return std::min(p, q); }, false},
+            {"bitwise_and", bitwise_and(z, x), [](int64_t p, int64_t q) { return p & q; }, false},
+            {"bitwise_or", bitwise_or(x, z), [](int64_t p, int64_t q) { return p | q; }, false},
+            {"bitwise_xor", bitwise_xor(z, x), [](int64_t p, int64_t q) { return p ^ q; }, false},
+            {"lt", lt(z, x), [](int64_t p, int64_t q) -> int64_t { return p < q; }, true},
+            {"eq", eq(x, z), [](int64_t p, int64_t q) -> int64_t { return p == q; }, true},
+            {"where", where(gt(x, make(t, {1}, Shape{})), z, x),
+             [](int64_t p, int64_t q) { return q > 1 ? p : q; }, false},
+        };
+        for (const Case& c : cases) {
+          const std::string what = cat(c.name, " of ", dtype_name(zt), " 0-d ", zv, " and ", dtype_name(t));
+          ASSERT_EQ(c.y.dtype(), c.compare ? Dtype::Bool : t) << what;
+          const std::vector<float> chained = (c.y * 1.0f).to_vector();
+          const std::vector<int64_t> summed = read(c.y.sum());
+          int64_t sum = 0;
+          for (size_t i = 0; i < a.size(); ++i) {
+            const int64_t want = c.compare ? c.ref(zc, a[i]) : wrap(t, c.ref(zc, a[i]));
+            sum += want;
+            ASSERT_EQ(chained[i], static_cast<float>(want)) << what << " at " << a[i];
+          }
+          ASSERT_EQ(summed[0], sum) << what << " summed";
+        }
+      }
+    }
+  }
+}
+
 TEST_P(IntOps, FloorDivideAndRemainderOfFloatsMatchTorchsFormulas) {
   for (Dtype t : {Dtype::F32, Dtype::F16, Dtype::BF16}) {
     for (int64_t n : kLengths) {
