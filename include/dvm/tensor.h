@@ -280,7 +280,9 @@ Tensor clamp_max(const Tensor& x, float hi);
 // torch.nn.functional.silu: x * sigmoid(x). Floating types.
 Tensor silu(const Tensor& x);
 // torch's masked_fill: value where the bool mask (broadcast to x's shape)
-// is true, else x; of x's type (value converted as to(x's type) converts).
+// is true, else x; of x's type (value converted as full() converts: a value
+// an integer type cannot hold, NaN, infinity or out of its range, is a
+// dvm::Error, as in torch).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
 // torch.tril / torch.triu over the last two axes: elements with
 // column - row <= diagonal (tril) or >= diagonal (triu) kept, the rest 0.
