@@ -275,23 +275,22 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   const int first = op == OpKind::Where ? 1 : 0;
   bool all_f32 = true;
   for (int i = first; i < k; ++i) all_f32 &= nodes[i]->dtype == Dtype::F32;
-  Dtype dt = detail::op_result_dtype(op);
+  if (all_f32 && detail::op_info(op).dtype != detail::DtypeRule::Bits)  // Bits: f32 is an error
+    return record(detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), *shape, nodes, k));
+  Promotion pr;
+  for (int i = first; i < k; ++i) pr.add(nodes[i]);
+  const Dtype t = pr.result();
+  const Dtype dt = result_dtype(op, t, nodes + first, k - first);
+  // Integer operands that the computation type t cannot hold are converted
+  // to it first, as torch does (a 0-d operand of another type).
   Tensor casts[3];
-  if (!all_f32 || detail::op_info(op).dtype == detail::DtypeRule::Bits) {  // Bits: f32 is an error
-    Promotion pr;
-    for (int i = first; i < k; ++i) pr.add(nodes[i]);
-    const Dtype t = pr.result();
-    dt = result_dtype(op, t, nodes + first, k - first);
-    // Integer operands that the computation type t cannot hold are
-    // converted to it first, as torch does (a 0-d operand of another type).
-    int i = 0;
-    for (const Tensor* in : ins) {
-      if (i >= first && narrowing_int(nodes[i]->dtype, t)) {
-        casts[i] = in->to(t);
-        nodes[i] = casts[i].node();
-      }
-      ++i;
+  int i = 0;
+  for (const Tensor* in : ins) {
+    if (i >= first && narrowing_int(nodes[i]->dtype, t)) {
+      casts[i] = in->to(t);
+      nodes[i] = casts[i].node();
     }
+    ++i;
   }
   return record(detail::new_node(NodeKind::Elementwise, op, dt, *shape, nodes, k));
 }
