@@ -53,6 +53,11 @@ struct GraphState final : CaptureHooks {
     Monomial m;
     return !graph::factor(extent, static_cast<int>(symbols.size()), &m) || !m.constant();
   }
+  std::string extent_text(int64_t extent) const override {
+    Monomial m;
+    if (!graph::factor(extent, static_cast<int>(symbols.size()), &m)) return {};
+    return m.to_string(symbols);
+  }
   void size_scalar(Node* leaf, int64_t count, bool reciprocal) override {
     sizes[leaf] = {count, reciprocal, Tensor(leaf)};
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace dvm::detail {
 
@@ -18,6 +19,9 @@ class CaptureHooks {
   virtual const char* what() const = 0;
   // Whether an extent (or a count made of extents) involves a symbol.
   virtual bool symbolic(int64_t extent) const = 0;
+  // A symbolic extent as errors show it ("S", "B*S*12"); empty where it is
+  // no product of the symbols (a sum, such as S - 1).
+  virtual std::string extent_text(int64_t extent) const = 0;
   // `leaf` (a one-element float32 leaf made during the capture) holds
   // `count`, or 1 / count when `reciprocal`: an element count of the
   // captured shapes.

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "dvm/error.h"
+#include "tracer/capture.h"
 
 namespace dvm {
 
@@ -36,10 +37,13 @@ int64_t Shape::numel() const {
 }
 
 std::string Shape::to_string() const {
+  // While a graph is captured, its symbols' extents read as the symbols.
+  const detail::CaptureHooks* g = detail::capture();
   std::string s = "[";
   for (int i = 0; i < rank_; ++i) {
     if (i) s += ", ";
-    s += std::to_string(d_[i]);
+    const std::string name = g && g->symbolic(d_[i]) ? g->extent_text(d_[i]) : std::string();
+    s += name.empty() ? std::to_string(d_[i]) : name;
   }
   return s + "]";
 }

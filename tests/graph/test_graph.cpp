@@ -280,6 +280,11 @@ TEST(Graph, CaptureErrors) {
     const Dim S = g.symbol("S");
     const Tensor x = g.input("x", {S, 4});
     expect_error("var over a symbol", [&] { (void)x.var({0}); }, {"var", "symbols", "not supported yet"});
+    // Shapes in errors name the symbols, not the numbers the capture uses for them.
+    expect_error("a shape error", [&] { (void)matmul(x, Tensor::full({5, 2}, 1.0f)); }, {"matmul", "[S, 4]"});
+    const Dim B = g.symbol("B");
+    const Tensor w = g.input("w", {B, S * 2});
+    expect_error("a product of symbols", [&] { (void)w.reshape({7}); }, {"reshape", "[B, S*2]"});
     KVCache cache({16, 4}, 0);
     expect_error("a write", [&] {
       g.output("k", cache.append(x.narrow(0, 0, 2)));
