@@ -202,7 +202,10 @@ struct Describe {
     Monomial m;
     if (!graph::factor(v, symbols(), &m))
       throw Error("dvm::Graph::compile: " + std::string(what) + " " + std::to_string(v) + " of " +
-                  detail::op_name(n->op) + " " + detail::describe(n) +
+                  (n->op != detail::OpKind::None ? detail::op_name(n->op)
+                   : n->kind == detail::NodeKind::View ? "a view"
+                                                       : "a tensor") +
+                  " " + detail::describe(n) +
                   " is not a product of the graph's symbols and a constant (sums and differences of symbols, "
                   "such as S - 1 or a cat along a symbolic axis, are not supported yet)");
     return m;
