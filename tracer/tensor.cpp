@@ -256,7 +256,7 @@ Node* make_const(const Shape& s, float v, bool immediate = false) {
 // An op of the Broadcast shape rule on its operands (as many as its arity).
 Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   const char* name = detail::op_name(op);
-  Node* nodes[3];
+  Node* nodes[3] = {};
   int k = 0;
   const Shape* shape = nullptr;
   Shape broadcast;
