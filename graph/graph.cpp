@@ -55,7 +55,7 @@ struct GraphState final : CaptureHooks {
   }
   std::string extent_text(int64_t extent) const override {
     Monomial m;
-    if (!graph::factor(extent, static_cast<int>(symbols.size()), &m)) return {};
+    if (!graph::factor(extent, static_cast<int>(symbols.size()), &m) || m.constant()) return {};
     return m.to_string(symbols);
   }
   void size_scalar(Node* leaf, int64_t count, bool reciprocal) override {

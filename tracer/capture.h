@@ -19,8 +19,8 @@ class CaptureHooks {
   virtual const char* what() const = 0;
   // Whether an extent (or a count made of extents) involves a symbol.
   virtual bool symbolic(int64_t extent) const = 0;
-  // A symbolic extent as errors show it ("S", "B*S*12"); empty where it is
-  // no product of the symbols (a sum, such as S - 1).
+  // An extent as errors show it ("S", "B*S*12"); empty where it involves no
+  // symbol or is no product of them (a sum, such as S - 1).
   virtual std::string extent_text(int64_t extent) const = 0;
   // `leaf` (a one-element float32 leaf made during the capture) holds
   // `count`, or 1 / count when `reciprocal`: an element count of the

@@ -42,7 +42,7 @@ std::string Shape::to_string() const {
   std::string s = "[";
   for (int i = 0; i < rank_; ++i) {
     if (i) s += ", ";
-    const std::string name = g && g->symbolic(d_[i]) ? g->extent_text(d_[i]) : std::string();
+    const std::string name = g ? g->extent_text(d_[i]) : std::string();
     s += name.empty() ? std::to_string(d_[i]) : name;
   }
   return s + "]";

@@ -156,10 +156,10 @@ struct Promotion {
   void add(const Node* n) { add(n->dtype, n->shape.rank() == 0); }
   void add_float_scalar() { have_scalar = true; }
   Dtype result() const {
-    Dtype t = Dtype::F32;
-    if (have_dim) t = !have_zero || category(zero) <= category(dim) ? dim : promote_types(dim, zero);
-    else if (have_zero) t = zero;
-    else return Dtype::F32;
+    if (!have_dim && !have_zero) return Dtype::F32;
+    const Dtype t = !have_dim                                         ? zero
+                    : !have_zero || category(zero) <= category(dim) ? dim
+                                                                      : promote_types(dim, zero);
     return have_scalar && category(t) < category(Dtype::F32) ? promote_types(t, Dtype::F32) : t;
   }
 };
