@@ -17,7 +17,7 @@ enum class IrKind : uint8_t { _, V, M };
 //   kPool:    a constant, no register (target pools or broadcasts it per use)
 //   kMemory:  reads or writes argument `arg` through `phase`
 //   kEffect:  writes memory or an accumulator (kept whether or not used)
-//   kLoop:    loop structure, no value (LoopBegin / LoopEnd / CopyBegin)
+//   kLoop:    structure, no value (LoopBegin / LoopEnd / CopyBegin / RegionEnd)
 enum : uint8_t { kIrPool = 1, kIrMemory = 2, kIrEffect = 4, kIrLoop = 8 };
 
 // A capability of the target an op needs (TargetCaps); lowering records the
@@ -106,7 +106,11 @@ enum class IrNeed : uint8_t { None, FusedOrAnd, ScaleExp };
   X(LoopBegin, _, _, _, _, kIrLoop, None)                                                          \
   X(LoopEnd, _, _, _, _, kIrLoop, None)                                                            \
   /* imm = k: the nodes up to the next CopyBegin / LoopEnd are copy k */                           \
-  X(CopyBegin, _, _, _, _, kIrLoop, None)
+  X(CopyBegin, _, _, _, _, kIrLoop, None)                                                          \
+  /* the nodes up to the next RegionEnd run only when some lane of mask a is set (regions do not  \
+     nest; a value they define is read inside only, or reaches later nodes through a Copy) */     \
+  X(SkipIfNone, M, _, _, _, kIrEffect, None)                                                       \
+  X(RegionEnd, _, _, _, _, kIrLoop, None)
 
 enum class IrOp : uint8_t {
 #define DVM_IR_ENUM(name, a, b, c, res, flags, need) name,

@@ -67,6 +67,8 @@ constexpr int kSplitBodyNodes = 24;
 // recomputing it costs at least this many vector ops (recompute_cost).
 constexpr int kKeepMinCost = 3;
 
+enum : uint8_t { kNoReader = 0, kBf16Stores = 1, kOtherReaders = 2 };
+
 // The lists a lowering works in, kept per thread: each compile reuses the
 // last one's capacity instead of allocating them again.
 struct LowerLists {
@@ -74,7 +76,7 @@ struct LowerLists {
   std::vector<uint8_t> live;
   std::vector<int32_t> row_val, vec_val, acc, reg_def, params;
   std::vector<int> cached, slot, cost, rows;
-  std::vector<uint8_t> stb_after, only_folds;
+  std::vector<uint8_t> stb_after, only_folds, readers;
   std::vector<std::vector<uint8_t>> need_at;
   std::vector<std::vector<int32_t>> per_copy[2];  // per copy of a body: values, accumulators
 };
@@ -99,6 +101,10 @@ struct Lowering {
   uint8_t copy = 0;                               // which copy of an unrolled body is being recorded
   std::vector<int>& cached_ = lists.cached;       // RowReduce: pass that keeps the value in a scratch row, or -1
   std::vector<int>& slot_ = lists.slot;           // ... and that row
+  // Per instruction, what reads its value: kNoReader, kBf16Stores (only
+  // stores to bfloat16 arguments), or kOtherReaders.
+  std::vector<uint8_t>& readers_ = lists.readers;
+  bool bf16_tanh_ = false;  // recording an Elementwise body: tanh_for_bf16 applies
 
   Lowering(const vm::VerifiedProgram& v, IrBuilder& b, LowerLists& l)
       : vp(v), p(v.program), ir(b), ni(v.program.code.size()), lists(l) {}
@@ -120,6 +126,17 @@ struct Lowering {
         if (sig[j] == 'R') src[i][static_cast<size_t>(k++)] = reg_def[ins.r[j]];
       for (int j = 0; sig[j]; ++j)
         if (sig[j] == 'D') reg_def[ins.r[j]] = static_cast<int32_t>(i);
+    }
+    readers_.assign(ni, kNoReader);
+    for (size_t i = 0; i < ni; ++i) {
+      const vm::Instr& ins = p.code[i];
+      const size_t arg = ins.r[0];
+      const bool bf16_store = ins.op == Op::ST && p.types[arg] == Dtype::BF16 && !ir.arg_int[arg];
+      for (int32_t d : src[i])
+        if (d >= 0) {
+          uint8_t& r = readers_[static_cast<size_t>(d)];
+          r = bf16_store && r != kOtherReaders ? kBf16Stores : kOtherReaders;
+        }
     }
     live.assign(ni, 0);
     for (size_t i = ni; i-- > 0;) {
@@ -156,6 +173,18 @@ struct Lowering {
     return cost;
   }
 
+  // tanh of a value that is only stored as bfloat16: the one-divide
+  // candidate, and tanh itself where some lane's rounding is not decided by
+  // it (math::tanh_bf16_unsure). The bfloat16 stored is tanh's either way.
+  int32_t tanh_for_bf16(int32_t x) {
+    const JitVec y = math::tanh_bf16_candidate(JitVec{x});
+    ir.op(IrOp::SkipIfNone, math::tanh_bf16_unsure(y).id);
+    const JitVec exact = math::tanh(JitVec{x});
+    ir.op(IrOp::Copy, y.id, exact.id);
+    ir.op(IrOp::RegionEnd, -1);
+    return y.id;
+  }
+
   int32_t val(int32_t def) const {
     const size_t d = static_cast<size_t>(def);
     return kind(d) == Kind::Row ? row_val[d] : vec_val[d];
@@ -187,6 +216,7 @@ struct Lowering {
       case OpClass::Unary:
       case OpClass::Binary:
       case OpClass::Ternary: {
+        if (ins.op == Op::TANH && bf16_tanh_ && readers_[i] == kBf16Stores) return tanh_for_bf16(val(src[i][0]));
         JitVec s[3] = {{-1}, {-1}, {-1}};
         for (size_t k = 0; k < 3; ++k)
           if (src[i][k] >= 0) s[k].id = val(src[i][k]);
@@ -279,6 +309,7 @@ struct Lowering {
   // top of each column loop, so once per row: hoisting them above the row
   // loop was measured (W3-W6, AVX-512 and AVX2) and gained nothing.
   void elementwise(int unroll, bool interleave) {
+    bf16_tanh_ = true;
     const int32_t rows = loop_begin(1);
     for (size_t i = 0; i < ni; ++i)
       if (live[i] && !is_store(i) && kind(i) == Kind::Row) set(i, compute(i, kPhaseRow));

@@ -134,6 +134,47 @@ DVM_SIMD_INLINE V tanh(V x) {
   return with_sign_of(V::fnma(t, w, t), x);
 }
 
+// ---- tanh rounded to bfloat16 ----------------------------------------------------
+// For a tanh whose value is only ever stored as bfloat16 (the JIT's fast
+// path, docs/MATH.md "tanh stored as bfloat16"): a candidate with one divide,
+// y = c P(z) / Q(z) with c = x clamped to [-9, 9] (NaN passes), z = c^2, P
+// degree 3 and Q degree 4 with P(0) = Q(0) = 1 (dvm's own fit,
+// scripts/fit_tanh_bf16.py). Over every float, y's bit pattern is within
+// kTanhBf16Slack of tanh(x)'s (tests/backends/test_math_bf16_tanh.cpp), so
+// where y is not within that slack of a bfloat16 rounding midpoint both
+// round to the same bfloat16. tanh_bf16_unsure names the other lanes; those
+// take tanh(x) itself, which keeps the result bit-identical to the
+// interpreter's.
+inline constexpr int32_t kTanhBf16Slack = 15;
+// The lanes whose low 16 bits lie in [0x8000 - slack, 0x8000 - slack + 32):
+// the window is a power of two wide so that one add and one mask test it.
+inline constexpr int32_t kTanhBf16Window = 32;
+static_assert(kTanhBf16Window >= 2 * kTanhBf16Slack + 1);
+
+template <class V>
+DVM_SIMD_INLINE V tanh_bf16_candidate(V x) {
+  V c = V::max(V::splat(-9.0f), V::min(V::splat(9.0f), x));
+  V z = V::mul(c, c);
+  V p = V::splat(1.047553542e-05f);
+  p = V::fma(p, z, V::splat(2.860993147e-03f));
+  p = V::fma(p, z, V::splat(1.284143180e-01f));
+  p = V::fma(p, z, V::splat(1.0f));
+  V q = V::splat(2.160028600e-07f);
+  q = V::fma(q, z, V::splat(2.260451874e-04f));
+  q = V::fma(q, z, V::splat(2.344578877e-02f));
+  q = V::fma(q, z, V::splat(4.617457390e-01f));
+  q = V::fma(q, z, V::splat(1.0f));
+  return V::div(V::mul(c, p), q);
+}
+
+template <class V>
+DVM_SIMD_INLINE typename V::Mask tanh_bf16_unsure(V y) {
+  using I = typename V::Int;
+  I v = V::iadd(V::as_int(y), V::isplat(kTanhBf16Slack - 0x8000));
+  I low = V::iand(v, V::isplat(0xffff & ~(kTanhBf16Window - 1)));
+  return V::ieq(low, V::isplat(0));
+}
+
 // ---- sigmoid -------------------------------------------------------------------
 // e = exp(-|x|) never overflows; x >= 0: 1 / (1 + e), x < 0: e / (1 + e).
 template <class V>

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -19,7 +20,9 @@
 #include "backends/isa.h"
 #include "backends/jit/jit.h"
 #include "backends/jit/lower.h"
+#include "backends/math/vmath.h"
 #include "backends/microkernels.h"
+#include "backends/simd/vec_scalar.h"
 #include "dvm/dvm.h"
 #include "vm/encoder.h"
 #include "vm/interpreter.h"
@@ -494,6 +497,77 @@ TEST(JitDtypes, Bfloat16StoresMatchRoundingToNearestEven) {
   }
   set_bf16_instructions(true);
   if (!cpu_has_avx512_bf16()) std::printf("[ note     ] this CPU has no AVX512_BF16: the formula ran both times\n");
+}
+
+// tanh read only by bfloat16 stores runs the one-divide candidate and tanh
+// itself in vectors with an unsure lane (lower.cpp, tanh_for_bf16); the
+// bfloat16 written must be the interpreter's. Inputs: one unsure lane in
+// every other vector (at lane v % 16), whole vectors of unsure lanes,
+// specials (NaNs with payloads, infinities, zeros, subnormals, the clamp at
+// 9) and random values, on both ISAs, with and without the CPU's bfloat16
+// instruction; then the W5 form from bfloat16 inputs through differential().
+TEST(JitDtypes, TanhStoredAsBfloat16IsTheInterpretersBits) {
+  if (isas_or_skip_message().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  using VS = simd::VecScalar;
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> wide(-12.0f, 12.0f);
+  std::vector<float> unsure;
+  while (unsure.size() < 256) {
+    const float x = wide(rng);
+    if (math::tanh_bf16_unsure(math::tanh_bf16_candidate(VS{x})).m) unsure.push_back(x);
+  }
+  constexpr int64_t kN = 16 * 96;
+  std::vector<float> x(kN);
+  for (float& v : x) v = wide(rng);
+  const uint32_t special[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x00000000u,
+                              0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u, 0x41100000u, 0x410fffffu,
+                              0x41100001u, 0xc1100000u, 0x7f7fffffu, 0x3f000000u};
+  for (size_t i = 0; i < std::size(special); ++i) x[i] = std::bit_cast<float>(special[i]);
+  size_t next = 0;
+  for (int64_t v = 2; v < 64; v += 2) x[static_cast<size_t>(v * 16 + v % 16)] = unsure[next++ % unsure.size()];
+  for (int64_t i = 64 * 16; i < 68 * 16; ++i) x[static_cast<size_t>(i)] = unsure[next++ % unsure.size()];
+  Encoder e(Form::Elementwise);
+  const int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output, Dtype::BF16);
+  e.store(Op::ST, ay, e.unary(Op::TANH, e.load(Op::LD, ax)));
+  auto k = make_kernel(e);
+  ASSERT_TRUE(k);
+  for (Isa isa : testing::jit_isas())
+    for (bool native : {true, false}) {
+      set_bf16_instructions(native);
+      std::string reason;
+      auto code = compile(k->verified(), isa, &reason);
+      ASSERT_TRUE(code) << reason;
+      for (int64_t n : {kN, kN - 5, int64_t{37}}) {
+        std::vector<uint16_t> want(static_cast<size_t>(n) + 8, 0xa5a5), got(want);
+        vm::Launch l;
+        l.extent[vm::kP] = 1;
+        l.extent[vm::kR] = 1;
+        l.extent[vm::kC] = n;
+        l.args.resize(2);
+        l.args[0].stride[vm::kC] = 1;
+        l.args[0].in = x.data();
+        l.args[1].stride[vm::kC] = 1;
+        l.args[1].out = want.data();
+        vm::interpret(*k, l, 0, vm::work_items(*k, l), *microkernels_for(isa));
+        l.args[1].out = got.data();
+        run_items(*code, k->verified(), l, 0, vm::work_items(*k, l));
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << isa_name(isa) << (native ? " with" : " without")
+                                     << " the CPU's bfloat16 instruction, n " << n << ", element " << i
+                                     << ", x = " << (i < x.size() ? x[i] : 0.0f);
+      }
+    }
+  set_bf16_instructions(true);
+  // W5: tanh(x + bias), bfloat16 in and out.
+  Encoder w(Form::Elementwise);
+  const int wx = w.add_arg(ArgRole::Input, Dtype::BF16), wb = w.add_arg(ArgRole::Input, Dtype::BF16);
+  const int wy = w.add_arg(ArgRole::Output, Dtype::BF16);
+  w.store(Op::ST, wy, w.unary(Op::TANH, w.binary(Op::ADD, w.load(Op::LD, wx), w.load(Op::LD, wb))));
+  auto kw = make_kernel(w);
+  ASSERT_TRUE(kw);
+  for (int64_t C : lengths())
+    differential(*kw, {dense(3, C), epilogue(C), dense(3, C)}, 1, 3, C, static_cast<uint32_t>(C) + 5, "w5 bf16",
+                 Values::Finite);
 }
 
 TEST(JitDtypes, EveryTypeToEveryType) {

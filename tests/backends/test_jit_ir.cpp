@@ -191,6 +191,46 @@ TEST(JitIrOps, LoweredKernelsAgreeWithTheTable) {
   }
 }
 
+// A tanh read only by stores to bfloat16 arguments is lowered as the
+// one-divide candidate with tanh itself in a SkipIfNone region; read by
+// anything else (a float32 store, another op), or in a reduction kernel, it
+// is tanh alone.
+TEST(JitIrOps, TanhStoredOnlyAsBfloat16GetsTheCandidateAndARegion) {
+  auto regions = [](Dtype out1, bool second_store, Form form) {
+    Encoder e(form);
+    const int ax = e.add_arg(ArgRole::Input), a1 = e.add_arg(ArgRole::Output, out1);
+    const auto t = e.unary(Op::TANH, e.load(Op::LD, ax));
+    if (form == Form::Elementwise) {
+      e.store(Op::ST, a1, t);
+      if (second_store) e.store(Op::ST, e.add_arg(ArgRole::Output, Dtype::BF16), e.binary(Op::MUL, t, t));
+    } else {
+      e.store(Op::STB, a1, e.reduce(Op::RSUM, t));
+    }
+    vm::VerifiedProgram vp;
+    verified(e, &vp);
+    IrBuilder ir;
+    std::string reason;
+    EXPECT_TRUE(target_caps(Isa::Avx512, &ir.caps, &reason)) << reason;
+    EXPECT_TRUE(lower(vp, &ir, &reason)) << reason;
+    int skips = 0, ends = 0, divides = 0;
+    for (const Node& n : ir.nodes) {
+      skips += n.op == IrOp::SkipIfNone;
+      ends += n.op == IrOp::RegionEnd;
+      divides += n.op == IrOp::Div;
+    }
+    EXPECT_EQ(skips, ends);
+    return std::pair(skips, divides);
+  };
+  // One column loop and its masked tail: one region in the body.
+  const auto [fast, fast_divides] = regions(Dtype::BF16, false, Form::Elementwise);
+  EXPECT_EQ(fast, 1);
+  EXPECT_EQ(fast_divides, 3);  // the candidate's, and tanh's two in the region
+  EXPECT_EQ(regions(Dtype::F32, false, Form::Elementwise).first, 0);
+  EXPECT_EQ(regions(Dtype::F16, false, Form::Elementwise).first, 0);
+  EXPECT_EQ(regions(Dtype::BF16, true, Form::Elementwise).first, 0);  // also read by the mul
+  EXPECT_EQ(regions(Dtype::BF16, false, Form::RowReduce).first, 0);
+}
+
 // IR lowered with a capability the target lacks is refused, not emitted.
 TEST(JitIrOps, GenerateRefusesOpsTheTargetLacks) {
   IrBuilder ir;

@@ -129,6 +129,7 @@ constexpr InstId kInst[] = {
     ax::Inst::kIdKshiftrw,    ax::Inst::kIdVpxor,
     ax::Inst::kIdVpmulld,     ax::Inst::kIdVptestmd,
     ax::Inst::kIdVcvtneps2bf16, ax::Inst::kIdVfpclassps, ax::Inst::kIdKortestw,
+    ax::Inst::kIdVtestps,     ax::Inst::kIdVptestnmd,
     ax::Inst::kIdVcvtdq2pd,   ax::Inst::kIdVdivpd,       ax::Inst::kIdVroundpd,
     ax::Inst::kIdVrndscalepd, ax::Inst::kIdVcvttpd2dq,   ax::Inst::kIdVinserti128,
     ax::Inst::kIdVinserti64x4, ax::Inst::kIdVmovntps,  ax::Inst::kIdVmovntdq,

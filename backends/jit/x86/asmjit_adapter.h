@@ -99,6 +99,8 @@ enum class VI : uint8_t {
   // float32 to bfloat16 in one instruction (AVX512_BF16), and the lanes it
   // would not round as the portable formula does.
   vcvtneps2bf16, vfpclassps, kortestw,
+  // Whether an AVX2 mask has a lane set (IrOp::SkipIfNone); (a & b) == 0 per lane.
+  vtestps, vptestnmd,
   // int32 floor division through double (IrOp::IFloorDiv).
   vcvtdq2pd, vdivpd, vroundpd, vrndscalepd, vcvttpd2dq, vinserti128, vinserti64x4,
   // Stores that bypass the caches (aligned vectors: floats, converted

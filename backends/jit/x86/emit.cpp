@@ -88,6 +88,7 @@ struct Gen {
   std::vector<uint8_t> folded;  // per node: a Load its reader takes as a memory operand (plan_folds)
   const HoistPlan& hoist;       // per column loop: the constants it holds in registers
   int32_t hoisted_from = -1;    // the loop whose constants `hoisted` holds, or -1
+  asmx::Label region_end;       // where the open SkipIfNone region jumps to
   const int nslots;
   bool block_masks = false;  // emitting a masked block: per-copy masks (masked_block)
   int block_full = 0;        // ... whose copies below this are full
@@ -488,7 +489,7 @@ struct Gen {
   // instruction instead of two or three (a loop bound by memory then keeps
   // more loads in flight; docs/JIT.md). Masked copies (tails) still load on
   // their own. folded: 1 a load read directly, 2 a load read through a
-  // TailSel, and that TailSel.
+  // TailSel, and that TailSel; 3 below.
   void plan_folds() {
     folded.assign(nodes.size(), 0);
     thread_local std::vector<int32_t> uses;
@@ -505,6 +506,15 @@ struct Gen {
                           n.op == IrOp::Min || n.op == IrOp::Max;
       return binary && n.b == static_cast<int32_t>(v) && n.a != static_cast<int32_t>(v);
     };
+    // AVX-512: an IAnd read only by an IEq with zero right after it
+    // (constants between emit nothing) is one vptestnmd: folded 3.
+    for (size_t j = 1; avx512 && j < nodes.size(); ++j) {
+      const Node& e = nodes[j];
+      if (e.op != IrOp::IEq || !is_const(e.b) || nodes[static_cast<size_t>(e.b)].u != 0) continue;
+      size_t a = j - 1;
+      while (a > 0 && nodes[a].op == IrOp::Const) --a;
+      if (static_cast<int32_t>(a) == e.a && nodes[a].op == IrOp::IAnd && uses[a] == 1) folded[a] = 3;
+    }
     for (size_t i = 0; i + 1 < nodes.size(); ++i) {
       const Node& l = nodes[i];
       if (l.op != IrOp::Load || typed(l) || uses[i] != 1) continue;
@@ -1092,6 +1102,19 @@ struct Gen {
       case IrOp::LoopBegin:
       case IrOp::LoopEnd:
       case IrOp::CopyBegin: return;
+      case IrOp::SkipIfNone: {
+        if (avx512) {
+          const Opnd k = ksrc(n.a, 6);
+          as.v(VI::kortestw, k, k);
+        } else {
+          const Opnd m = src_reg(n.a, 2);
+          as.v(VI::vtestps, m, m);  // ZF: no sign bit set
+        }
+        region_end = as.new_label();
+        as.j(asmx::Cond::E, region_end);
+        return;
+      }
+      case IrOp::RegionEnd: as.bind(region_end); return;
       case IrOp::Init:
         as.v(VI::vbroadcastss, dst(i), as.constant(n.u, 4));
         commit(i);
@@ -1172,7 +1195,10 @@ struct Gen {
       case IrOp::AndN: binary(VI::vandnps, i, n, masked); return;
       case IrOp::IAdd: binary(VI::vpaddd, i, n, masked); return;
       case IrOp::ISub: binary(VI::vpsubd, i, n, masked); return;
-      case IrOp::IAnd: binary(avx512 ? VI::vpandd : VI::vpand, i, n, masked); return;
+      case IrOp::IAnd:
+        if (folded[static_cast<size_t>(i)] == 3) return;  // its IEq emits vptestnmd
+        binary(avx512 ? VI::vpandd : VI::vpand, i, n, masked);
+        return;
       case IrOp::IMul: binary(VI::vpmulld, i, n, masked); return;
       case IrOp::IFloorDiv: floordiv(i, n); return;
       case IrOp::Sqrt:
@@ -1209,6 +1235,12 @@ struct Gen {
       case IrOp::Cmp:
       case IrOp::IEq:
       case IrOp::IGt: {
+        if (n.op == IrOp::IEq && folded[static_cast<size_t>(n.a)] == 3) {  // (x & c) == 0
+          const Node& t = nodes[static_cast<size_t>(n.a)];
+          as.v(VI::vptestnmd, kdst(i), src_reg(t.a, 0), src_any(t.b));
+          kcommit(i);
+          return;
+        }
         Opnd a = src_reg(n.a, 0);
         Opnd b = src_any(n.b);
         const bool fcmp = n.op == IrOp::Cmp;

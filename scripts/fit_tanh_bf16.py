@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Fit the coefficients of the JIT's bfloat16 tanh candidate (vmath.h, tanh_bf16_candidate).
+
+Form (x clamped to [-c, c], c = 9; z = x^2):
+    tanh(x) ~ x * P(z) / Q(z),   deg P = 3, deg Q = 4,   P(0) = Q(0) = 1
+One divide and no sign handling (the form is odd). Its value is only used where it
+rounds to the same bfloat16 as dvm's float32 tanh, so it needs a relative error well
+below bfloat16's 2^-8, not float32's: the float evaluation lands within 11-12 bit
+patterns of tanh over every float (tests/backends/test_math_bf16_tanh.cpp).
+
+Method: minimise max |x P(z) / (Q(z) tanh(x)) - 1| on a grid of [0, c] (Chebyshev
+nodes plus a uniform grid) by Loeb's linearised least squares (divide by the previous
+Q) with Lawson reweighting (w_i *= |err_i|), in mpmath at 40 digits. Coefficients are
+then rounded to float. Runtime: about a minute.
+"""
+import struct
+import mpmath as mp
+
+mp.mp.dps = 40
+C = mp.mpf(9)
+M, N = 3, 4          # degrees of P and Q in z
+NPTS, ITERS = 200, 40
+
+
+def f32(v):
+    return struct.unpack("f", struct.pack("f", float(v)))[0]
+
+
+def fit():
+    xs = [C * (1 - mp.cos(mp.pi * (i + mp.mpf(1) / 2) / (2 * NPTS))) for i in range(NPTS)]
+    xs += [C * mp.mpf(i) / NPTS for i in range(1, NPTS + 1)]
+    zs = [x * x for x in xs]
+    gs = [mp.tanh(x) / x for x in xs]
+    K = M + N
+    w = [mp.mpf(1) / len(xs)] * len(xs)
+    qprev = [mp.mpf(1)] * len(xs)
+    best = None
+    for _ in range(ITERS):
+        A = mp.matrix(K, K)
+        b = mp.matrix(K, 1)
+        for z, g, wi, qp in zip(zs, gs, w, qprev):
+            s = 1 / (g * qp)
+            row = [z**k * s for k in range(1, M + 1)] + [-g * z**k * s for k in range(1, N + 1)]
+            rhs = (g - 1) * s
+            for i in range(K):
+                ri = wi * row[i]
+                b[i] += ri * rhs
+                for j in range(i, K):
+                    A[i, j] += ri * row[j]
+        for i in range(K):
+            for j in range(i):
+                A[i, j] = A[j, i]
+        sol = mp.lu_solve(A, b)
+        p = [mp.mpf(1)] + [sol[i] for i in range(M)]
+        q = [mp.mpf(1)] + [sol[M + i] for i in range(N)]
+        errs = [mp.polyval(p[::-1], z) / (mp.polyval(q[::-1], z) * g) - 1 for z, g in zip(zs, gs)]
+        emax = max(abs(e) for e in errs)
+        if best is None or emax < best[0]:
+            best = (emax, p, q)
+        qprev = [mp.polyval(q[::-1], z) for z in zs]
+        w = [wi * abs(e) for wi, e in zip(w, errs)]
+        tot = sum(w)
+        w = [wi / tot for wi in w]
+    return best
+
+
+def main():
+    emax, p, q = fit()
+    print(f"c = {C}; degrees: P {M}, Q {N} (in z = x^2)")
+    print(f"max |rel err| of the real fit: {mp.nstr(emax, 4)} (2^{mp.nstr(mp.log(emax, 2), 4)})")
+    for name, vals in (("p", p), ("q", q)):
+        for k, v in enumerate(vals):
+            fv = f32(v)
+            print(f"  {name}{k} = {fv:.9e}f  ({float.hex(fv)})")
+
+
+if __name__ == "__main__":
+    main()
