@@ -63,13 +63,19 @@ struct GraphState final : CaptureHooks {
   }
   void range(Node* leaf, double start, double step) override { ranges[leaf] = {start, step}; }
   // Ends the capture: this thread's pending nodes fail with `why` and leave.
+  // Their shapes still hold the numbers the capture stood in for the
+  // symbols, so the message names them ("B stood for 40031").
   void end(const char* why) noexcept {
     if (done) return;
     done = true;
     set_capture(nullptr);
     std::shared_ptr<const std::string> message;
     try {
-      message = std::make_shared<const std::string>(why);
+      std::string text = why;
+      for (size_t i = 0; i < symbols.size(); ++i)
+        text += (i ? ", " : "; in its shape, ") + symbols[i] + " stood for " +
+                std::to_string(graph::probe(static_cast<int>(i)));
+      message = std::make_shared<const std::string>(std::move(text));
     } catch (...) {  // the nodes still fail, with a generic message
     }
     Trace::current().abandon(message);
