@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -419,10 +420,23 @@ void Executable::save(const std::string& path) const {
 }
 
 Executable Executable::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("dvm::Executable::load: cannot open '" + path + "': " + std::strerror(errno));
-  const std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   const std::string where = "dvm::Executable::load '" + path + "': ";
+  const std::string cannot_open = "dvm::Executable::load: cannot open '" + path + "': ";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) throw Error(cannot_open + "no such file");
+  if (ec) throw Error(cannot_open + ec.message());
+  // A directory opens as a stream and fails only when read.
+  if (!std::filesystem::is_regular_file(status)) throw Error(cannot_open + "not a regular file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(cannot_open + std::strerror(errno));
+  std::string file;
+  try {
+    file.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& e) {
+    throw Error(where + "reading it failed: " + e.what());
+  }
+  if (f.bad()) throw Error(where + "reading it failed: " + std::strerror(errno));
   constexpr size_t kHeader = sizeof kMagic + 4 + 8;
   if (file.size() < kHeader + 8 || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0)
     throw Error(where + "not a dvm executable file (no DVMEXEC header)");

@@ -95,6 +95,12 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+// How errors name a recorded node: its op, or what it is when it has none.
+std::string node_label(NodeKind kind, OpKind op) {
+  if (op != OpKind::None) return op_name(op);
+  return kind == NodeKind::View ? "a view (slice, narrow, permute, ...)" : "a tensor";
+}
+
 std::string dims_text(const std::vector<Monomial>& dims, const std::vector<std::string>& names) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i].to_string(names);
@@ -160,6 +166,10 @@ Tensor Graph::input(const std::string& name, const std::vector<Dim>& shape, Dtyp
     throw Error("dvm::Graph::input: '" + name + "' is not a valid name (letters, digits and '_', not empty)");
   for (const auto& in : s_->inputs)
     if (in.name == name) throw Error("dvm::Graph::input: '" + name + "' is already an input of this graph");
+  for (const auto& o : s_->outputs)
+    if (o.first == name)
+      throw Error("dvm::Graph::input: '" + name + "' is already an output of this graph (inputs and outputs need "
+                  "distinct names)");
   detail::check_dtype("dvm::Graph::input", dtype);
   if (static_cast<int>(shape.size()) > kMaxRank)
     throw Error("dvm::Graph::input '" + name + "': " + std::to_string(shape.size()) + " extents (at most " +
@@ -186,10 +196,16 @@ void Graph::output(const std::string& name, const Tensor& t) {
     throw Error("dvm::Graph::output: '" + name + "' is not a valid name (letters, digits and '_', not empty)");
   for (const auto& o : s_->outputs)
     if (o.first == name) throw Error("dvm::Graph::output: '" + name + "' is already an output of this graph");
+  // Inputs and outputs share one namespace (a saved executable's ports).
+  for (const auto& in : s_->inputs)
+    if (in.name == name)
+      throw Error("dvm::Graph::output: '" + name + "' is already an input of this graph (inputs and outputs need "
+                  "distinct names)");
   Node* n = detail::need(t, "dvm::Graph::output");
   if (!n->pending)
-    throw Error("dvm::Graph::output '" + name + "': the tensor was not recorded in this graph (it is a constant " +
-                "made before it; an output must be computed by the graph)");
+    throw Error("dvm::Graph::output '" + name + "': the tensor was not computed by this graph's ops (it is a "
+                "constant: made before the graph, or with its values during the capture, as Tensor::ones is); an "
+                "output must be the result of an op recorded in the graph");
   s_->outputs.emplace_back(name, t);
 }
 
@@ -208,9 +224,7 @@ struct Describe {
     Monomial m;
     if (!graph::factor(v, symbols(), &m))
       throw Error("dvm::Graph::compile: " + std::string(what) + " " + std::to_string(v) + " of " +
-                  (n->op != detail::OpKind::None ? detail::op_name(n->op)
-                   : n->kind == detail::NodeKind::View ? "a view"
-                                                       : "a tensor") +
+                  detail::node_label(n->kind, n->op) +
                   " " + detail::describe(n) +
                   " is not a product of the graph's symbols and a constant (sums and differences of symbols, "
                   "such as S - 1 or a cat along a symbolic axis, are not supported yet)");
@@ -278,8 +292,8 @@ struct Describe {
 
   void add(const Node* n, int input) {
     if (n->target)
-      throw Error("dvm::Graph::compile: " + std::string(detail::op_name(n->op)) + " " + detail::describe(n) +
-                  " writes into a buffer (cat, KVCache::append): not supported in a graph yet");
+      throw Error("dvm::Graph::compile: " + detail::describe(n) +
+                  " is written into a buffer (by cat or KVCache::append): not supported in a graph yet");
     GNode gn;
     gn.kind = n->kind;
     gn.op = n->op;
@@ -632,7 +646,7 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
   auto node_of = [&](int32_t ref) { return ref >= 0 ? built[static_cast<size_t>(ref)].node() : x.constants[static_cast<size_t>(-1 - ref)].node(); };
   for (size_t i = 0; i < x.nodes.size(); ++i) {
     const GNode& g = x.nodes[i];
-    auto what = [&] { return std::string(detail::op_name(g.op)) + " (op " + std::to_string(i) + ")"; };
+    auto what = [&] { return detail::node_label(g.kind, g.op) + " (op " + std::to_string(i) + ")"; };
     const Shape shape = eval_shape(x, g.shape, v, what);
     if (g.input >= 0) {
       Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, g.dtype, shape));

@@ -6,6 +6,8 @@
 // runs inside its arguments: never a crash, never a write outside the
 // outputs (the ASan job runs this file too).
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <unistd.h>
 
 #include <bit>
@@ -189,6 +191,10 @@ TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
   ASSERT_GT(good.size(), kHeader + kTrailer);
 
   expect_error_message("no file", [&] { Executable::load(path + ".missing"); }, {"cannot open", ".missing"});
+  const std::string dir = path + ".dir";
+  std::filesystem::create_directory(dir);
+  expect_error_message("a directory", [&] { Executable::load(dir); }, {"cannot open", dir, "not a regular file"});
+  std::filesystem::remove(dir);
   write_file(path, "");
   expect_error_message("empty", [&] { Executable::load(path); }, {path, "not a dvm executable"});
   std::string other = good;

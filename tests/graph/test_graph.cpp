@@ -240,7 +240,7 @@ TEST(Graph, InputsAndViewsAsOutputs) {
   expect_error("narrow past a bound extent", [&] {
     exe.run({{"x", small.data()}}, {{"same", small.data()}, {"t", small.data()}, {"half", small.data()}},
             {{"R", 1}, {"C", 2}});
-  }, {"R = 1", "C = 2", "outside"});
+  }, {"R = 1", "C = 2", "a view", "outside"});
 }
 
 TEST(Graph, CaptureErrors) {
@@ -256,7 +256,16 @@ TEST(Graph, CaptureErrors) {
     expect_error("read during capture", [&] { (void)(x * 2.0f).to_vector(); },
                  {"graph capture", "values were asked for"});
     const Tensor before = Tensor::full({2}, 1.0f);
-    expect_error("output made before", [&] { g.output("c", before); }, {"'c'", "not recorded in this graph"});
+    expect_error("output made before", [&] { g.output("c", before); }, {"'c'", "not computed by this graph"});
+    const Tensor filled = Tensor::ones({3});  // made during the capture, with its values
+    expect_error("output filled on the host", [&] { g.output("c", filled); }, {"'c'", "constant", "Tensor::ones"});
+    expect_error("an input's name", [&] { g.output("x", x * 2.0f); }, {"'x' is already an input", "distinct"});
+    g.output("y", x * 3.0f);
+    expect_error("an output's name", [&] { g.input("y", {4}); }, {"'y' is already an output", "distinct"});
+  }
+  {
+    Graph g;
+    (void)g.input("x", {4});
     expect_error("no outputs", [&] { (void)g.compile(); }, {"no outputs"});
   }
   {
@@ -289,7 +298,7 @@ TEST(Graph, CaptureErrors) {
     expect_error("a write", [&] {
       g.output("k", cache.append(x.narrow(0, 0, 2)));
       (void)g.compile();
-    }, {"writes into a buffer", "not supported"});
+    }, {"written into a buffer", "not supported"});
   }
   // After a failed compile (or a destroyed graph) the thread records lazily again.
   const Tensor t = Tensor::full({3}, 2.0f) * 2.0f;
