@@ -861,6 +861,33 @@ void keep(const detail::ExecutableState& x, std::shared_ptr<const graph::Program
 
 }  // namespace
 
+namespace {
+
+// A run that rebuilds the recorded ops at binding v (its kernels encoded,
+// its program kept); with write_outputs false, a dry run whose launches
+// never happen: nothing reads the inputs' pointers or writes the outputs'.
+void rebuild_run(const detail::ExecutableState& x, const std::vector<int64_t>& v,
+                 const std::vector<const void*>& in_ptr, const std::vector<void*>& out_ptr, bool write_outputs) {
+  ++graph::program_stats().rebuilds;
+  // Work the lazy path left pending on this thread is computed first, so
+  // that the flushes below hold the graph's ops alone.
+  detail::Trace::current().flush();
+  graph::ProgramBuilder builder(x, v.data());
+  std::vector<Tensor> outs(x.outputs.size());
+  {
+    const Observing observing(&builder);
+    rebuild(x, v, in_ptr, &builder, &outs);
+    // Compute every output first (one flush), then write them: a failure
+    // leaves every output as it was.
+    for (const Tensor& t : outs) t.sync();
+  }
+  if (write_outputs)
+    for (size_t o = 0; o < outs.size(); ++o) detail::copy_values(outs[o].node(), out_ptr[o]);
+  if (std::shared_ptr<graph::Program> p = builder.finish()) keep(x, std::move(p));
+}
+
+}  // namespace
+
 void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const {
   const detail::ExecutableState& x = state(s_, "run");
   // Kept between runs so that a replay allocates nothing (run() never
@@ -879,22 +906,9 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
       check_replay(x, v, in_ptr, out_ptr);
     return;
   }
-  ++graph::program_stats().rebuilds;
-  // Work the lazy path left pending on this thread is computed first, so
-  // that the flushes below hold the graph's ops alone.
-  detail::Trace::current().flush();
-  graph::ProgramBuilder builder(x, v.data());
-  std::vector<Tensor> outs(x.outputs.size());
-  {
-    const Observing observing(&builder);
-    rebuild(x, v, in_ptr, &builder, &outs);
-    // Compute every output first (one flush), then write them: a failure
-    // leaves every output as it was.
-    for (const Tensor& t : outs) t.sync();
-  }
-  for (size_t o = 0; o < outs.size(); ++o) detail::copy_values(outs[o].node(), out_ptr[o]);
-  if (std::shared_ptr<graph::Program> p = builder.finish()) keep(x, std::move(p));
+  rebuild_run(x, v, in_ptr, out_ptr, true);
 }
+
 
 namespace {
 
@@ -938,27 +952,34 @@ std::vector<int64_t> generic_binding(const detail::ExecutableState& x) {
 }  // namespace
 
 void Executable::plan_at(const Bindings& b) const {
-  // The run plans, encodes and makes its program but launches nothing:
-  // its values are never read.
+  const detail::ExecutableState& x = *s_;
+  const std::vector<int64_t> v = bind(x, b, "run");
+  std::vector<int32_t> key;
+  if (graph::relation_key(x, v.data(), &key)) {
+    std::lock_guard<std::mutex> lock(x.mu);
+    if (find_program(x, key)) return;  // planned already
+  }
+  if (detail::capture())
+    throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
+  // The run plans, encodes and makes its program but launches nothing, so
+  // no port's memory is touched: each gets an address of its own, far
+  // enough from the others that no two ranges overlap, and no buffer.
+  std::vector<const void*> in_ptr;
+  std::vector<void*> out_ptr;
+  uintptr_t next = uintptr_t{1} << 32;
+  auto fake = [&](const detail::Port& p) {
+    const uintptr_t at = next;
+    const uintptr_t bytes = static_cast<uintptr_t>(shape(p.name, b).numel()) * dtype_size(p.dtype);
+    next += (bytes + 127) / 64 * 64;
+    return reinterpret_cast<void*>(at);
+  };
+  for (const detail::Port& p : x.inputs) in_ptr.push_back(fake(p));
+  for (const detail::Port& p : x.outputs) out_ptr.push_back(fake(p));
   struct DryRun {
     DryRun() { fuser::set_dry_run(true); }
     ~DryRun() { fuser::set_dry_run(false); }
   } dry;
-  const detail::ExecutableState& x = *s_;
-  std::vector<std::vector<char>> in_buf, out_buf;
-  GraphInputs in;
-  GraphOutputs out;
-  for (const detail::Port& p : x.inputs) {
-    const Shape s = shape(p.name, b);
-    in_buf.emplace_back(static_cast<size_t>(s.numel()) * dtype_size(p.dtype) + 1, 0);
-    in.emplace_back(p.name, in_buf.back().data());
-  }
-  for (const detail::Port& p : x.outputs) {
-    const Shape s = shape(p.name, b);
-    out_buf.emplace_back(static_cast<size_t>(s.numel()) * dtype_size(p.dtype) + 1, 0);
-    out.emplace_back(p.name, out_buf.back().data());
-  }
-  run(in, out, b);
+  rebuild_run(x, v, in_ptr, out_ptr, false);
 }
 
 void Executable::make_kernels() const {

@@ -4,6 +4,8 @@
 // reference is the lazy path at the same sizes (bit for bit: the same
 // kernels), over random graphs and bindings that cross every relation.
 #include <gtest/gtest.h>
+#include <cstdio>
+#include <cstdlib>
 
 #include <bit>
 #include <cstring>
@@ -201,6 +203,43 @@ TEST(GraphProgram, OutputsThatAliasInputsAreComputedFirst) {
     const std::vector<float> want = ref.to_vector();
     exe.run({{"x", x.data()}}, {{"y", x.data()}}, {{"N", n}});  // y over x
     EXPECT_EQ(x, want) << n;
+  }
+}
+
+// The process's peak resident memory (VmHWM), in bytes; 0 where unknown.
+int64_t peak_rss_bytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  int64_t kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atoll(line + 6);
+  std::fclose(f);
+  return kb * 1024;
+}
+
+// memory() plans a binding's run without buffers for its inputs and
+// outputs: at a binding whose input is 1 GiB (and one of 64 GiB) it touches
+// none of that, and the program it keeps runs later bindings correctly.
+TEST(GraphProgram, MemoryQueriesTouchNoBuffers) {
+  auto make = [] {
+    Graph g;
+    const Dim B = g.symbol("B"), S = g.symbol("S");
+    g.output("y", (g.input("x", {B, S, 4}) * 2.0f).sum(1));
+    return g.compile();
+  };
+  const Executable exe = make(), huge = make();
+  const int64_t before = peak_rss_bytes();
+  EXPECT_EQ(exe.memory({{"B", 8192}, {"S", 8192}}), 0);  // B = S: relations compile() did not plan
+  EXPECT_EQ(huge.memory({{"B", 65536}, {"S", 65536}}), 0);
+  if (before > 0) {
+    EXPECT_LT(peak_rss_bytes() - before, int64_t{256} << 20) << "memory() touched buffers of the binding's size";
+  }
+  for (int64_t n : {3, 6}) {  // B = S again: the program memory() made
+    const std::vector<float> x = values(n * n * 4, 8);
+    std::vector<float> y(static_cast<size_t>(n * 4));
+    exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"B", n}, {"S", n}});
+    EXPECT_EQ(y, (Tensor::from_blob(x.data(), {n, n, 4}) * 2.0f).sum(1).to_vector()) << "B = S = " << n;
   }
 }
 
