@@ -1130,8 +1130,12 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, 
   if (x->shape.rank() != 2 || y->shape.rank() != 2)
     throw Error("addmm: expected 2-D a and b, got " + describe(x) + " and " + describe(y));
   Tensor p = matmul(a, b);
-  if (alpha != 1.0f) p = p * alpha;
-  if (beta == 0.0f) return p;  // as torch: input is ignored (its NaNs too)
+  // As torch (and BLAS): alpha 0 ignores the product, beta 0 the input,
+  // their NaNs and infinities too. The product recorded above checked the
+  // shapes; nothing reads it, so it is never computed.
+  if (alpha == 0.0f) p = Tensor::full(p.shape(), 0.0, p.dtype());
+  else if (alpha != 1.0f) p = p * alpha;
+  if (beta == 0.0f) return p;
   Node* in = need(input, "addmm");
   try {
     (void)detail::broadcast_shapes("addmm", in->shape, p.shape());

@@ -143,8 +143,9 @@ class Tensor {
   // ---- element type ------------------------------------------------------------
   // torch's Tensor.to(dtype): floats round to nearest even; float to
   // integer truncates toward zero (NaN and out-of-range values: the type's
-  // most negative value, then uint8 keeps the low 8 bits); to bool: != 0.
-  // Not yet: int32 or int64 to a type other than the floating ones.
+  // most negative value, then uint8 keeps the low 8 bits); to bool: != 0;
+  // between integer types, torch's wrapping (int64 to int32 keeps the low
+  // 32 bits, to uint8 the low 8).
   Tensor to(Dtype dtype) const;
 
   // ---- reductions (axes may be negative) -----------------------------------
@@ -263,7 +264,8 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 // plus bias [out] when it is defined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // torch.addmm: beta * input + alpha * (a @ b), a and b 2-D, input broadcast
-// to the product's shape.
+// to the product's shape. As torch, alpha = 0 ignores a @ b and beta = 0
+// ignores input (NaNs and infinities in them too).
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta = 1.0f, float alpha = 1.0f);
 
 // ---- compositions (the fuser makes each one kernel) ---------------------------

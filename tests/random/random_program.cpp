@@ -1560,7 +1560,11 @@ std::vector<RV> reference(const Program& p, const Instance& in, const std::vecto
           if (o.c >= 0) r = add(r, val(o.c));
         } else if (o.form == 3) {  // addmm, as tensor.cpp spells it
           r = matmul_rv(val(o.a), val(o.b));
-          if (o.s2 != 1.0f) r = scale(r, o.s2);
+          if (o.s2 == 0.0f) {
+            for (IV& e : r.v) e = point(0.0);  // alpha 0 ignores the product, infinities too
+          } else if (o.s2 != 1.0f) {
+            r = scale(r, o.s2);
+          }
           if (o.s != 0.0f) r = add(r, o.s == 1.0f ? val(o.c) : scale(val(o.c), o.s));
         } else {
           r = matmul_rv(val(o.a), val(o.b));

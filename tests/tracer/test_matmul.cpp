@@ -4,6 +4,8 @@
 // errors for shapes that do not contract.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -184,6 +186,15 @@ TEST(MatMul, BmmAndAddmm) {
     const double want = 0.5 * din.v[i % 6] + 2.0 * r.value[i];
     ASSERT_NEAR(got[i], want, 8 * 0x1p-24 * (2 * r.magnitude[i] + std::fabs(din.v[i % 6]))) << i;
   }
+  // As torch: alpha 0 ignores the product and beta 0 the input, with their
+  // infinities and NaNs.
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor bad = Tensor::from_vector({inf, std::nanf(""), 1.0f, -inf}, {2, 2});
+  const Tensor c = Tensor::from_vector({1.5f, -2.0f}, {2});
+  EXPECT_EQ(addmm(c, bad, bad, 2.0f, 0.0f).to_vector(), (std::vector<float>{3.0f, -4.0f, 3.0f, -4.0f}));
+  EXPECT_EQ(addmm(bad, c.reshape({2, 1}), c.reshape({1, 2}), 0.0f, 1.0f).to_vector(),
+            (std::vector<float>{2.25f, -3.0f, -3.0f, 4.0f}));
+  EXPECT_EQ(addmm(c, bad, bad, 0.0f, 0.0f).to_vector(), (std::vector<float>(4, 0.0f)));
 }
 
 // K is never split: the bits do not depend on the thread count.
