@@ -18,6 +18,8 @@ in C++ (all |x| <= 10). Runtime: about a minute.
 import struct
 import mpmath as mp
 
+import rational_fit
+
 mp.mp.dps = 50
 C = mp.mpf("9.5")
 M, N = 3, 3          # degrees of P and Q in z (P' then has degree 2)
@@ -34,38 +36,7 @@ def fit():
     zs = [x * x for x in xs]
     gs = [2 * mp.tanh(x / 2) / x for x in xs]
     sw = [mp.sech(x) for x in xs]
-    K = M + N
-    w = [mp.mpf(1) / len(xs)] * len(xs)
-    qprev = [mp.mpf(1)] * len(xs)
-    best = None
-    for _ in range(ITERS):
-        A = mp.matrix(K, K)
-        b = mp.matrix(K, 1)
-        for z, g, wi, qp, s0 in zip(zs, gs, w, qprev, sw):
-            s = s0 / (g * qp)
-            row = [z**k * s for k in range(1, M + 1)] + [-g * z**k * s for k in range(1, N + 1)]
-            rhs = (g - 1) * s
-            for i in range(K):
-                ri = wi * row[i]
-                b[i] += ri * rhs
-                for j in range(i, K):
-                    A[i, j] += ri * row[j]
-        for i in range(K):
-            for j in range(i):
-                A[i, j] = A[j, i]
-        sol = mp.lu_solve(A, b)
-        p = [mp.mpf(1)] + [sol[i] for i in range(M)]
-        q = [mp.mpf(1)] + [sol[M + i] for i in range(N)]
-        errs = [(mp.polyval(p[::-1], z) / (mp.polyval(q[::-1], z) * g) - 1) * s0
-                for z, g, s0 in zip(zs, gs, sw)]
-        emax = max(abs(e) for e in errs)
-        if best is None or emax < best[0]:
-            best = (emax, p, q)
-        qprev = [mp.polyval(q[::-1], z) for z in zs]
-        w = [wi * abs(e) for wi, e in zip(w, errs)]
-        tot = sum(w)
-        w = [wi / tot for wi in w]
-    return best
+    return rational_fit.fit(zs, gs, sw, M, N, ITERS)
 
 
 def main():

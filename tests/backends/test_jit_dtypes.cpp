@@ -445,6 +445,20 @@ uint16_t bf16_reference(uint32_t u) {
   return static_cast<uint16_t>(keep + (up ? 1u : 0u));
 }
 
+// A launch of one row of n elements: input `in`, output `out`.
+vm::Launch one_row(const void* in, void* out, int64_t n) {
+  vm::Launch l;
+  l.extent[vm::kP] = 1;
+  l.extent[vm::kR] = 1;
+  l.extent[vm::kC] = n;
+  l.args.resize(2);
+  l.args[0].stride[vm::kC] = 1;
+  l.args[0].in = in;
+  l.args[1].stride[vm::kC] = 1;
+  l.args[1].out = out;
+  return l;
+}
+
 TEST(JitDtypes, Bfloat16StoresMatchRoundingToNearestEven) {
   if (!microkernels_for(Isa::Avx512)) GTEST_SKIP() << "no AVX-512";
   Encoder e(Form::Elementwise);
@@ -478,15 +492,7 @@ TEST(JitDtypes, Bfloat16StoresMatchRoundingToNearestEven) {
     ASSERT_TRUE(code) << reason;
     for (int64_t n : {int64_t{kN}, int64_t{kN - 5}, int64_t{37}}) {
       std::vector<uint16_t> y(static_cast<size_t>(n) + 8, 0xa5a5);
-      vm::Launch l;
-      l.extent[vm::kP] = 1;
-      l.extent[vm::kR] = 1;
-      l.extent[vm::kC] = n;
-      l.args.resize(2);
-      l.args[0].stride[vm::kC] = 1;
-      l.args[0].in = x.data();
-      l.args[1].stride[vm::kC] = 1;
-      l.args[1].out = y.data();
+      const vm::Launch l = one_row(x.data(), y.data(), n);
       run_items(*code, k->verified(), l, 0, vm::work_items(*k, l));
       for (int64_t i = 0; i < n; ++i)
         ASSERT_EQ(y[static_cast<size_t>(i)], want[static_cast<size_t>(i)])
@@ -539,15 +545,7 @@ TEST(JitDtypes, TanhStoredAsBfloat16IsTheInterpretersBits) {
       ASSERT_TRUE(code) << reason;
       for (int64_t n : {kN, kN - 5, int64_t{37}}) {
         std::vector<uint16_t> want(static_cast<size_t>(n) + 8, 0xa5a5), got(want);
-        vm::Launch l;
-        l.extent[vm::kP] = 1;
-        l.extent[vm::kR] = 1;
-        l.extent[vm::kC] = n;
-        l.args.resize(2);
-        l.args[0].stride[vm::kC] = 1;
-        l.args[0].in = x.data();
-        l.args[1].stride[vm::kC] = 1;
-        l.args[1].out = want.data();
+        vm::Launch l = one_row(x.data(), want.data(), n);
         vm::interpret(*k, l, 0, vm::work_items(*k, l), *microkernels_for(isa));
         l.args[1].out = got.data();
         run_items(*code, k->verified(), l, 0, vm::work_items(*k, l));

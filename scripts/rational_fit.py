@@ -1,0 +1,43 @@
+"""Weighted minimax fit of a rational P(z)/Q(z) to g, shared by dvm's fit scripts.
+
+fit(zs, gs, weights, M, N, iters) returns (max error, p, q): P of degree M and Q of
+degree N in z with P(0) = Q(0) = 1, minimizing max |P/(Q g) - 1| * weight over the
+sample points, by Loeb's linearised least squares (divide by the previous Q) with
+Lawson reweighting (w_i *= |err_i|). Arithmetic is mpmath's at the caller's precision.
+"""
+import mpmath as mp
+
+
+def fit(zs, gs, weights, M, N, iters):
+    K = M + N
+    w = [mp.mpf(1) / len(zs)] * len(zs)
+    qprev = [mp.mpf(1)] * len(zs)
+    best = None
+    for _ in range(iters):
+        A = mp.matrix(K, K)
+        b = mp.matrix(K, 1)
+        for z, g, wi, qp, s0 in zip(zs, gs, w, qprev, weights):
+            s = s0 / (g * qp)
+            row = [z**k * s for k in range(1, M + 1)] + [-g * z**k * s for k in range(1, N + 1)]
+            rhs = (g - 1) * s
+            for i in range(K):
+                ri = wi * row[i]
+                b[i] += ri * rhs
+                for j in range(i, K):
+                    A[i, j] += ri * row[j]
+        for i in range(K):
+            for j in range(i):
+                A[i, j] = A[j, i]
+        sol = mp.lu_solve(A, b)
+        p = [mp.mpf(1)] + [sol[i] for i in range(M)]
+        q = [mp.mpf(1)] + [sol[M + i] for i in range(N)]
+        errs = [(mp.polyval(p[::-1], z) / (mp.polyval(q[::-1], z) * g) - 1) * s0
+                for z, g, s0 in zip(zs, gs, weights)]
+        emax = max(abs(e) for e in errs)
+        if best is None or emax < best[0]:
+            best = (emax, p, q)
+        qprev = [mp.polyval(q[::-1], z) for z in zs]
+        w = [wi * abs(e) for wi, e in zip(w, errs)]
+        tot = sum(w)
+        w = [wi / tot for wi in w]
+    return best
