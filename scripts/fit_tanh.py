@@ -15,7 +15,6 @@ reweighting (w_i *= |err_i|), all in mpmath at 50 digits. Then P' = (P - Q)/z. T
 coefficients are rounded to float; the float implementation was then checked exhaustively
 in C++ (all |x| <= 10). Runtime: about a minute.
 """
-import struct
 import mpmath as mp
 
 import rational_fit
@@ -26,13 +25,8 @@ M, N = 3, 3          # degrees of P and Q in z (P' then has degree 2)
 NPTS, ITERS = 300, 60
 
 
-def f32(v):
-    return struct.unpack("f", struct.pack("f", float(v)))[0]
-
-
 def fit():
-    xs = [C * (1 - mp.cos(mp.pi * (i + mp.mpf(1) / 2) / (2 * NPTS))) for i in range(NPTS)]
-    xs += [C * mp.mpf(i) / NPTS for i in range(1, NPTS + 1)]
+    xs = rational_fit.grid(C, NPTS)
     zs = [x * x for x in xs]
     gs = [2 * mp.tanh(x / 2) / x for x in xs]
     sw = [mp.sech(x) for x in xs]
@@ -44,7 +38,7 @@ def main():
     K = max(M, N)
     r = [(p[k] if k <= M else 0) - (q[k] if k <= N else 0) for k in range(1, K + 1)]  # P' = (P-Q)/z
     # induced max relative error of tanh on a fine grid, real arithmetic with float coefficients
-    rf, qf = [mp.mpf(f32(v)) for v in r], [mp.mpf(f32(v)) for v in q]
+    rf, qf = [mp.mpf(rational_fit.f32(v)) for v in r], [mp.mpf(rational_fit.f32(v)) for v in q]
     worst = mp.mpf(0)
     for i in range(1, 4001):
         x = C * mp.mpf(i) / 4000
@@ -56,7 +50,7 @@ def main():
     print(f"max |rel err| of tanh(x), float-rounded coeffs:    {mp.nstr(worst, 4)}")
     for name, vals in (("r", r), ("q", q)):
         for k, v in enumerate(vals):
-            fv = f32(v)
+            fv = rational_fit.f32(v)
             print(f"  {name}{k} = {fv:.9e}f  ({float.hex(fv)})")
 
 

@@ -13,7 +13,6 @@ nodes plus a uniform grid) by Loeb's linearised least squares (divide by the pre
 Q) with Lawson reweighting (w_i *= |err_i|), in mpmath at 40 digits. Coefficients are
 then rounded to float. Runtime: about a minute.
 """
-import struct
 import mpmath as mp
 
 import rational_fit
@@ -24,13 +23,8 @@ M, N = 3, 4          # degrees of P and Q in z
 NPTS, ITERS = 200, 40
 
 
-def f32(v):
-    return struct.unpack("f", struct.pack("f", float(v)))[0]
-
-
 def fit():
-    xs = [C * (1 - mp.cos(mp.pi * (i + mp.mpf(1) / 2) / (2 * NPTS))) for i in range(NPTS)]
-    xs += [C * mp.mpf(i) / NPTS for i in range(1, NPTS + 1)]
+    xs = rational_fit.grid(C, NPTS)
     zs = [x * x for x in xs]
     gs = [mp.tanh(x) / x for x in xs]
     return rational_fit.fit(zs, gs, [mp.mpf(1)] * len(zs), M, N, ITERS)
@@ -42,7 +36,7 @@ def main():
     print(f"max |rel err| of the real fit: {mp.nstr(emax, 4)} (2^{mp.nstr(mp.log(emax, 2), 4)})")
     for name, vals in (("p", p), ("q", q)):
         for k, v in enumerate(vals):
-            fv = f32(v)
+            fv = rational_fit.f32(v)
             print(f"  {name}{k} = {fv:.9e}f  ({float.hex(fv)})")
 
 

@@ -5,7 +5,20 @@ degree N in z with P(0) = Q(0) = 1, minimizing max |P/(Q g) - 1| * weight over t
 sample points, by Loeb's linearised least squares (divide by the previous Q) with
 Lawson reweighting (w_i *= |err_i|). Arithmetic is mpmath's at the caller's precision.
 """
+import struct
+
 import mpmath as mp
+
+
+def f32(v):
+    """v rounded to the nearest float32."""
+    return struct.unpack("f", struct.pack("f", float(v)))[0]
+
+
+def grid(c, npts):
+    """Sample points of (0, c]: npts Chebyshev nodes (dense near c) and npts evenly spaced."""
+    xs = [c * (1 - mp.cos(mp.pi * (i + mp.mpf(1) / 2) / (2 * npts))) for i in range(npts)]
+    return xs + [c * mp.mpf(i) / npts for i in range(1, npts + 1)]
 
 
 def fit(zs, gs, weights, M, N, iters):
