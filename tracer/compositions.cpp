@@ -235,6 +235,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                 " do not fit (expected k [..., S, E] with q's E, and v [..., S, Ev] with k's S)");
   if (attn_mask.defined() && is_causal)
     throw Error(std::string(op) + ": both attn_mask and is_causal given (torch refuses this too)");
+  if (attn_mask.defined()) {
+    detail::need(attn_mask, op);
+    if (attn_mask.dtype() != Dtype::Bool && !is_floating(attn_mask.dtype()))
+      throw Error(std::string(op) + ": attn_mask of type " + dtype_name(attn_mask.dtype()) +
+                  "; expected bool (true takes part) or a floating type (added to the scores), as torch");
+  }
   if (detail::CaptureHooks* g = detail::capture(); g && scale <= 0.0f && g->symbolic(E)) [[unlikely]]
     throw Error(std::string(op) + ": the default scale 1/sqrt(E) of a symbolic E, in a " + g->what() +
                 ": not supported yet (pass the scale)");
@@ -246,7 +252,6 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     const Tensor c = Tensor::arange(0.0, static_cast<double>(S), 1.0, Dtype::I32);
     scores = masked_fill(scores, gt(c, r), kMinusInf);
   } else if (attn_mask.defined()) {
-    detail::need(attn_mask, op);
     if (attn_mask.dtype() == Dtype::Bool) scores = masked_fill(scores, logical_not(attn_mask), kMinusInf);
     else scores = scores + attn_mask;
   }

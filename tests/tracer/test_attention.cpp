@@ -118,6 +118,10 @@ TEST(AttentionErrors, NameTheOpAndTheShapes) {
                {"scaled_dot_product_attention", "[2, 3, 4]", "[2, 5, 6]"});
   expect_error("mask and causal", [&] { (void)scaled_dot_product_attention(q, v, v, m, true); },
                {"scaled_dot_product_attention", "is_causal"});
+  const Tensor mi = m.to(Dtype::I32);
+  mi.sync();
+  expect_error("an int32 mask", [&] { (void)scaled_dot_product_attention(q, v, v, mi); },
+               {"scaled_dot_product_attention", "int32", "bool", "floating"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Target, Attention, ::testing::ValuesIn(kTargets), target_name);
