@@ -59,16 +59,22 @@ EnvironmentValues read_environment() {
 
 void apply_environment() {
   static std::once_flag once;
-  std::call_once(once, [] {
+  bool first = false;
+  std::call_once(once, [&] {
     g_env = read_environment();
-    for (size_t at = 0; at < g_env.warnings.size();) {
-      const size_t end = g_env.warnings.find('\n', at);
-      vm::log::write(LogLevel::Warning, std::string_view(g_env.warnings).substr(at, end - at));
-      if (end == std::string::npos) break;
-      at = end + 1;
-    }
     for (int k = 0; k < kSettingCount; ++k) push(static_cast<Setting>(k), g_env.value[k]);
+    first = true;
   });
+  // The warnings go out after the once is done: a log callback that calls
+  // into dvm comes back here and returns, where inside the once it would
+  // wait for itself.
+  if (!first) return;
+  for (size_t at = 0; at < g_env.warnings.size();) {
+    const size_t end = g_env.warnings.find('\n', at);
+    vm::log::write(LogLevel::Warning, std::string_view(g_env.warnings).substr(at, end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
 }
 
 int64_t environment_value(Setting s) { return g_env.value[static_cast<int>(s)]; }
