@@ -22,8 +22,17 @@ Trace::Trace() : limit(default_trace_limit()) {
 
 Trace::~Trace() {
   t_trace = nullptr;
-  // Thread exit: nothing can observe the pending nodes any more.
+  // Thread exit: nothing can compute the pending nodes any more. Those
+  // another thread still holds fail, saying why.
+  std::shared_ptr<const std::string> why;
+  try {
+    why = std::make_shared<const std::string>(
+        "the thread that recorded it ended before computing it (compute a tensor, by reading it or with sync(), "
+        "on the thread that recorded it before that thread ends)");
+  } catch (...) {  // the nodes still fail, with a generic message
+  }
   for (Node* n : nodes_) {
+    if (!n->storage) mark_failed(n, why);
     n->pending = false;
     const uint64_t refs = n->take_trace_refs();
     n->owner.store(nullptr, std::memory_order_release);
@@ -218,6 +227,9 @@ void materialize(Node* n) {
   // A constant is never given a buffer here: other threads may be reading
   // the node (Tensor::data() keeps a copy beside it instead).
   if (n->available()) return;
+  if (n->pending)  // flush() returned at once: this thread is inside one
+    throw Error("tensor cannot be computed here: this thread is inside a flush (in a log callback or another "
+                "hook dvm called during one); compute it after that call returns");
   throw Error("tensor has no value: the flush that should have computed it failed: " +
               (n->failed ? failure_message(n) : std::string("unknown error")));
 }

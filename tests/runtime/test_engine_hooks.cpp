@@ -317,6 +317,43 @@ TEST(LogCallback, AJitDeclineIsInformation) {
   EXPECT_TRUE(m.has(LogLevel::Info, "stays on the interpreter")) << m.got.size() << " messages";
 }
 
+// A callback called during a flush cannot compute a tensor (the flush
+// does not nest): the read is a dvm::Error that says so, and the tensor is
+// computed once the flush is over.
+struct ComputeInCallback {
+  std::string error;
+  Tensor made;
+  static void log(void* self, LogLevel, const char*) {
+    auto* c = static_cast<ComputeInCallback*>(self);
+    if (c->made.defined()) return;
+    c->made = Tensor::from_vector({1.0f, 2.0f}) * 3.0f;
+    try {
+      (void)c->made.to_vector();
+    } catch (const Error& e) {
+      c->error = e.what();
+    }
+  }
+};
+TEST(LogCallback, ComputingDuringAFlushIsAClearError) {
+  SKIP_WITHOUT_MACHINE_CODE();
+  Restore restore;
+  const std::string active = isa();
+  set_isa("avx2");  // the AVX2 JIT declines int64 arguments: an Info message from inside the flush
+  ComputeInCallback c;
+  set_log_callback(&ComputeInCallback::log, &c);
+  set_tier_mode(TierMode::Eager);
+  const std::vector<int64_t> v = {5, -2, 3, 1 << 29, -7, 11};
+  // A kernel no other test runs (a kernel declines once, when compiled).
+  const Tensor t = Tensor::from_blob(v.data(), {6});
+  const std::vector<float> y = ((t * t - t).to(Dtype::F32) * 0.5f).to_vector();
+  set_log_callback(nullptr, nullptr);
+  set_isa(active);
+  EXPECT_EQ(y[0], 10.0f);
+  ASSERT_TRUE(c.made.defined()) << "no message came during the flush";
+  EXPECT_NE(c.error.find("inside a flush"), std::string::npos) << c.error;
+  EXPECT_EQ(c.made.to_vector(), (std::vector<float>{3.0f, 6.0f}));
+}
+
 TEST(LogCallback, TheJitAssemblyIsDebugOutput) {
   SKIP_WITHOUT_MACHINE_CODE();
   Restore restore;

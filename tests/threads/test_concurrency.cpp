@@ -377,6 +377,32 @@ TEST(Concurrency, PendingTensorOfAnotherThreadIsAClearError) {
   after.join();
 }
 
+// A tensor whose recording thread ended before computing it has no values:
+// every read and use says why, and the reading thread goes on.
+TEST(Concurrency, TensorOfAThreadThatEndedIsAClearError) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  x.sync();
+  Tensor orphan;
+  std::thread([&] { orphan = exp(x); }).join();  // recorded, never computed
+  const std::vector<std::pair<std::string, std::function<void()>>> uses = {
+      {"to_vector", [&] { (void)orphan.to_vector(); }},
+      {"sync", [&] { orphan.sync(); }},
+      {"add", [&] { (void)(orphan + 1.0f).to_vector(); }},
+  };
+  for (const auto& [op, f] : uses) {
+    try {
+      f();
+      ADD_FAILURE() << op << ": no error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind(op + ":", 0), 0u) << m;
+      EXPECT_NE(m.find("the thread that recorded it ended before computing it"), std::string::npos) << m;
+      EXPECT_EQ(m.find("internal"), std::string::npos) << m;
+    }
+  }
+  EXPECT_EQ((x * 2.0f).sum().item(), 20.0f);
+}
+
 TEST(Concurrency, SetNumThreadsWhileOthersLaunch) {
   // Launches of 128K elements split across the arena that set_num_threads()
   // replaces (or drops, with 0) while they run.
