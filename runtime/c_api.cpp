@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dvm/dvm.h"
@@ -82,12 +83,18 @@ void give(dvm::Tensor t, dvm_tensor* out) { *out = new dvm_tensor_s{std::move(t)
 
 // Checks parallel arrays of names and values (n >= 0, non-null arrays when
 // n > 0, no null name); pairs() then makes the list.
+// Arrays of pointers (buffers) may not hold a null one either.
 template <class V>
 dvm_status check_pairs(const char* fn, const char* what, const char* const* names, V values, int n) {
   if (n < 0 || (n > 0 && (!names || !values)))
     return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": " + what + ": a negative count or a null array");
-  for (int i = 0; i < n; ++i)
+  for (int i = 0; i < n; ++i) {
     if (!names[i]) return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": " + what + ": a null name");
+    if constexpr (std::is_pointer_v<std::remove_cvref_t<decltype(values[0])>>)
+      if (!values[i])
+        return fail(DVM_INVALID_ARGUMENT,
+                    std::string(fn) + ": " + what + ": a null pointer for '" + names[i] + "'");
+  }
   return DVM_OK;
 }
 template <class V, class P>
@@ -159,6 +166,7 @@ dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, int d
   dvm::Shape s;
   if (!make_shape(shape, rank, &s)) return invalid("dvm_from_blob", "rank must be 0..8 with a shape array");
   if (!valid_dtype(dtype)) return invalid("dvm_from_blob", "unknown dtype");
+  if (!data && s.numel() > 0) return invalid("dvm_from_blob", "data is null");
   return guarded([&] { give(dvm::Tensor::from_blob(data, s, static_cast<dvm::Dtype>(dtype)), out); });
 }
 
@@ -167,6 +175,7 @@ dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, int d
   dvm::Shape s;
   if (!make_shape(shape, rank, &s)) return invalid("dvm_from_copy", "rank must be 0..8 with a shape array");
   if (!valid_dtype(dtype)) return invalid("dvm_from_copy", "unknown dtype");
+  if (!data && s.numel() > 0) return invalid("dvm_from_copy", "data is null");
   return guarded([&] { give(dvm::Tensor::from_copy(data, s, static_cast<dvm::Dtype>(dtype)), out); });
 }
 
@@ -223,6 +232,7 @@ dvm_status dvm_numel(dvm_tensor t, int64_t* numel) {
 dvm_status dvm_read(dvm_tensor t, int dtype, void* out, size_t bytes) {
   DVM_NEED(t, "dvm_read");
   if (!valid_dtype(dtype)) return invalid("dvm_read", "unknown dtype");
+  if (!out && t->t.numel() > 0) return invalid("dvm_read", "out is null");
   return guarded([&] {
     const dvm::Tensor& x = t->t;
     const size_t need = static_cast<size_t>(x.numel()) * dvm::dtype_size(static_cast<dvm::Dtype>(dtype));
@@ -233,7 +243,6 @@ dvm_status dvm_read(dvm_tensor t, int dtype, void* out, size_t bytes) {
     if (bytes < need)
       throw dvm::Error("dvm_read: " + std::to_string(bytes) + " bytes of room for " + x.shape().to_string() + " " +
                        dvm::dtype_name(x.dtype()) + " values (expected " + std::to_string(need) + ")");
-    if (need && !out) throw dvm::Error("dvm_read: out is null");
     const void* src = nullptr;
     switch (x.dtype()) {
       case dvm::Dtype::F32: src = x.data<float>(); break;
@@ -250,12 +259,12 @@ dvm_status dvm_read(dvm_tensor t, int dtype, void* out, size_t bytes) {
 
 dvm_status dvm_read_f32(dvm_tensor t, float* out, size_t count) {
   DVM_NEED(t, "dvm_read_f32");
+  if (!out && t->t.numel() > 0) return invalid("dvm_read_f32", "out is null");
   return guarded([&] {
     const std::vector<float> v = t->t.to_vector();
     if (count < v.size())
       throw dvm::Error("dvm_read_f32: room for " + std::to_string(count) + " floats, the tensor " +
                        t->t.shape().to_string() + " has " + std::to_string(v.size()));
-    if (!v.empty() && !out) throw dvm::Error("dvm_read_f32: out is null");
     if (!v.empty()) std::memcpy(out, v.data(), v.size() * sizeof(float));
   });
 }
@@ -309,6 +318,7 @@ dvm_status dvm_binary_scalar(int op, dvm_tensor a, float s, int scalar_first, dv
   DVM_NEED(a, "dvm_binary_scalar");
   DVM_NEED(out, "dvm_binary_scalar");
   if (!valid_binary(op)) return invalid("dvm_binary_scalar", "unknown op");
+  if (scalar_first != 0 && scalar_first != 1) return invalid("dvm_binary_scalar", "scalar_first must be 0 or 1");
   return guarded([&] {
     const dvm::Tensor sc(s);  // an inline scalar, as x * 2.0f in C++
     give(scalar_first ? kBinary[op](sc, a->t) : kBinary[op](a->t, sc), out);

@@ -60,7 +60,8 @@ class Tensor {
   static Tensor full(Shape shape, float value);
   // value converted to dtype: floats rounded to nearest even, integers
   // truncated toward zero (a value outside the type's range, or NaN, is an
-  // error), bool: value != 0.
+  // error), bool: value != 0. float32 gives the constant above; the other
+  // types a buffer of numel() elements.
   static Tensor full(Shape shape, double value, Dtype dtype);
   static Tensor zeros(Shape shape) { return full(shape, 0.0f); }
   static Tensor ones(Shape shape) { return full(shape, 1.0f); }

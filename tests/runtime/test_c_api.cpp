@@ -243,7 +243,17 @@ TEST(CApi, BadInputIsAStatusAndAMessageNeverAnOutput) {
   const int64_t big[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
   EXPECT_EQ(dvm_from_blob(kX.data(), big, 9, DVM_F32, &out), DVM_INVALID_ARGUMENT);
   EXPECT_EQ(dvm_from_blob(kX.data(), kShape, 2, 12, &out), DVM_INVALID_ARGUMENT);
-  EXPECT_EQ(dvm_from_blob(nullptr, kShape, 2, DVM_F32, &out), DVM_ERROR);  // null data for 12 elements
+  // A null pointer is an invalid argument (EMBEDDING.md), where it would be read or written.
+  EXPECT_EQ(dvm_from_blob(nullptr, kShape, 2, DVM_F32, &out), DVM_INVALID_ARGUMENT);  // 12 elements
+  EXPECT_EQ(dvm_from_copy(nullptr, kShape, 2, DVM_F32, &out), DVM_INVALID_ARGUMENT);
+  const int64_t none[1] = {0};
+  H empty;
+  EXPECT_EQ(dvm_from_blob(nullptr, none, 1, DVM_F32, empty.out()), DVM_OK);  // no element to read
+  EXPECT_EQ(dvm_read(x.t, DVM_F32, nullptr, 48), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_read_f32(x.t, nullptr, 12), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_binary_scalar(DVM_ADD, x.t, 1.0f, 2, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dvm_last_error()).find("scalar_first"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_binary_scalar(DVM_ADD, x.t, 1.0f, -1, &out), DVM_INVALID_ARGUMENT);
   EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, nullptr, 2, 0, &out), DVM_INVALID_ARGUMENT);
   const int bad_axis[1] = {5};
   EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, bad_axis, 1, 0, &out), DVM_ERROR);
@@ -652,6 +662,11 @@ TEST(CApi, GraphsBuildAndRunAsInCpp) {
     EXPECT_EQ(dvm_executable_run(e, in_names, ins, 1, out_names, outs, 1, null_name, vals, 1), DVM_INVALID_ARGUMENT);
     EXPECT_EQ(dvm_executable_run(e, in_names, ins, 1, out_names, outs, 1, syms, vals, 0), DVM_ERROR);
     EXPECT_NE(std::string(dvm_last_error()).find("symbol 'N' is not bound"), std::string::npos);
+    const void* null_in[1] = {nullptr};
+    void* null_out[1] = {nullptr};
+    EXPECT_EQ(dvm_executable_run(e, in_names, null_in, 1, out_names, outs, 1, syms, vals, 1), DVM_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dvm_last_error()).find("a null pointer"), std::string::npos) << dvm_last_error();
+    EXPECT_EQ(dvm_executable_run(e, in_names, ins, 1, out_names, null_out, 1, syms, vals, 1), DVM_INVALID_ARGUMENT);
   }
   EXPECT_EQ(dvm_executable_run(nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0, nullptr, nullptr, 0),
             DVM_INVALID_ARGUMENT);
