@@ -113,7 +113,6 @@ struct Pool {
   // Mapped blocks of stale classes (address, bytes), counted in `cached`.
   std::vector<std::pair<void*, size_t>> reserve;
   size_t reserve_bytes = 0;
-  ~Pool() { trim(); }
   void trim() {
     for (size_t c = 0; c < free.size(); ++c) {
       for (void* p : free[c]) release(p, class_size(static_cast<int>(c)));
@@ -229,9 +228,13 @@ struct Pool {
   }
 };
 
+// Never destroyed: tensors held in globals die after main returns, and
+// their buffers come back here then. At exit the cached blocks stay with
+// the process (the system takes them back; trim() gives them to a host
+// allocator before it shuts down).
 Pool& pool() {
-  static Pool p;
-  return p;
+  static Pool* p = new Pool;
+  return *p;
 }
 
 thread_local int64_t t_fail_after = -1;
