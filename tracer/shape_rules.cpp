@@ -102,7 +102,10 @@ int normalize_axis(const char* op, int axis, int rank, const Shape& shape, bool 
     throw Error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for shape " +
                 shape.to_string() + " (expected -1 <= axis <= 0 for a 0-d tensor)");
   }
-  if (axis < -rank || axis >= rank || rank == 0)
+  if (rank == 0)
+    throw Error(std::string(op) + ": a 0-d tensor has no axis " + std::to_string(axis) +
+                " (expected at least one dimension)");
+  if (axis < -rank || axis >= rank)
     throw Error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for shape " +
                 shape.to_string() + " (expected -" + std::to_string(rank) + " <= axis < " +
                 std::to_string(rank) + ")");

@@ -67,6 +67,7 @@ TEST_F(Errors, BadAxis) {
   expect_error("size", [&] { (void)x23.size(2); }, {"size", "2", "[2, 3]"});
   Tensor s = Tensor::scalar(1.0f);
   expect_error("sum(1) of a scalar", [&] { s.sum(1); }, {"sum", "[]"});  // torch takes 0 and -1
+  expect_error("slice of a scalar", [&] { s.slice(0, 0, 1); }, {"slice", "a 0-d tensor has no axis 0"});
 }
 
 TEST_F(Errors, RepeatedAxis) {
