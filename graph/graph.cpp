@@ -78,7 +78,9 @@ struct GraphState final : CaptureHooks {
       message = std::make_shared<const std::string>(std::move(text));
     } catch (...) {  // the nodes still fail, with a generic message
     }
-    Trace::current().abandon(message);
+    // After this thread's trace is gone (a graph destroyed after main
+    // returned), its pending nodes were let go with it.
+    if (detail::t_trace) Trace::current().abandon(message);
   }
 };
 

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <atomic>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <new>
 #include <string>
@@ -202,7 +203,15 @@ struct Pool {
       if (!b) throw std::bad_alloc();
       return b;
     }
-    void* b = host_allocate(host, cb, 64);
+    void* b = nullptr;
+    try {
+      b = host_allocate(host, cb, 64);
+    } catch (const std::exception& e) {  // dvm::Error is what leaves dvm
+      throw Error("out of memory: the host allocator (set_allocator) threw for " + std::to_string(cb) +
+                  " bytes: " + e.what());
+    } catch (...) {
+      throw Error("out of memory: the host allocator (set_allocator) threw for " + std::to_string(cb) + " bytes");
+    }
     if (!b)
       throw Error("out of memory: the host allocator (set_allocator) returned null for " + std::to_string(cb) +
                   " bytes");

@@ -1,5 +1,7 @@
 // The message sink: one host callback (with its context) behind a mutex, so
 // a callback is never called after set_callback() replaced it has returned.
+// The mutex is recursive: the callback may call into dvm on its thread
+// (set_callback included) while the sink is held.
 #include "vm/log.h"
 
 #include <cstdio>
@@ -10,14 +12,14 @@ namespace dvm::vm::log {
 namespace {
 
 struct Sink {
-  std::mutex mu;
+  std::recursive_mutex mu;
   LogFn fn = nullptr;
   void* ctx = nullptr;
 };
 
 Sink& sink() {
-  static Sink s;
-  return s;
+  static Sink* s = new Sink;  // never destroyed: messages may come during exit
+  return *s;
 }
 
 // Set while this thread is inside the callback: a message the callback
@@ -29,14 +31,14 @@ thread_local bool t_in_callback = false;
 bool wanted(LogLevel level) {
   if (level != LogLevel::Info) return true;
   Sink& s = sink();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::recursive_mutex> lock(s.mu);
   return s.fn != nullptr;
 }
 
 void write(LogLevel level, std::string_view message) {
   if (t_in_callback) return;
   Sink& s = sink();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::recursive_mutex> lock(s.mu);
   if (s.fn) {
     t_in_callback = true;
     try {
@@ -55,7 +57,7 @@ void write(LogLevel level, std::string_view message) {
 
 void set_callback(LogFn fn, void* ctx) {
   Sink& s = sink();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::recursive_mutex> lock(s.mu);
   s.fn = fn;
   s.ctx = ctx;
 }

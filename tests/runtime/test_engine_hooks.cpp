@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -173,11 +174,12 @@ struct CountingAllocator {
   std::set<void*> live;
   int64_t allocations = 0, deallocations = 0, bad_sizes = 0;
   std::vector<std::pair<void*, size_t>> sizes;
-  bool refuse = false, misalign = false;
+  bool refuse = false, misalign = false, throws = false;
   static void* allocate(void* self, size_t bytes, size_t alignment) {
     auto* a = static_cast<CountingAllocator*>(self);
     std::lock_guard<std::mutex> lock(a->mu);
     if (a->refuse) return nullptr;
+    if (a->throws) throw std::runtime_error("host arena exhausted");
     // Room for a misaligned block too, freed from its aligned start.
     char* p = static_cast<char*>(std::aligned_alloc(alignment, (bytes + 64 + alignment - 1) / alignment * alignment));
     if (!p) return nullptr;
@@ -270,6 +272,15 @@ TEST(Allocator, ARefusalOrAMisalignedBlockIsAnError) {
   a.misalign = true;
   expect_refused("a misaligned block", "aligned");
   a.misalign = false;
+  a.throws = true;  // an exception of the host's own becomes a dvm::Error, from a flush or a creation
+  expect_refused("a host allocator that throws", "threw for 4096 bytes: host arena exhausted");
+  try {
+    (void)Tensor::from_vector(std::vector<float>(5000, 1.0f));
+    ADD_FAILURE() << "from_vector: no dvm::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("host arena exhausted"), std::string::npos) << e.what();
+  }
+  a.throws = false;
   EXPECT_TRUE(a.live.empty());
   set_allocator(nullptr, nullptr, nullptr);
   EXPECT_EQ(a.allocations, a.deallocations);
