@@ -323,6 +323,13 @@ void profile_end(const std::string& path) {
   out += "\n]";
   if (dropped) out += ",\"droppedEvents\":" + std::to_string(dropped);
   out += "}\n";
+  try {
+    write_and_close("profile_end", path, f, out);
+  } catch (...) {  // a write that fails keeps the profile on, as an open that fails does
+    r.active = true;
+    vm::profile::set_sink(&sink);
+    throw;
+  }
   // Buffers of threads that have ended are freed; the others keep their
   // chunks for the next profile.
   std::erase_if(r.buffers, [](ThreadBuffer* b) {
@@ -330,7 +337,6 @@ void profile_end(const std::string& path) {
     delete b;
     return true;
   });
-  write_and_close("profile_end", path, f, out);
 }
 
 // ---- The fusion dump -------------------------------------------------------

@@ -575,6 +575,10 @@ TEST_F(Profiler, UnwritablePathThrowsAndTheProfileStaysOn) {
   const std::string bad = "/nonexistent-dvm-dir/trace.json";
   expect_error([&] { profile_end(bad); }, {bad, "No such file or directory"});
   expect_error([] { profile_end("/"); }, {"\"/\"", "Is a directory"});
+  if (std::FILE* full = std::fopen("/dev/full", "w")) {  // opens, and every write fails
+    std::fclose(full);
+    expect_error([] { profile_end("/dev/full"); }, {"/dev/full", "No space left on device"});
+  }
   EXPECT_TRUE(profiling());
   const std::string path = temp_path("retry.json");
   profile_end(path);
