@@ -177,6 +177,9 @@ Tensor KVCache::append(const Tensor& rows) {
   if (last_write_.defined() && last_write_.node()->failed)
     throw Error("KVCache::append: the flush that should have written earlier rows failed (" +
                 detail::failure_message(last_write_.node()) + "); clear() the cache");
+  // The new write follows the last one: pending on another thread, that
+  // one cannot be ordered before it (the rows it writes would be read unwritten).
+  if (last_write_.defined()) (void)detail::need(last_write_, "KVCache::append");
   if (s[axis_] == 0) return values();
   if (!buffer_) buffer_ = Storage::allocate(shape_.numel(), dtype_);
   int64_t strides[kMaxRank];

@@ -383,6 +383,22 @@ TEST(Concurrency, PendingTensorOfAnotherThreadIsAClearError) {
   after.join();
 }
 
+// A KVCache used by one thread at a time: an append after another thread's
+// append that is still pending there is an error (it cannot be ordered after
+// that write), and once that thread computed it, the append goes on.
+TEST(Concurrency, KVCacheAppendAfterAnotherThreadsPendingAppendIsAClearError) {
+  KVCache cache(Shape{8, 2}, 0);
+  Tensor first = cache.append(Tensor::full(Shape{2, 2}, 1.0f));  // pending in this thread's trace
+  std::thread([&] {
+    expect_op_error([&] { (void)cache.append(Tensor::full(Shape{1, 2}, 2.0f)); }, "KVCache::append",
+                    "pending in another thread's trace");
+  }).join();
+  first.sync();
+  std::vector<float> got;
+  std::thread([&] { got = cache.append(Tensor::full(Shape{1, 2}, 2.0f)).to_vector(); }).join();
+  EXPECT_EQ(got, (std::vector<float>{1, 1, 1, 1, 2, 2}));
+}
+
 // A tensor whose recording thread ended before computing it has no values:
 // every read and use says why, and the reading thread goes on.
 TEST(Concurrency, TensorOfAThreadThatEndedIsAClearError) {
