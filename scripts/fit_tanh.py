@@ -48,10 +48,7 @@ def main():
     print(f"c = {C}; degrees: P' {len(r) - 1}, Q {N} (in z = x^2)")
     print(f"max |rel err| of tanh(x), real fit (exact coeffs): {mp.nstr(emax, 4)}")
     print(f"max |rel err| of tanh(x), float-rounded coeffs:    {mp.nstr(worst, 4)}")
-    for name, vals in (("r", r), ("q", q)):
-        for k, v in enumerate(vals):
-            fv = rational_fit.f32(v)
-            print(f"  {name}{k} = {fv:.9e}f  ({float.hex(fv)})")
+    rational_fit.print_coefficients((("r", r), ("q", q)))
 
 
 if __name__ == "__main__":

@@ -34,10 +34,7 @@ def main():
     emax, p, q = fit()
     print(f"c = {C}; degrees: P {M}, Q {N} (in z = x^2)")
     print(f"max |rel err| of the real fit: {mp.nstr(emax, 4)} (2^{mp.nstr(mp.log(emax, 2), 4)})")
-    for name, vals in (("p", p), ("q", q)):
-        for k, v in enumerate(vals):
-            fv = rational_fit.f32(v)
-            print(f"  {name}{k} = {fv:.9e}f  ({float.hex(fv)})")
+    rational_fit.print_coefficients((("p", p), ("q", q)))
 
 
 if __name__ == "__main__":

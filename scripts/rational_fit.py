@@ -54,3 +54,11 @@ def fit(zs, gs, weights, M, N, iters):
         tot = sum(w)
         w = [wi / tot for wi in w]
     return best
+
+
+def print_coefficients(named):
+    """Prints each (name, values) list as float literals for vmath.h: name0, name1, ..."""
+    for name, vals in named:
+        for k, v in enumerate(vals):
+            fv = f32(v)
+            print(f"  {name}{k} = {fv:.9e}f  ({float.hex(fv)})")
