@@ -109,6 +109,9 @@ struct Node {
   // constant: an immediate in the kernel) rather than the user's (a scalar
   // parameter bound at launch, so a new value compiles nothing).
   bool immediate = false;
+  // A 0-d int64 leaf made from a C++ integer (Tensor(int)): torch's wrapped
+  // integer, which promotes bool operands only (tracer/tensor.cpp, Promotion).
+  bool int_scalar = false;
   Shape shape;
 
   // Where the values live once materialized: element (i0, i1, ...) is at

@@ -140,9 +140,10 @@ int category(Dtype t) { return t == Dtype::Bool ? 0 : is_integral(t) ? 1 : 2; }
 // tensor changes it only when it is of a higher category (bool < integer <
 // floating); a float scalar (the 2.0f of x * 2.0f, torch's wrapped number)
 // only when it is of a higher category than every tensor operand, 0-d
-// ones included (a 0-d float16 times 2.0f stays float16).
+// ones included (a 0-d float16 times 2.0f stays float16); an integer
+// scalar (Tensor(int), torch's wrapped integer) only turns bool into int64.
 struct Promotion {
-  bool have_dim = false, have_zero = false, have_scalar = false;
+  bool have_dim = false, have_zero = false, have_scalar = false, have_int_scalar = false;
   Dtype dim = Dtype::F32, zero = Dtype::F32;
   void add(Dtype t, bool zero_dim) {
     if (zero_dim) {
@@ -153,14 +154,22 @@ struct Promotion {
       have_dim = true;
     }
   }
-  void add(const Node* n) { add(n->dtype, n->shape.rank() == 0); }
+  void add(const Node* n) {
+    if (n->int_scalar) {
+      have_int_scalar = true;
+      return;
+    }
+    add(n->dtype, n->shape.rank() == 0);
+  }
   void add_float_scalar() { have_scalar = true; }
   Dtype result() const {
-    if (!have_dim && !have_zero) return Dtype::F32;
+    if (!have_dim && !have_zero) return have_int_scalar && !have_scalar ? Dtype::I64 : Dtype::F32;
     const Dtype t = !have_dim                                         ? zero
                     : !have_zero || category(zero) <= category(dim) ? dim
                                                                       : promote_types(dim, zero);
-    return have_scalar && category(t) < category(Dtype::F32) ? promote_types(t, Dtype::F32) : t;
+    if (have_scalar && category(t) < category(Dtype::F32)) return promote_types(t, Dtype::F32);
+    // An integer scalar promotes bool only, to int64 (torch's default integer type).
+    return have_int_scalar && t == Dtype::Bool ? Dtype::I64 : t;
   }
 };
 
@@ -170,6 +179,22 @@ struct Promotion {
 bool narrowing_int(Dtype t, Dtype u) {
   if (!is_integral(t) || !is_integral(u) || t == u) return false;
   return u == Dtype::U8 || (u == Dtype::I32 && t == Dtype::I64);
+}
+
+// The value of an integer scalar (Tensor(int)): a 0-d int64 leaf.
+int64_t int_scalar_value(const Node* n) { return *static_cast<const int64_t*>(n->storage->data); }
+
+// An integer scalar must fit the integer type t its op computes in, as
+// torch's checked conversion requires: uint8 also takes -255 to -1 (they
+// wrap, so that x - 1 and x + -1 agree).
+void check_int_scalar_fits(const char* op, int64_t v, Dtype t) {
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  if (t == Dtype::I32) lo = INT32_MIN, hi = INT32_MAX;
+  if (t == Dtype::U8) lo = -255, hi = 255;
+  if (v < lo || v > hi)
+    throw Error(std::string(op) + ": the integer scalar " + std::to_string(v) + " does not fit " + dtype_name(t) +
+                ", the type the op computes in (expected " + std::to_string(lo) + " to " + std::to_string(hi) +
+                "; torch refuses it too)");
 }
 
 std::string describe_all(Node* const* nodes, int k) {
@@ -286,6 +311,15 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   Tensor casts[3];
   int i = 0;
   for (const Tensor* in : ins) {
+    if (i >= first && nodes[i]->int_scalar) {
+      const int64_t v = int_scalar_value(nodes[i]);
+      if (is_floating(t)) {  // a float scalar parameter, as 2.0f is
+        casts[i] = Tensor(make_const(Shape{}, static_cast<float>(v)));
+        nodes[i] = casts[i].node();
+      } else {
+        check_int_scalar_fits(name, v, t);
+      }
+    }
     if (i >= first && narrowing_int(nodes[i]->dtype, t)) {
       casts[i] = in->to(t);
       nodes[i] = casts[i].node();
@@ -325,11 +359,22 @@ bool is_inline_scalar(const Tensor& t) {
 }
 
 Tensor unary(OpKind op, const Tensor& x) { return elementwise(op, {&x}); }
+// Whether t is a floating tensor other than a scalar: an integer scalar
+// with it becomes an inline float scalar, as 2.0f is.
+bool floating_tensor(const Tensor& t) {
+  const Node* n = t.node();
+  return n && !n->int_scalar && !is_inline_scalar(t) && is_floating(n->dtype);
+}
+
 Tensor binary(OpKind op, const Tensor& a, const Tensor& b) {
   if (is_inline_scalar(b) && a.defined() && !is_inline_scalar(a))
     return binary_scalar(op, a, b.node()->value, 1, b.node()->immediate);
   if (is_inline_scalar(a) && b.defined() && !is_inline_scalar(b))
     return binary_scalar(op, b, a.node()->value, 0, a.node()->immediate);
+  if (b.defined() && b.node()->int_scalar && floating_tensor(a))
+    return binary_scalar(op, a, static_cast<float>(int_scalar_value(b.node())), 1);
+  if (a.defined() && a.node()->int_scalar && floating_tensor(b))
+    return binary_scalar(op, b, static_cast<float>(int_scalar_value(a.node())), 0);
   return elementwise(op, {&a, &b});
 }
 
@@ -484,6 +529,15 @@ void detail::fill_range(void* data, Dtype t, int64_t count, double start, double
 // Creation
 // ---------------------------------------------------------------------------
 Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) {}
+
+Tensor Tensor::integer_scalar(int64_t value, bool too_large) {
+  if (too_large)
+    throw Error("integer scalar: an unsigned value above 9223372036854775807 does not fit int64 (expected a value "
+                "int64 can hold)");
+  Tensor t = copy_of(&value, 1, Shape{}, Dtype::I64);
+  t.node()->int_scalar = true;
+  return t;
+}
 
 Tensor Tensor::from_blob(const float* data, Shape shape) {
   check_shape("from_blob", shape);

@@ -2,9 +2,9 @@
 //
 // Storage may be any of these types. The vector unit computes floats in f32:
 // loads convert an argument's elements to f32 and stores convert back,
-// rounding once (docs/DTYPES.md has every conversion's rule). int32, uint8
-// and bool arithmetic runs exactly on int32 lanes, wrapping as torch's;
-// int64 arithmetic is not supported yet (a clear dvm::Error).
+// rounding once (docs/DTYPES.md has every conversion's rule). Integer
+// arithmetic runs exactly on integer lanes (int32 lanes for int32, uint8 and
+// bool, int64 lanes for int64), wrapping as torch's.
 #pragma once
 
 #include <cstddef>

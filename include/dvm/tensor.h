@@ -22,6 +22,14 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: every op on it throws
   Tensor(float value);  // NOLINT(google-explicit-constructor): a scalar operand
+  // An integer scalar operand (x + 1, where(mask, x, 0), eq(ids, 7)):
+  // torch's wrapped integer, a 0-d int64 tensor that changes the result type
+  // of bool operands only (int32 + 1 is int32, bool + 1 int64, float16 * 2
+  // float16). Its value converts to the computation type; one that type
+  // cannot hold is a dvm::Error, as in torch (docs/DTYPES.md).
+  template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  Tensor(T value)  // NOLINT(google-explicit-constructor)
+      : Tensor(integer_scalar(static_cast<int64_t>(value), std::is_unsigned_v<T> && static_cast<uint64_t>(value) > static_cast<uint64_t>(INT64_MAX))) {}
   Tensor(const Tensor& o);
   Tensor(Tensor&& o) noexcept;
   Tensor& operator=(const Tensor& o);
@@ -193,6 +201,9 @@ class Tensor {
   detail::Node* node() const { return node_; }
 
  private:
+  // Tensor(integer): too_large says the value was an unsigned one above
+  // int64's range (an error).
+  static Tensor integer_scalar(int64_t value, bool too_large);
   static Tensor copy_of(const void* values, int64_t count, Shape shape, Dtype dtype);
   void copy_to(void* out, Dtype expected, const char* op) const;
   const void* typed_data(Dtype expected) const;
@@ -241,7 +252,7 @@ Tensor ge(const Tensor& a, const Tensor& b);
 // (x // 0 = 0, x % 0 = x); floats exact while |a / b| < 2^24. Not bool.
 Tensor floor_divide(const Tensor& a, const Tensor& b);
 Tensor remainder(const Tensor& a, const Tensor& b);
-// Bitwise ops of bool and integer (int32, uint8) operands, promoted as torch
+// Bitwise ops of bool and integer (int32, int64, uint8) operands, promoted as torch
 // (bool & bool is bool, int32 & bool int32); floating operands are an error.
 Tensor bitwise_and(const Tensor& a, const Tensor& b);
 Tensor bitwise_or(const Tensor& a, const Tensor& b);
@@ -280,6 +291,17 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
 Tensor clamp(const Tensor& x, float lo, float hi);
 Tensor clamp_min(const Tensor& x, float lo);
 Tensor clamp_max(const Tensor& x, float hi);
+// Integer bounds are integer scalars (Tensor(int)): clamp(ids, 0, n - 1) of
+// int32 ids stays int32, as in torch.
+template <class L, class H,
+          std::enable_if_t<std::is_integral_v<L> && !std::is_same_v<L, bool> && std::is_integral_v<H> &&
+                               !std::is_same_v<H, bool>,
+                           int> = 0>
+Tensor clamp(const Tensor& x, L lo, H hi) { return minimum(maximum(x, Tensor(lo)), Tensor(hi)); }
+template <class L, std::enable_if_t<std::is_integral_v<L> && !std::is_same_v<L, bool>, int> = 0>
+Tensor clamp_min(const Tensor& x, L lo) { return maximum(x, Tensor(lo)); }
+template <class H, std::enable_if_t<std::is_integral_v<H> && !std::is_same_v<H, bool>, int> = 0>
+Tensor clamp_max(const Tensor& x, H hi) { return minimum(x, Tensor(hi)); }
 // torch.nn.functional.silu: x * sigmoid(x). Floating types.
 Tensor silu(const Tensor& x);
 // torch's masked_fill: value where the bool mask (broadcast to x's shape)
@@ -377,6 +399,24 @@ Tensor operator+(float a, const Tensor& b);
 Tensor operator-(float a, const Tensor& b);
 Tensor operator*(float a, const Tensor& b);
 Tensor operator/(float a, const Tensor& b);
+// With a C++ integer: torch's wrapped integer (Tensor(int)), so int32 + 1
+// stays int32; with a floating tensor, the float scalar it converts to.
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor operator+(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a + static_cast<float>(b) : a + Tensor(b); }
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor operator-(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a - static_cast<float>(b) : a - Tensor(b); }
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor operator*(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a * static_cast<float>(b) : a * Tensor(b); }
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor operator/(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a / static_cast<float>(b) : a / Tensor(b); }
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor operator+(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) + b : Tensor(a) + b; }
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor operator-(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) - b : Tensor(a) - b; }
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor operator*(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) * b : Tensor(a) * b; }
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor operator/(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) / b : Tensor(a) / b; }
 // Bitwise (bitwise_not, bitwise_and, bitwise_or, bitwise_xor).
 Tensor operator~(const Tensor& x);
 Tensor operator&(const Tensor& a, const Tensor& b);

@@ -195,6 +195,154 @@ TEST(DtypePromotion, FloatScalarsKeepAZeroDimTensorsFloatType) {
   EXPECT_EQ((Tensor::full(Shape{3}, 1.5, Dtype::F16) * Tensor::full(Shape{}, 2.0, Dtype::F32)).dtype(), Dtype::F16);
 }
 
+// ---- integer scalars ---------------------------------------------------------------------
+
+// v wrapped to the width of integer type t (two's complement), as int64.
+int64_t wrap_to(Dtype t, int64_t v) {
+  if (t == Dtype::I32) return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+  if (t == Dtype::U8) return static_cast<uint8_t>(static_cast<uint64_t>(v));
+  if (t == Dtype::Bool) return v != 0;
+  return v;
+}
+
+// Python's floor division and remainder on int64 (no zero divisor, no overflow).
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+
+std::vector<int64_t> read_as_int64(const Tensor& y) {
+  std::vector<int64_t> out;
+  switch (y.dtype()) {
+    case Dtype::I32: for (int32_t v : y.to_vector<int32_t>()) out.push_back(v); break;
+    case Dtype::I64: out = y.to_vector<int64_t>(); break;
+    case Dtype::U8: for (uint8_t v : y.to_vector<uint8_t>()) out.push_back(v); break;
+    case Dtype::Bool: for (bool v : y.to_vector<bool>()) out.push_back(v); break;
+    default: ADD_FAILURE() << "not an integer result: " << dtype_name(y.dtype());
+  }
+  return out;
+}
+
+// A C++ integer operand (x + 1, eq(ids, 7), where(m, x, 0), clamp(ids, 0, 9))
+// is torch's wrapped integer: an integer tensor keeps its type (bool becomes
+// int64), the value converts to that type and one it cannot hold is an
+// error; with a floating tensor it is the float scalar it converts to.
+TEST_P(Dtypes, IntegerScalarsAreTorchsWrappedIntegers) {
+  std::mt19937_64 rng(41);
+  const std::vector<int64_t> scalars = {1, -1, 2, -3, 7, 100, 255, -255, 65537, 2147483647, -2147483647,
+                                        int64_t{1} << 40, -(int64_t{1} << 33) - 5, int64_t{9007199254740993}};
+  enum Op { Add, Sub, Mul, FloorDiv, Rem, Max, Min, Eq, Lt, And, Xor, Where, Clamp };
+  const char* names[] = {"add", "sub", "mul", "floor_divide", "remainder", "maximum", "minimum", "eq", "lt",
+                         "bitwise_and", "bitwise_xor", "where", "clamp"};
+  int checked = 0;
+  for (Dtype t : {Dtype::I32, Dtype::I64, Dtype::U8, Dtype::Bool}) {
+    // Random values of t, none zero (divisors), none at int32's minimum (its quotient by -1 overflows).
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 37);
+    std::vector<int64_t> xs;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = wrap_to(t, static_cast<int64_t>(rng() >> (rng() % 64)) * (rng() % 2 ? 1 : -1));
+      if (v == 0 || v == INT32_MIN || v == INT64_MIN) v = 1;
+      xs.push_back(v);
+    }
+    Tensor x;
+    switch (t) {
+      case Dtype::I32: { std::vector<int32_t> v(xs.begin(), xs.end()); x = Tensor::from_vector(v, Shape{n}); break; }
+      case Dtype::I64: x = Tensor::from_vector(xs, Shape{n}); break;
+      case Dtype::U8: { std::vector<uint8_t> v(xs.begin(), xs.end()); x = Tensor::from_vector(v, Shape{n}); break; }
+      default: { std::vector<bool> v(xs.begin(), xs.end()); x = Tensor::from_vector(v, Shape{n}); break; }
+    }
+    const Dtype ct = t == Dtype::Bool ? Dtype::I64 : t;  // the computation type
+    const int64_t lo = t == Dtype::I32 ? INT32_MIN : t == Dtype::U8 ? -255 : INT64_MIN;
+    const int64_t hi = t == Dtype::I32 ? INT32_MAX : t == Dtype::U8 ? 255 : INT64_MAX;
+    const Tensor mask = gt(x, Tensor(wrap_to(ct, 1)));
+    mask.sync();  // computed here: a refused where records nothing
+    for (int64_t s : scalars)
+      for (int op = Add; op <= Clamp; ++op)
+        for (bool first : {false, true}) {
+          if (first && (op == Where || op == Clamp)) continue;
+          const std::string what = std::string(names[op]) + " of " + dtype_name(t) + " and " + std::to_string(s) +
+                                   (first ? " (scalar first)" : "");
+          const bool divides = op == FloorDiv || op == Rem;
+          if (divides && first) continue;  // x holds the divisors' values only by chance
+          if (t == Dtype::Bool && (op == Sub || divides)) continue;  // torch refuses these for bool (tested elsewhere)
+          auto record = [&]() -> Tensor {
+            switch (op) {
+              case Add: return first ? s + x : x + s;
+              case Sub: return first ? s - x : x - s;
+              case Mul: return first ? s * x : x * s;
+              case FloorDiv: return floor_divide(x, s);
+              case Rem: return remainder(x, s);
+              case Max: return first ? maximum(s, x) : maximum(x, s);
+              case Min: return first ? minimum(s, x) : minimum(x, s);
+              case Eq: return first ? eq(s, x) : eq(x, s);
+              case Lt: return first ? lt(s, x) : lt(x, s);
+              case And: return first ? (s & x) : (x & Tensor(s));
+              case Xor: return first ? (s ^ x) : (x ^ Tensor(s));
+              case Where: return where(mask, x, s);
+              default: return clamp(x, -s, s);
+            }
+          };
+          if (s < lo || s > hi || (op == Clamp && -s < lo)) {
+            expect_error(what, [&] { (void)record().to_vector<int64_t>(); }, {"integer scalar", dtype_name(ct)});
+            continue;
+          }
+          const Tensor y = record();
+          const bool compares = op == Eq || op == Lt;
+          const Dtype want_type = compares ? Dtype::Bool : ct;
+          ASSERT_EQ(y.dtype(), want_type) << what;
+          const int64_t sv = wrap_to(ct, s);  // the scalar in the computation type
+          const std::vector<int64_t> got = read_as_int64(y);
+          ASSERT_EQ(got.size(), xs.size()) << what;
+          for (size_t i = 0; i < xs.size(); ++i) {
+            const int64_t a = first ? sv : xs[i], b = first ? xs[i] : sv;
+            const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+            int64_t want = 0;
+            switch (op) {
+              case Add: want = static_cast<int64_t>(ua + ub); break;
+              case Sub: want = static_cast<int64_t>(ua - ub); break;
+              case Mul: want = static_cast<int64_t>(ua * ub); break;
+              case FloorDiv: want = floor_div(a, b); break;
+              case Rem: want = floor_mod(a, b); break;
+              case Max: want = std::max(a, b); break;
+              case Min: want = std::min(a, b); break;
+              case Eq: want = a == b; break;
+              case Lt: want = a < b; break;
+              case And: want = a & b; break;
+              case Xor: want = a ^ b; break;
+              case Where: want = xs[i] > wrap_to(ct, 1) ? xs[i] : sv; break;
+              default: want = std::min(std::max(xs[i], wrap_to(ct, -s)), sv); break;
+            }
+            EXPECT_EQ(got[i], wrap_to(want_type, want)) << what << " at " << i << " (x = " << xs[i] << ")";
+          }
+          ++checked;
+        }
+  }
+  EXPECT_GT(checked, 500);
+  // With a floating tensor an integer is the float scalar it converts to: the same bits as with that float.
+  for (Dtype t : {Dtype::F32, Dtype::F16, Dtype::BF16}) {
+    const Tensor x = Tensor::from_vector(std::vector<float>{1.5f, -2.25f, 1e6f, 0.0f}, Shape{4}).to(t);
+    for (int64_t s : scalars) {
+      const float f = static_cast<float>(s);
+      const std::vector<std::pair<Tensor, Tensor>> pairs = {
+          {x + s, x + f}, {s - x, f - x}, {x * s, x * f}, {x / s, x / f}, {maximum(x, s), maximum(x, f)},
+          {where(gt(x, 0.0f), x, s), where(gt(x, 0.0f), x, Tensor(f))}};
+      for (const auto& [got, want] : pairs) {
+        ASSERT_EQ(got.dtype(), t) << dtype_name(t) << " with " << s;
+        EXPECT_EQ(got.to(Dtype::F32).to_vector(), want.to(Dtype::F32).to_vector()) << dtype_name(t) << " with " << s;
+      }
+    }
+  }
+  // True division of integers is float32, as in torch; a scalar alone is a 0-d int64 tensor.
+  EXPECT_EQ((Tensor::full(Shape{2}, 7, Dtype::I32) / 2).to_vector(), (std::vector<float>{3.5f, 3.5f}));
+  EXPECT_EQ(Tensor(5).dtype(), Dtype::I64);
+  // A 0-d integer tensor keeps its type too (a 0-d int64 tensor would promote it).
+  for (Dtype t : {Dtype::I32, Dtype::U8}) {
+    const Tensor y = Tensor::full(Shape{}, 3, t) + 250;
+    ASSERT_EQ(y.dtype(), t);
+    EXPECT_EQ(read_as_int64(y)[0], 253);
+  }
+  EXPECT_EQ(Tensor(int64_t{1} << 62).to_vector<int64_t>()[0], int64_t{1} << 62);
+  expect_error("unsigned above int64", [] { (void)Tensor(~uint64_t{0}); }, {"integer scalar", "int64"});
+}
+
 TEST(DtypePromotion, WhatTheVectorUnitCannotDoYetIsAClearError) {
   Tensor i32 = Tensor::full({4}, 1, Dtype::I32), i64 = Tensor::full({4}, 1, Dtype::I64);
   Tensor u8 = Tensor::full({4}, 1, Dtype::U8), f16 = Tensor::full({4}, 1, Dtype::F16);
