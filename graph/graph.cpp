@@ -58,6 +58,7 @@ struct GraphState final : CaptureHooks {
     if (!graph::factor(extent, static_cast<int>(symbols.size()), &m) || m.constant()) return {};
     return m.to_string(symbols);
   }
+  bool derived_length(int64_t length, int64_t axis) const override { return graph::derived_length(length, axis); }
   void size_scalar(Node* leaf, int64_t count, bool reciprocal) override {
     sizes[leaf] = {count, reciprocal, Tensor(leaf)};
   }

@@ -103,4 +103,17 @@ bool factor(int64_t v, int symbols, Monomial* out) {
   return true;
 }
 
+bool derived_length(int64_t v, int64_t axis) {
+  if (v <= 0 || v >= axis) return false;
+  if (axis - v <= 2048) return true;
+  if (axis > INT64_MAX / 16) return false;  // (no overflow below)
+  for (int64_t d = 2; d <= 16; ++d) {
+    // Within 1 of k * axis / d: |d * v - k * axis| < d for the nearest k.
+    const int64_t k = (d * v + axis / 2) / axis;
+    const int64_t diff = d * v - k * axis;
+    if (k >= 1 && k < d && std::llabs(diff) < d) return true;
+  }
+  return false;
+}
+
 }  // namespace dvm::graph

@@ -41,4 +41,14 @@ inline Monomial constant(int64_t c) {
 // sum or a difference, such as S - 1 or 2 * S + 3.
 bool factor(int64_t v, int symbols, Monomial* out);
 
+// Whether v, a constant length (no product of symbols) taken along an axis
+// whose extent `axis` involves symbols, is likely made from that extent by
+// a difference or a division, which a graph cannot follow: S - 20, or
+// ceil(S / 2) of chunk(2) or a step of 2. That is, v lies within 2048 below
+// the axis's number, or within 1 of k / d of it (2 <= d <= 16, k < d). A
+// constant that the axis's number is a multiple of (a window of c rows of
+// an axis of S * c) never is, nor is a power of two (or 3 or 5 times one)
+// or a multiple of 1000 below 16384 when the axis is one symbol.
+bool derived_length(int64_t v, int64_t axis);
+
 }  // namespace dvm::graph

@@ -22,6 +22,10 @@ class CaptureHooks {
   // An extent as errors show it ("S", "B*S*12"); empty where it involves no
   // symbol or is no product of them (a sum, such as S - 1).
   virtual std::string extent_text(int64_t extent) const = 0;
+  // Whether `length`, a constant length taken along an axis of symbolic
+  // extent `axis`, is likely computed from that extent (S - 20, ceil(S / 2)),
+  // which the graph would keep as the number the symbols stood for.
+  virtual bool derived_length(int64_t length, int64_t axis) const = 0;
   // `leaf` (a one-element float32 leaf made during the capture) holds
   // `count`, or 1 / count when `reciprocal`: an element count of the
   // captured shapes.

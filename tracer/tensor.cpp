@@ -873,6 +873,12 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
   // With one element or none the step never applies, and st * step could
   // overflow; with more, step < n keeps st * step within the buffer.
   if (s[axis] > 1) st[axis] *= step;
+  if (g && s[axis] > 0 && g->symbolic(n) && !g->symbolic(s[axis]) && g->derived_length(s[axis], n)) [[unlikely]]
+    throw Error(std::string(g->what()) + ": slice of axis " + std::to_string(axis) + " of " + describe(x) +
+                " keeps " + std::to_string(s[axis]) + " of its " + g->extent_text(n) +
+                " elements, a length that looks computed from " + g->extent_text(n) +
+                " (a difference such as " + g->extent_text(n) + " - 20, or a division such as chunk(), split() "
+                "or a step of 2 make); a graph's extents are products of symbols and constants");
   return make_view(x, s, st, off);
 }
 

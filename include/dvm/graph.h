@@ -34,13 +34,18 @@
 // works anywhere a size does, through reshape, permute, narrow and the rest.
 // arange of a symbolic length (and what is made of it: attention's causal
 // mask, tril/triu, argmax's indices) is filled by each run at its length.
-// Not supported yet, each a dvm::Error at capture: sums and differences of
-// symbols (S - 1, cat along a symbolic axis), writes into buffers (cat,
+// Not supported yet, each a dvm::Error at capture or compile: sums and
+// differences of symbols (S - 1, cat along a symbolic axis), lengths divided
+// from a symbolic axis (chunk, split, a slice step), writes into buffers (cat,
 // KVCache), an arange whose start or step is made of symbols, other values
 // filled on the host with symbolic extents, var/std over symbolic axes,
 // and the default scale of attention over a symbolic head size. A number computed
 // from a Dim in the user's own code (1.0f / S) is a constant of the graph,
-// the value at capture: pass such values as inputs.
+// the value at capture: pass such values as inputs. The capture tells a
+// sum or a quotient from a constant by its number, so it misses some: a
+// length taken along a symbolic axis that lies more than 2048 below it (S -
+// 5000), or an extent of a new tensor (full({S - 20})), is kept as the
+// constant the capture saw.
 #pragma once
 
 #include <cstdint>

@@ -275,6 +275,48 @@ TEST(Graph, CaptureErrors) {
     g.output("y", x.narrow(0, 1, S - 1));  // S - 1: a difference of symbols
     expect_error("a difference", [&] { (void)g.compile(); }, {"not a product of the graph's symbols", "S - 1"});
   }
+  // A length computed from a symbol by a sum, a difference or a division
+  // (chunk, split, a step) would be frozen to the number the symbol stood
+  // for: refused, for the symbol of the axis whichever it is.
+  for (int which = 0; which < 3; ++which)
+    for (int64_t k = 2; k <= 9; ++k) {
+      auto refused = [&](const std::string& what, auto make) {
+        Graph g;
+        std::vector<Dim> dims;
+        for (int i = 0; i <= which; ++i) dims.push_back(g.symbol(std::string(1, static_cast<char>('A' + i))));
+        const Dim S = dims.back();
+        const Tensor x = g.input("x", {S, 3});
+        // Refused by the slice, or (a length near another symbol's number) by the compile as a sum.
+        expect_error_message(what + " of symbol " + std::to_string(which), [&] {
+          g.output("y", make(x, static_cast<int64_t>(S)) * 2.0f);
+          (void)g.compile();
+        }, {"slice"});
+      };
+      refused("chunk(" + std::to_string(k) + ")", [&](const Tensor& x, int64_t) { return x.chunk(k)[0]; });
+      refused("step " + std::to_string(k), [&](const Tensor& x, int64_t S) { return x.slice(0, 0, S, k); });
+      refused("S - " + std::to_string(k * k * 7), [&](const Tensor& x, int64_t S) { return x.narrow(0, 0, S - k * k * 7); });
+      refused("S / " + std::to_string(k), [&](const Tensor& x, int64_t S) { return x.narrow(0, 1, S / k); });
+    }
+  {
+    Graph g;
+    const Tensor x = g.input("x", {g.symbol("S"), 3});
+    expect_error("chunk(2)", [&] { (void)x.chunk(2); },
+                 {"graph capture: slice of axis 0 of float32[S, 3] keeps 20016 of its S elements", "chunk()"});
+  }
+  // Constant lengths along a symbolic axis stay constants (a window of the
+  // first L rows), and run at any binding that holds them.
+  for (int64_t L : {1, 16, 100, 1000, 1024, 3000, 4096, 8192, 12288, 16000}) {
+    Graph g;
+    const Dim S = g.symbol("S");
+    g.output("y", g.input("x", {S}).narrow(0, 0, L) * 2.0f);
+    const Executable exe = g.compile();
+    const int64_t n = L + 5;
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(L));
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 97);
+    exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"S", n}});
+    for (int64_t i = 0; i < L; ++i) ASSERT_EQ(y[static_cast<size_t>(i)], 2.0f * x[static_cast<size_t>(i)]) << L;
+    EXPECT_EQ(exe.shape("y", {{"S", n}}), Shape{L});
+  }
   {
     Graph g;
     const Dim S = g.symbol("S");
