@@ -975,8 +975,14 @@ void check_mean_operand(const Tensor& x) {
 Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   check_mean_operand(*this);
   if (dtype() == Dtype::Bool) return to(Dtype::F32).mean(axes, keepdim);  // the fraction of trues
-  Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   const std::vector<int> norm = detail::normalize_axes("mean", axes, shape());
+  // Over axes that are not adjacent (several reductions), a 16-bit mean is
+  // taken in float32 and rounded once, as a single reduction's is (torch:
+  // float32 sum, division, one rounding).
+  if ((dtype() == Dtype::F16 || dtype() == Dtype::BF16) && !norm.empty() &&
+      norm.back() - norm.front() + 1 != static_cast<int>(norm.size()))
+    return to(Dtype::F32).mean(axes, keepdim).to(dtype());
+  Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   Tensor m = s / size_scalar(reduced_count(shape(), norm));
   return m.dtype() == s.dtype() ? m : m.to(s.dtype());  // a 0-d sum: as mean() above
 }
@@ -1210,10 +1216,19 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, 
 // ---------------------------------------------------------------------------
 // Compositions: built from the ops above; the fuser makes each one kernel.
 // ---------------------------------------------------------------------------
+namespace {
+bool sixteen_bit_off_last_axis(const Node* n, int axis) {
+  return (n->dtype == Dtype::F16 || n->dtype == Dtype::BF16) && axis != n->shape.rank() - 1;
+}
+}  // namespace
+
 Tensor softmax(const Tensor& x, int axis) {
   Node* n = need(x, "softmax");
   axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape, true);
   if (n->shape.rank() > 0 && n->shape[axis] == 0) return empty_copy(x);  // nothing to normalize
+  // Along another axis than the last the steps are several kernels: a
+  // 16-bit softmax is taken in float32 and rounded once, as a row's is.
+  if (sixteen_bit_off_last_axis(n, axis)) return softmax(x.to(Dtype::F32), axis).to(n->dtype);
   Tensor e = exp(x - x.max({axis}, true));
   // One reciprocal per slice and a multiply per element, as PyTorch's CPU
   // softmax does: a divide per element cost a quarter of W3's time (vdivps
@@ -1225,6 +1240,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
   Node* n = need(x, "log_softmax");
   axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape, true);
   if (n->shape.rank() > 0 && n->shape[axis] == 0) return empty_copy(x);
+  if (sixteen_bit_off_last_axis(n, axis)) return log_softmax(x.to(Dtype::F32), axis).to(n->dtype);
   Tensor shifted = x - x.max({axis}, true);
   return shifted - log(exp(shifted).sum({axis}, true));
 }

@@ -509,7 +509,7 @@ TEST_P(Dtypes, SixteenBitSumsOverSeveralAxesRoundOnce) {
     const std::vector<uint16_t> sums = read16(x.sum({0, 2})), means = read16(x.mean({0, 2}));
     ASSERT_EQ(sums.size(), static_cast<size_t>(B));
     const double ulp16 = t == Dtype::F16 ? 0x1p-10 : 0x1p-7;
-    int64_t exact = 0;
+    int64_t exact = 0, exact_means = 0;
     Checker chk(cat("sum over axes 0 and 2, ", dtype_name(t)));
     for (int64_t b = 0; b < B; ++b) {
       double sum = 0;
@@ -523,12 +523,62 @@ TEST_P(Dtypes, SixteenBitSumsOverSeveralAxesRoundOnce) {
       exact += got == want;
       if (std::fabs(got - want) > ulp16 * std::max(std::fabs(want), 1.0))
         chk.fail(cat("b=", b), cat(fstr(got), " want ", fstr(want)));
+      // torch's CPU mean of a 16-bit type: the float32 sum divided in
+      // float32, rounded once (not the rounded sum divided).
       const float mean = from16(t, means[static_cast<size_t>(b)]);
-      const double want_mean = round16(t, got / static_cast<float>(n));
-      if (mean != want_mean) chk.fail(cat("mean b=", b), cat(fstr(mean), " want ", fstr(want_mean)));
+      const double want_mean = round16(t, static_cast<float>(sum / static_cast<double>(n)));
+      exact_means += mean == want_mean;
+      if (std::fabs(mean - want_mean) > ulp16 * std::max(std::fabs(want_mean), 1.0 / 64))
+        chk.fail(cat("mean b=", b), cat(fstr(mean), " want ", fstr(want_mean)));
     }
     EXPECT_GE(exact, B - 2) << dtype_name(t) << ": sums not correctly rounded";
+    EXPECT_GE(exact_means, B - 2) << dtype_name(t) << ": means not correctly rounded";
   }
+}
+
+// softmax and log_softmax of a 16-bit type along any axis are the float32
+// computation rounded once (along the last axis one row kernel does it;
+// along another the steps are several kernels, which round nothing between
+// them): nearly every element is the exact value rounded, none is a whole
+// ulp off.
+TEST_P(Dtypes, SixteenBitSoftmaxRoundsOnceOnEveryAxis) {
+  std::mt19937 rng(77);
+  for (Dtype t : {Dtype::F16, Dtype::BF16})
+    for (int trial = 0; trial < 6; ++trial) {
+      const int rank = 2 + trial % 3;
+      Shape shape;
+      for (int i = 0; i < rank; ++i) shape.push_back(1 + static_cast<int64_t>(rng() % (rank == 4 ? 7 : 19)));
+      const int64_t total = shape.numel();
+      const std::vector<uint16_t> xb = bits16(t, make_values(total, 90 + trial, uniform_gen(-3, 3)));
+      const Tensor x = tensor16(t, xb, shape);
+      const double ulp16 = t == Dtype::F16 ? 0x1p-10 : 0x1p-7;
+      for (int axis = 0; axis < rank; ++axis)
+        for (bool log_form : {false, true}) {
+          const std::vector<uint16_t> got = read16(log_form ? log_softmax(x, axis) : softmax(x, axis));
+          ASSERT_EQ(got.size(), static_cast<size_t>(total));
+          int64_t inner = 1;
+          for (int i = axis + 1; i < rank; ++i) inner *= shape[i];
+          const int64_t n = shape[axis];
+          int64_t exact = 0;
+          const std::string what = cat(log_form ? "log_softmax " : "softmax ", dtype_name(t), shape.to_string(), " axis ", axis);
+          Checker chk(what);
+          for (int64_t i = 0; i < total; ++i) {
+            // The slice through i along axis: its maximum and sum of exponentials, in double.
+            const int64_t base = i - ((i / inner) % n) * inner;
+            double mx = -1e300, sum = 0;
+            for (int64_t k = 0; k < n; ++k) mx = std::max(mx, static_cast<double>(from16(t, xb[static_cast<size_t>(base + k * inner)])));
+            for (int64_t k = 0; k < n; ++k) sum += std::exp(from16(t, xb[static_cast<size_t>(base + k * inner)]) - mx);
+            const double xi = from16(t, xb[static_cast<size_t>(i)]);
+            const double want_exact = log_form ? xi - mx - std::log(sum) : std::exp(xi - mx) / sum;
+            const double want = round16(t, static_cast<float>(want_exact));
+            const float g = from16(t, got[static_cast<size_t>(i)]);
+            exact += g == want;
+            if (std::fabs(g - want) > ulp16 * std::max(std::fabs(want), 1.0 / 256))
+              chk.fail(cat("element ", i), cat(fstr(g), " want ", fstr(want)));
+          }
+          EXPECT_GE(exact, total - total / 50 - 1) << what << ": not rounded once";
+        }
+    }
 }
 
 TEST_P(Dtypes, SixteenBitMatmulAccumulatesInF32) {
