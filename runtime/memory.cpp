@@ -4,6 +4,7 @@
 #include "dvm/error.h"
 #include "dvm/runtime.h"
 #include "tracer/buffer_pool.h"
+#include "tracer/node.h"
 #include "tracer/row_copies.h"
 
 namespace dvm {
@@ -20,7 +21,10 @@ void set_memory_limit(int64_t bytes) {
 
 int64_t memory_limit() { return detail::pool_limit(); }
 
-void trim() { detail::pool_trim(); }
+void trim() {
+  detail::pool_trim();
+  detail::node_pool_trim();
+}
 
 void set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host) {
   detail::pool_set_allocator(allocate, deallocate, host);

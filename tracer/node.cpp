@@ -164,7 +164,9 @@ struct NodeFreeList : BlockStack {
   std::vector<Node*> deferred;
 };
 thread_local NodeFreeList t_free_nodes;
-constexpr size_t kMaxFreeNodes = 1 << 16;
+// A trace's default limit of nodes: what one flush frees. A thread that
+// mostly frees (a consumer of other threads' results) keeps no more.
+constexpr size_t kMaxFreeNodes = 4096;
 
 void defer_destroy(Node* n) {
   if (t_free_nodes.alive) {
@@ -228,6 +230,16 @@ namespace {
 thread_local BlockStack t_free_storage;
 constexpr size_t kMaxFreeStorage = 1 << 12;
 }  // namespace
+
+void node_pool_trim() {
+  for (BlockStack* stack : {static_cast<BlockStack*>(&t_free_nodes), &t_free_storage}) {
+    for (void* b : stack->blocks) ::operator delete(b);
+    stack->blocks.clear();
+    stack->blocks.shrink_to_fit();
+  }
+}
+
+size_t node_pool_cached() { return t_free_nodes.blocks.size(); }
 
 void node_pool_init() {
   t_free_nodes.blocks.reserve(64);

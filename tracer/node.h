@@ -215,6 +215,10 @@ void contiguous_strides(const Shape& shape, int64_t* strides);
 // first thing, so the lists outlive the trace at thread exit (thread_locals
 // die in reverse order of construction) and its last releases find them.
 void node_pool_init();
+// Frees the calling thread's cached node and storage blocks (dvm::trim).
+void node_pool_trim();
+// Node blocks the calling thread keeps for reuse (tests).
+size_t node_pool_cached();
 
 Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape);
 // Sets n's input i (n is new, and is recorded into this thread's trace

@@ -15,6 +15,9 @@
 
 #include "dvm/dvm.h"
 #include "tracer/buffer_pool.h"
+#include "tracer/node.h"
+
+#include <thread>
 
 namespace dvm {
 namespace {
@@ -43,6 +46,31 @@ TEST(Memory, SteadyStateLoopsAllocateNoBuffersFromTheSystem) {
   EXPECT_EQ(after.system_allocs, before.system_allocs);
   EXPECT_GT(after.reuses, before.reuses);
   EXPECT_EQ(first, last);  // same inputs, same bits
+}
+
+// A thread that only frees tensors (a consumer of workers' results) keeps
+// the records of those that died on it for ops it never records: at most
+// 4096, and trim() frees them.
+TEST(Memory, ATensorConsumingThreadKeepsAtMost4096Records) {
+  detail::node_pool_trim();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Tensor> made;
+    std::thread worker([&] {
+      for (int i = 0; i < 6000; ++i) {
+        Tensor y = tanh(Tensor::full({4}, 0.5f * static_cast<float>(i % 7))) + 1.0f;
+        y.sync();
+        made.push_back(y);
+      }
+    });
+    worker.join();
+    ASSERT_EQ(made.size(), 6000u);
+    EXPECT_NEAR(made[5999].to_vector()[0], std::tanh(0.5f * (5999 % 7)) + 1.0f, 1e-6f);
+    made.clear();  // every node dies on this thread
+    EXPECT_LE(detail::node_pool_cached(), 4096u) << "round " << round;
+    EXPECT_GE(detail::node_pool_cached(), 1000u) << "round " << round << ": the free list keeps nothing";
+  }
+  trim();
+  EXPECT_EQ(detail::node_pool_cached(), 0u);
 }
 
 TEST(Memory, PoolRoundsToSizeClassesAndReusesThem) {
