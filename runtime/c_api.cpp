@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -45,6 +46,14 @@ dvm_status fail(dvm_status s, std::string msg) {
   return s;
 }
 
+// Whether a dvm::Error reports a failed allocation: dvm's messages for one
+// start "out of memory" (the memory limit, the host allocator, the system),
+// and a failed flush's error carries it after its own words.
+bool reports_out_of_memory(const char* what) {
+  const std::string_view m(what);
+  return m.starts_with("out of memory") || m.find(": out of memory") != std::string_view::npos;
+}
+
 // Runs f (which may throw); every failure becomes a status.
 template <class F>
 dvm_status guarded(F&& f) {
@@ -52,7 +61,7 @@ dvm_status guarded(F&& f) {
     f();
     return DVM_OK;
   } catch (const dvm::Error& e) {
-    return fail(DVM_ERROR, e.what());
+    return fail(reports_out_of_memory(e.what()) ? DVM_OUT_OF_MEMORY : DVM_ERROR, e.what());
   } catch (const std::bad_alloc&) {
     return fail(DVM_OUT_OF_MEMORY, "out of memory");
   } catch (const std::exception& e) {

@@ -24,7 +24,8 @@ typedef enum dvm_status {
   DVM_OK = 0,
   DVM_ERROR = 1,            /* a dvm::Error: bad shapes, axes, types, a failed flush */
   DVM_INVALID_ARGUMENT = 2, /* a null handle or pointer, an unknown enum value */
-  DVM_OUT_OF_MEMORY = 3
+  DVM_OUT_OF_MEMORY = 3     /* an allocation failed: the memory limit, the host allocator, the system
+                               (also reading a tensor whose flush failed so) */
 } dvm_status;
 
 /* The values of dvm::Dtype. */

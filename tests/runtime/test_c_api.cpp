@@ -273,6 +273,30 @@ TEST(CApi, BadInputIsAStatusAndAMessageNeverAnOutput) {
   dvm_release(nullptr);  // does nothing
 }
 
+// A failed allocation is DVM_OUT_OF_MEMORY, where it fails: past the memory
+// limit at creation or in a flush (and the read of what that flush should
+// have computed), or a size the system cannot give.
+TEST(CApi, AFailedAllocationIsOutOfMemory) {
+  const int64_t big[1] = {int64_t{1} << 22};  // 16 MiB of float32
+  H x;
+  ASSERT_EQ(dvm_set_memory_limit(int64_t{4} << 20), DVM_OK);
+  dvm_tensor out = nullptr;
+  EXPECT_EQ(dvm_full(big, 1, 1.0, DVM_I32, &out), DVM_OUT_OF_MEMORY);
+  EXPECT_EQ(out, nullptr);
+  EXPECT_NE(std::string(dvm_last_error()).find("memory limit"), std::string::npos) << dvm_last_error();
+  ASSERT_EQ(dvm_full(big, 1, 1.0, DVM_F32, x.out()), DVM_OK);  // a constant: no buffer
+  H y;
+  ASSERT_EQ(dvm_unary(DVM_EXP, x.t, y.out()), DVM_OK);  // recorded; its flush needs 16 MiB
+  std::vector<float> all(static_cast<size_t>(big[0]));
+  EXPECT_EQ(dvm_read_f32(y.t, all.data(), all.size()), DVM_OUT_OF_MEMORY) << dvm_last_error();
+  EXPECT_EQ(dvm_read_f32(y.t, all.data(), all.size()), DVM_OUT_OF_MEMORY) << dvm_last_error();
+  ASSERT_EQ(dvm_set_memory_limit(0), DVM_OK);
+  const int64_t huge[2] = {int64_t{1} << 31, int64_t{1} << 20};  // 8 PiB of int32
+  EXPECT_EQ(dvm_full(huge, 2, 1.0, DVM_I32, &out), DVM_OUT_OF_MEMORY) << dvm_last_error();
+  const int bad_axis[1] = {3};
+  EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, bad_axis, 1, 0, &out), DVM_ERROR);  // other errors stay DVM_ERROR
+}
+
 TEST(CApi, LastErrorIsPerThread) {
   H x;
   ASSERT_EQ(dvm_from_blob(kX.data(), kShape, 2, DVM_F32, x.out()), DVM_OK);
