@@ -63,8 +63,19 @@ void set_plan_observer(PlanObserver* observer) { t_observer = observer; }
 
 namespace {
 thread_local bool t_dry_run = false;
+thread_local uintptr_t t_dry_run_next = 0;  // the next dry-run buffer's address
 }  // namespace
-void set_dry_run(bool on) { t_dry_run = on; }
+void set_dry_run(bool on) {
+  t_dry_run = on;
+  t_dry_run_next = uintptr_t{1} << 46;
+}
+bool dry_run() { return t_dry_run; }
+detail::Storage* dry_run_storage(int64_t elems, Dtype dtype) {
+  const uintptr_t at = t_dry_run_next;
+  const uintptr_t bytes = static_cast<uintptr_t>(elems > 0 ? elems : 1) * dtype_size(dtype);
+  t_dry_run_next += (bytes + 127) / 64 * 64;
+  return detail::Storage::wrap(reinterpret_cast<const void*>(at), elems, dtype);  // never freed to the pool
+}
 
 std::string describe_ops(const std::vector<Node*>& members) {
   std::string s = "[";
@@ -224,7 +235,9 @@ class Runner {
         n->storage = n->target;
         continue;
       }
-      n->storage = detail::Storage::allocate(n->shape.numel(), n->dtype);
+      // A dry run plans: its kernels never run, so no buffer is needed.
+      n->storage = t_dry_run ? dry_run_storage(n->shape.numel(), n->dtype)
+                             : detail::Storage::allocate(n->shape.numel(), n->dtype);
       n->offset = 0;
       detail::contiguous_strides(n->shape, n->strides);
     }

@@ -36,10 +36,15 @@ class PlanObserver {
 // Installs (or, with null, removes) this thread's observer.
 void set_plan_observer(PlanObserver* observer);
 
-// While on, this thread's flushes plan, encode and allocate as usual but
-// launch nothing: their results hold no values. A static graph's compile()
+// While on, this thread's flushes plan and encode as usual but launch
+// nothing and allocate no buffers: their results hold no values (and their
+// addresses, dry_run_storage's, may be read by nothing). A static graph's compile()
 // uses it to make its kernels and its program without computing anything.
 void set_dry_run(bool on);
+bool dry_run();
+// In a dry run, a buffer of `bytes` that nothing reads or writes: an address
+// of its own (no two overlap), far above the ports' (graph.cpp, plan_at).
+detail::Storage* dry_run_storage(int64_t elems, Dtype dtype);
 
 // Test hook: the calling thread's next execute() fails at its group number
 // `group` (0-based, in launch order). It fires once and is disarmed at the

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dvm/error.h"
+#include "fuser/executor.h"
 #include "fuser/op_map.h"
 #include "tracer/row_copies.h"
 #include "vm/encoder.h"
@@ -925,6 +926,7 @@ void read_b_by_rows(detail::Storage* storage, int64_t offset, Dtype dtype, vm::O
   // Columns contiguous in k and apart (no overlap), one matrix for every batch.
   if (b.stride[vm::kK] != 1 || b.stride[vm::kC] < K || (l.P() > 1 && b.stride[vm::kP] != 0)) return;
   if (!storage || access == vm::Op::LDG || dtype != Dtype::F32 || !b.in) return;
+  if (dry_run()) return;  // its buffers have no values to copy
   int64_t ld = 0;
   const float* copy = detail::row_copy(storage, offset, K, N, b.stride[vm::kC], vm::copy_by_rows, &ld, budget);
   if (!copy) return;

@@ -470,19 +470,21 @@ std::string binding_text(const detail::ExecutableState& x, const std::vector<int
 }
 
 // `what()` names the tensor for errors (built only when one is raised).
+// `fn` names the call for errors ("run", "shape").
 template <class What>
 Shape eval_shape(const detail::ExecutableState& x, const std::vector<Monomial>& dims, const std::vector<int64_t>& v,
-                 What&& what) {
+                 What&& what, const char* fn = "run") {
   Shape s;
   for (const Monomial& m : dims) {
     int64_t e = 0;
     if (!m.eval(v.data(), &e))
-      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": the extent " + m.to_string(x.symbols) + " of " +
-                  what() + " overflows int64");
+      throw Error(std::string("dvm::Executable::") + fn + " at " + binding_text(x, v) + ": the extent " +
+                  m.to_string(x.symbols) + " of " + what() + " overflows int64");
     s.push_back(e);
   }
   if (!detail::extents_fit(s)) [[unlikely]]
-    detail::check_extents("dvm::Executable::run", s, " (" + what() + " at " + binding_text(x, v) + ")");
+    detail::check_extents((std::string("dvm::Executable::") + fn).c_str(), s,
+                          " (" + what() + " at " + binding_text(x, v) + ")");
   return s;
 }
 
@@ -676,8 +678,15 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
     }
     if (g.range >= 0) {
       const detail::RangeLeaf& r = x.ranges[static_cast<size_t>(g.range)];
-      Tensor t = detail::new_leaf(shape, "arange", r.dtype);
-      detail::fill_range(t.node()->storage->data, r.dtype, shape.numel(), r.start, r.step);
+      Tensor t;
+      if (fuser::dry_run()) {  // planning only (memory()): no values
+        t = Tensor(detail::new_node(NodeKind::Leaf, OpKind::None, r.dtype, shape));
+        t.node()->storage = fuser::dry_run_storage(shape.numel(), r.dtype);
+        detail::contiguous_strides(shape, t.node()->strides);
+      } else {
+        t = detail::new_leaf(shape, "arange", r.dtype);
+        detail::fill_range(t.node()->storage->data, r.dtype, shape.numel(), r.start, r.step);
+      }
       builder->add_node(t.node(), static_cast<int32_t>(i));
       built[i] = std::move(t);
       continue;
@@ -1028,7 +1037,7 @@ int64_t Executable::memory(const Bindings& bindings) const {
     std::vector<int32_t> key;
     if (graph::relation_key(x, v.data(), &key)) {
       std::lock_guard<std::mutex> lock(x.mu);
-      if (const graph::Program* p = find_program(x, key)) return graph::program_arena_bytes(x, *p, v.data(), x.scratch);
+      if (const graph::Program* p = find_program(x, key)) return graph::program_memory_bytes(x, *p, v.data(), x.scratch);
     }
     if (attempt == 0 && !x.loaded) plan_at(bindings);  // plans these relations (or names what is wrong)
   }
@@ -1038,7 +1047,7 @@ int64_t Executable::memory(const Bindings& bindings) const {
 Shape Executable::shape(const std::string& name, const Bindings& bindings) const {
   const detail::ExecutableState& x = state(s_, "shape");
   const detail::Port& p = port_named(x, name, "shape");
-  return eval_shape(x, p.shape, bind(x, bindings, "shape"), [&] { return "'" + name + "'"; });
+  return eval_shape(x, p.shape, bind(x, bindings, "shape"), [&] { return "'" + name + "'"; }, "shape");
 }
 
 Dtype Executable::dtype(const std::string& name) const {

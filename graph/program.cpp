@@ -23,6 +23,8 @@ using detail::NodeKind;
 
 ProgramScratch::~ProgramScratch() {
   if (arena) detail::pool_free(arena, arena_bytes);
+  for (const RangeBlock& r : ranges)
+    if (r.data) detail::pool_free(r.data, r.bytes);
 }
 
 ProgramStats& program_stats() {
@@ -327,7 +329,10 @@ std::shared_ptr<Program> ProgramBuilder::finish() {
 
 namespace {
 
-bool eval_terms(const detail::ExecutableState& x, const Program& p, const int64_t* v, ProgramScratch& s) {
+// The terms and sizes at binding v; with fill_ranges, the ranges' values
+// too (a run's), else only their bytes (memory()).
+bool eval_terms(const detail::ExecutableState& x, const Program& p, const int64_t* v, ProgramScratch& s,
+                bool fill_ranges) {
   s.terms.resize(p.terms.size());
   for (size_t i = 0; i < p.terms.size(); ++i)
     if (!p.terms[i].eval(v, &s.terms[i])) return false;
@@ -340,18 +345,23 @@ bool eval_terms(const detail::ExecutableState& x, const Program& p, const int64_
   }
   s.ranges.resize(x.ranges.size());
   s.range_counts.resize(x.ranges.size(), -1);
+  s.range_bytes = 0;
   for (size_t k = 0; k < x.ranges.size(); ++k) {
     const detail::RangeLeaf& r = x.ranges[k];
     int64_t count = 0;
     if (!r.count.eval(v, &count) || count > kMaxElements) return false;
-    if (count == s.range_counts[k]) continue;
+    const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * dtype_size(r.dtype);
+    s.range_bytes += static_cast<int64_t>((bytes + 63) / 64 * 64);
+    if (!fill_ranges || count == s.range_counts[k]) continue;
     s.range_counts[k] = -1;  // until filled: a value the type cannot hold throws
-    try {
-      s.ranges[k].resize(static_cast<size_t>(count) * dtype_size(r.dtype));
-    } catch (const std::bad_alloc&) {
-      throw Error("dvm::Executable::run: out of memory for the " + std::to_string(count) + " values of an arange");
+    ProgramScratch::RangeBlock& b = s.ranges[k];
+    if (b.bytes < bytes) {
+      if (b.data) detail::pool_free(b.data, b.bytes);
+      b = {};
+      b.data = detail::pool_allocate(bytes);  // a dvm::Error past the memory limit
+      b.bytes = bytes;
     }
-    detail::fill_range(s.ranges[k].data(), r.dtype, count, r.start, r.step);
+    detail::fill_range(b.data, r.dtype, count, r.start, r.step);
     s.range_counts[k] = count;
   }
   return true;
@@ -443,7 +453,7 @@ void* place(const detail::ExecutableState& x, const ProgramArg& a, const void* c
     case Source::Size:
       return &s.sizes[static_cast<size_t>(a.index)];
     case Source::Range:
-      return vm::advance(s.ranges[static_cast<size_t>(a.index)].data(), off, a.dtype);
+      return vm::advance(s.ranges[static_cast<size_t>(a.index)].data, off, a.dtype);
   }
   return nullptr;
 }
@@ -638,16 +648,24 @@ void check_reach(const detail::ExecutableState& x, const Program& p, const int64
 
 }  // namespace
 
-int64_t program_arena_bytes(const detail::ExecutableState& x, const Program& p, const int64_t* v,
-                            ProgramScratch& s) {
-  if (!eval_terms(x, p, v, s)) return -1;
+namespace {
+int64_t arena_bytes(const detail::ExecutableState& x, const Program& p, const int64_t* v, ProgramScratch& s,
+                    bool fill_ranges) {
+  if (!eval_terms(x, p, v, s, fill_ranges)) return -1;
   assign_steps(p, s);
   return place_buffers(p, s);
+}
+}  // namespace
+
+int64_t program_memory_bytes(const detail::ExecutableState& x, const Program& p, const int64_t* v,
+                             ProgramScratch& s) {
+  const int64_t arena = arena_bytes(x, p, v, s, false);
+  return arena < 0 ? -1 : arena + s.range_bytes;
 }
 
 bool run_program(const detail::ExecutableState& x, const Program& p, const int64_t* v, const void* const* in,
                  void* const* out, ProgramScratch& s, bool check) {
-  const int64_t arena = program_arena_bytes(x, p, v, s);
+  const int64_t arena = arena_bytes(x, p, v, s, true);
   if (arena < 0) return false;
   if (check) check_reach(x, p, v, s);
   if (static_cast<size_t>(arena) > s.arena_bytes) {

@@ -103,9 +103,15 @@ struct ProgramScratch {
   ~ProgramScratch();
   std::vector<int64_t> terms;
   std::vector<float> sizes;
-  // Per range: its values, filled when the bound count changes.
-  std::vector<std::vector<char>> ranges;
+  // Per range: its values, in a block of the buffer pool (counted, within
+  // the memory limit), filled by a run when the bound count changes.
+  struct RangeBlock {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<RangeBlock> ranges;
   std::vector<int64_t> range_counts;
+  int64_t range_bytes = 0;  // what the ranges need at the last binding evaluated
   std::vector<int32_t> step;     // per launch: launches of one step may run side by side
   std::vector<int64_t> offset;   // per buffer: its byte offset in the arena
   struct Block {
@@ -170,10 +176,11 @@ bool reach_inside(int64_t offset, const int64_t* size, const int64_t* stride, in
 // for a node without one.
 bool layout_inside(const detail::Node* n);
 
-// The arena bytes a run of p under v needs (its buffers placed by their
-// lifetimes), or -1 when a term overflows.
-int64_t program_arena_bytes(const detail::ExecutableState& x, const Program& p, const int64_t* v,
-                            ProgramScratch& s);
+// The bytes of dvm memory a run of p under v needs: its arena (its buffers
+// placed by their lifetimes) and its ranges' values; -1 when a term
+// overflows. Fills nothing.
+int64_t program_memory_bytes(const detail::ExecutableState& x, const Program& p, const int64_t* v,
+                             ProgramScratch& s);
 
 // Runs p under v: in and out are the ports' pointers, in port order. False
 // when a term overflows (nothing was written). With `check`, every argument

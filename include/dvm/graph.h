@@ -155,9 +155,10 @@ class Executable {
   int64_t ops() const;
   // The bytes of dvm memory a run at this binding uses for the graph's
   // intermediates: one arena, in which values whose lifetimes do not
-  // overlap share bytes (inputs and outputs are the caller's buffers). The
-  // first time a binding's relations (which extents are 1, which equal) are
-  // seen it plans a run of them (nothing is computed). -1 for a graph whose
+  // overlap share bytes (inputs and outputs are the caller's buffers), and
+  // the values of aranges of symbolic length. The first time a binding's
+  // relations (which extents are 1, which equal) are seen it plans a run of
+  // them: nothing is computed and no buffer is allocated, at any size. -1 for a graph whose
   // runs rebuild their ops every time (a plan it cannot replay).
   int64_t memory(const Bindings& bindings) const;
 

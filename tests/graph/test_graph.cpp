@@ -576,6 +576,8 @@ TEST(Graph, RunErrorsNameTheProblemAndWriteNothing) {
   expect_error("unknown output", [&] { exe.run(in, {{"y", y.data()}, {"w", y.data()}}, {{"N", 2}}); },
                {"'w' is not an output"});
   expect_error("shape of nothing", [&] { (void)exe.shape("q", {{"N", 2}}); }, {"'q' is neither"});
+  expect_error("shape overflow", [&] { (void)exe.shape("y", {{"N", int64_t{1} << 62}}); },
+               {"dvm::Executable::shape", "N = 4611686018427387904"});
   for (float v : y) EXPECT_EQ(v, 7.0f);
   Executable moved = std::move(exe);
   expect_error("moved from", [&] { exe.run(in, out, {{"N", 2}}); }, {"empty executable"});

@@ -15,6 +15,7 @@
 
 #include "dvm/dvm.h"
 #include "graph/program.h"
+#include "tracer/buffer_pool.h"
 #include "tests/error_testing.h"
 #include "tests/graph/random_graph.h"
 
@@ -240,6 +241,43 @@ TEST(GraphProgram, MemoryQueriesTouchNoBuffers) {
     std::vector<float> y(static_cast<size_t>(n * 4));
     exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"B", n}, {"S", n}});
     EXPECT_EQ(y, (Tensor::from_blob(x.data(), {n, n, 4}) * 2.0f).sum(1).to_vector()) << "B = S = " << n;
+  }
+}
+
+// Planning new relations allocates no buffer either, for intermediates or
+// for aranges of symbolic length, at any size and under any memory limit;
+// memory() counts both. A run's arange values come from the buffer pool:
+// counted, and refused past the memory limit as the lazy path's are.
+TEST(GraphProgram, PlanningAllocatesNothingAndRangesObeyTheMemoryLimit) {
+  auto make = [] {
+    Graph g;
+    const Dim B = g.symbol("B"), S = g.symbol("S");
+    const Tensor x = g.input("x", {B, S});
+    const Tensor r = Tensor::arange(0.0, static_cast<double>(S), 1.0, Dtype::F32);
+    g.output("y", softmax(x * r, 0) * 3.0f);  // a column softmax: several kernels, intermediates of [B, S]
+    return g.compile();
+  };
+  const Executable exe = make();
+  detail::pool_reset_peak();
+  const int64_t peak = memory_stats().peak_bytes;
+  set_memory_limit(int64_t{1} << 20);
+  const int64_t n = int64_t{1} << 24;
+  const int64_t bytes = exe.memory({{"B", n}, {"S", n}});  // B = S: relations compile() did not plan
+  EXPECT_GE(bytes, n * n * 4 + n * 4) << "an intermediate of [B, S] and the range";
+  EXPECT_EQ(memory_stats().peak_bytes, peak) << "planning allocated buffers";
+  // A range of 2^20 floats passes a 1 MiB limit: the run is refused, as the lazy arange is.
+  std::vector<float> x(4 * 1048576, 0.5f), y(x.size());
+  expect_error_message("a range past the limit",
+                       [&] { exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"B", 4}, {"S", 1048576}}); },
+                       {"memory limit"});
+  set_memory_limit(0);
+  for (int64_t b : {3, 5}) {
+    const int64_t s_len = 7;
+    const std::vector<float> xv = values(b * s_len, 9);
+    std::vector<float> out(static_cast<size_t>(b * s_len));
+    exe.run({{"x", xv.data()}}, {{"y", out.data()}}, {{"B", b}, {"S", s_len}});
+    const Tensor want = softmax(Tensor::from_blob(xv.data(), {b, s_len}) * Tensor::arange(0.0, 7.0, 1.0, Dtype::F32), 0) * 3.0f;
+    EXPECT_EQ(out, want.to_vector()) << b;
   }
 }
 
