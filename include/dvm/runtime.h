@@ -154,14 +154,17 @@ void trim();
 // AVX-512: only while all copies hold at most 24 MiB), which later products
 // read in place (the same sums, so the same bits). The copy is counted in
 // memory_stats() (weight_copy_bytes, part of live_bytes), is not made past
-// the memory limit, and is freed with the tensor's buffer: hold weights as
+// the memory limit (nor later, for a matrix once refused one), and is freed
+// with the tensor's buffer: hold weights as
 // tensors to keep it. Off: no new copies (existing ones are still read).
 void set_weight_copies(bool on);
 bool weight_copies();
 
 // Kernels the cache keeps (default 4096; environment DVM_KERNEL_CACHE):
 // beyond it the least recently used are evicted (and recompiled if they
-// come back). At least 1.
+// come back). An evicted kernel's machine code is freed once no cached
+// fusion plan holds it (each thread keeps up to 1024 plans, each holding
+// its kernels). At least 1.
 void set_kernel_cache_capacity(int64_t kernels);
 int64_t kernel_cache_capacity();
 

@@ -354,7 +354,9 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index);
 // n^2 / 2 rows as cat would. Rows once written never change while any
 // tensor can see them: clear() starts over in a new buffer when an earlier
 // result is still alive (or still pending), else in the same one. One
-// thread at a time uses a cache. Not copyable; movable.
+// thread at a time uses a cache. An append whose flush fails leaves the
+// cache failed (size() counts its rows; later appends and values() raise
+// that error) until clear(). Not copyable; movable.
 class KVCache {
  public:
   // capacity_shape: the cache when full; its extent along axis is the

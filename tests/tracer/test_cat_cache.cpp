@@ -295,6 +295,26 @@ TEST_P(Joining, CacheConvertsToItsType) {
   }
 }
 
+// An append whose flush fails leaves the cache failed until clear(): its
+// size counts the rows asked for, later appends and values() raise the
+// error and name clear(), after which the cache works again.
+TEST(KVCacheErrors, AFailedAppendNeedsAClear) {
+  KVCache cache({64, 4}, 0);
+  cache.append(Tensor::full({2, 4}, 1.0f)).sync();
+  set_memory_limit(256 * 1024);
+  std::vector<float> src(100000, 2.0f);
+  const Tensor big = Tensor::from_blob(src.data(), {100000}) * 3.0f;  // a 400 KB result: past the limit
+  const Tensor rows = Tensor::from_vector(std::vector<float>(12, 5.0f), {3, 4}) * 1.0f;
+  const Tensor seen = cache.append(rows);  // pending in the same flush
+  EXPECT_THROW(big.sync(), Error);
+  set_memory_limit(0);
+  EXPECT_EQ(cache.size(), 5);
+  expect_error_message("append after", [&] { (void)cache.append(Tensor::full({1, 4}, 7.0f)); }, {"clear()"});
+  expect_error_message("values after", [&] { (void)cache.values().to_vector(); }, {"memory limit"});
+  cache.clear();
+  EXPECT_EQ(cache.append(Tensor::full({1, 4}, 9.0f)).to_vector(), std::vector<float>(4, 9.0f));
+}
+
 TEST(JoiningErrors, NameTheOpAndTheShapes) {
   const Tensor a = Tensor::zeros(Shape{2, 3}), b = Tensor::zeros(Shape{2, 4}), c = Tensor::zeros(Shape{2});
   a.sync();
