@@ -1217,6 +1217,14 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, 
 // Compositions: built from the ops above; the fuser makes each one kernel.
 // ---------------------------------------------------------------------------
 namespace {
+// softmax and log_softmax take floating types, as torch's (which has no
+// integer kernels for them).
+void need_floating_softmax(const Node* n, const char* op) {
+  if (!is_floating(n->dtype))
+    throw Error(std::string(op) + ": " + describe(n) +
+                " is not of a floating type (expected float32, float16 or bfloat16, as torch; convert with .to() first)");
+}
+
 bool sixteen_bit_off_last_axis(const Node* n, int axis) {
   return (n->dtype == Dtype::F16 || n->dtype == Dtype::BF16) && axis != n->shape.rank() - 1;
 }
@@ -1224,6 +1232,7 @@ bool sixteen_bit_off_last_axis(const Node* n, int axis) {
 
 Tensor softmax(const Tensor& x, int axis) {
   Node* n = need(x, "softmax");
+  need_floating_softmax(n, "softmax");
   axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape, true);
   if (n->shape.rank() > 0 && n->shape[axis] == 0) return empty_copy(x);  // nothing to normalize
   // Along another axis than the last the steps are several kernels: a
@@ -1238,6 +1247,7 @@ Tensor softmax(const Tensor& x, int axis) {
 
 Tensor log_softmax(const Tensor& x, int axis) {
   Node* n = need(x, "log_softmax");
+  need_floating_softmax(n, "log_softmax");
   axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape, true);
   if (n->shape.rank() > 0 && n->shape[axis] == 0) return empty_copy(x);
   if (sixteen_bit_off_last_axis(n, axis)) return log_softmax(x.to(Dtype::F32), axis).to(n->dtype);

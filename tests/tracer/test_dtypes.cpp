@@ -349,6 +349,9 @@ TEST(DtypePromotion, WhatTheVectorUnitCannotDoYetIsAClearError) {
   Tensor mask = gt(f16, 0.0f);
   // Integer arithmetic and comparisons run in integer lanes (test_int32.cpp, test_int64.cpp).
   expect_error("i32 mean", [&] { (void)i32.mean(); }, {"mean", "int32[4]", "floating"});
+  // torch has no integer softmax either.
+  expect_error("i32 softmax", [&] { (void)softmax(i32, 0); }, {"softmax", "int32[4]", "floating"});
+  expect_error("u8 log_softmax", [&] { (void)log_softmax(u8, -1); }, {"log_softmax", "uint8[4]", "floating"});
   expect_error("i64 floor", [&] { (void)floor(i64); }, {"floor", "int64[4]", "not supported"});
   expect_error("matmul f16 f32", [&] { (void)matmul(Tensor::full({2, 2}, 1, Dtype::F16), Tensor::ones({2, 2})); },
                {"matmul", "float16[2, 2]", "float32[2, 2]"});
