@@ -22,11 +22,13 @@ void set_memory_limit(int64_t bytes) {
 int64_t memory_limit() { return detail::pool_limit(); }
 
 void trim() {
+  detail::drop_cached_ranges();
   detail::pool_trim();
   detail::node_pool_trim();
 }
 
 void set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host) {
+  detail::drop_cached_ranges();  // dvm's own tensors on this thread: not the host's to destroy
   detail::pool_set_allocator(allocate, deallocate, host);
 }
 

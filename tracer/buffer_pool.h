@@ -38,6 +38,9 @@ PoolStats pool_stats();
 void pool_set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host);
 // Returns every cached block to the system (or the host's allocator).
 void pool_trim();
+// Drops the calling thread's cached index ranges (argmax's, tracer/
+// compositions.cpp): tensors whose buffers come from the pool (dvm::trim).
+void drop_cached_ranges();
 // Starts peak_bytes again from what is held now (for benchmarks that
 // measure one computation's peak).
 void pool_reset_peak();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dvm/tensor.h"
+#include "tracer/buffer_pool.h"
 #include "tracer/capture.h"
 #include "tracer/operands.h"
 #include "tracer/shape_rules.h"
@@ -84,21 +85,25 @@ void need_arg_operand(const Tensor& x, const char* op) {
 // immutable, so a few of them, of at most kCachedRange elements, are kept
 // per thread: argmax in a decode loop fills nothing on the host.
 constexpr int64_t kCachedRange = int64_t{1} << 16;
+struct RangeEntry {
+  int64_t start = 0, n = -1;
+  Tensor t;
+};
+std::array<RangeEntry, 4>& range_cache() {
+  (void)detail::Trace::current();  // constructed first, so it outlives the cache at thread exit
+  thread_local std::array<RangeEntry, 4> cache;
+  return cache;
+}
 Tensor int64_range(int64_t start, int64_t n) {
   const auto make = [&] {
     return Tensor::arange(static_cast<double>(start), static_cast<double>(start + n), 1.0, Dtype::I64);
   };
   if (n > kCachedRange || detail::capture()) return make();
-  struct Entry {
-    int64_t start = 0, n = -1;
-    Tensor t;
-  };
-  (void)detail::Trace::current();  // constructed first, so it outlives the cache at thread exit
-  thread_local std::array<Entry, 4> cache;
+  std::array<RangeEntry, 4>& cache = range_cache();
   thread_local size_t next = 0;
-  for (Entry& e : cache)
+  for (RangeEntry& e : cache)
     if (e.n == n && e.start == start) return e.t;
-  Entry& e = cache[next++ % cache.size()];
+  RangeEntry& e = cache[next++ % cache.size()];
   e = {start, n, make()};
   return e.t;
 }
@@ -151,6 +156,10 @@ Tensor arg_extreme_all(const Tensor& x, bool largest, const char* op) {
 }
 
 }  // namespace
+
+void detail::drop_cached_ranges() {
+  for (RangeEntry& e : range_cache()) e = {};
+}
 
 Tensor Tensor::argmax(int axis, bool keepdim) const { return arg_extreme(*this, axis, keepdim, true, "argmax"); }
 Tensor Tensor::argmax() const { return arg_extreme_all(*this, true, "argmax"); }

@@ -130,7 +130,8 @@ void precompile();
 // Memory: the tensor buffers dvm allocates (results, copies, from_vector;
 // not wrapped user memory). Freed buffers are cached for reuse (up to 512
 // MiB) until trim() gives them back to the system. trim() also frees the
-// calling thread's cached tensor records (up to about 1 MiB per thread).
+// calling thread's cached tensor records (up to about 1 MiB per thread) and
+// the index ranges argmax/argmin keep (at most 4 per thread, 2 MiB).
 struct MemoryStats {
   int64_t live_bytes = 0;    // held by tensors now
   int64_t cached_bytes = 0;  // freed, kept for reuse

@@ -23,6 +23,8 @@
 #include "backends/jit/jit.h"
 #endif
 #include "dvm/dvm.h"
+#include "fuser/plan_cache.h"
+#include "vm/kernel_cache.h"
 #include "tests/jit_built.h"
 
 namespace dvm {
@@ -129,6 +131,9 @@ struct HostCompiles {
 
 TEST(CompileExecutor, CompilesRunWhereTheHostRunsThem) {
   SKIP_WITHOUT_MACHINE_CODE();
+  // The chain's kernel must be new: one an earlier test compiled would run on machine code at once.
+  vm::KernelCache::global().clear();
+  fuser::PlanCache::current().clear();  // plans hold their kernels too
   HostCompiles host;
   HostQueue& q = host.q;
   std::vector<double> want;
@@ -469,6 +474,9 @@ TEST(WarmUp, TheFirstFrameAfterItRunsOnMachineCode) {
     Tensor s = (Tensor::uniform({n / 7 + 1, 7}, 3) * a).sum(1);
     (void)s.to_vector();
   };
+  // Kernels earlier tests compiled would count as kernels warm_up found compiled.
+  vm::KernelCache::global().clear();
+  fuser::PlanCache::current().clear();  // plans hold their kernels too
   const WarmUpReport r = warm_up([&] { frame(1000, 0.5f); });
   EXPECT_GE(r.kernels, 2);
   EXPECT_EQ(r.compiled + r.declined, r.kernels);

@@ -73,6 +73,27 @@ TEST(Memory, ATensorConsumingThreadKeepsAtMost4096Records) {
   EXPECT_EQ(detail::node_pool_cached(), 0u);
 }
 
+// argmax keeps a few index ranges per thread for its next calls; trim()
+// and set_allocator() drop the calling thread's (a host may set its
+// allocator after a first argmax).
+TEST(Memory, TrimDropsTheIndexRangesArgmaxKeeps) {
+  trim();
+  ASSERT_EQ(memory_stats().live_bytes, 0);
+  {
+    const Tensor x = Tensor::from_vector(std::vector<float>{3, 1, 4, 1, 5, 9, 2, 6}, {2, 4});
+    EXPECT_EQ(x.argmax(1).to_vector<int64_t>(), (std::vector<int64_t>{2, 1}));
+  }
+  EXPECT_GT(memory_stats().live_bytes, 0) << "no range kept: the cache this test covers is gone";
+  trim();
+  EXPECT_EQ(memory_stats().live_bytes, 0);
+  {
+    const Tensor x = Tensor::from_vector(std::vector<float>{3, 1, 4}, {3});
+    EXPECT_EQ(x.argmin().to_vector<int64_t>(), (std::vector<int64_t>{1}));
+  }
+  set_allocator(nullptr, nullptr, nullptr);  // would throw while a range held a block
+  EXPECT_EQ(memory_stats().live_bytes, 0);
+}
+
 TEST(Memory, PoolRoundsToSizeClassesAndReusesThem) {
   detail::pool_trim();
   const detail::PoolStats s0 = detail::pool_stats();
