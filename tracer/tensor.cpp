@@ -143,7 +143,7 @@ int category(Dtype t) { return t == Dtype::Bool ? 0 : is_integral(t) ? 1 : 2; }
 // ones included (a 0-d float16 times 2.0f stays float16); an integer
 // scalar (Tensor(int), torch's wrapped integer) only turns bool into int64.
 struct Promotion {
-  bool have_dim = false, have_zero = false, have_scalar = false, have_int_scalar = false;
+  bool have_dim = false, have_zero = false, have_scalar = false, have_int_scalar = false, have_bool_scalar = false;
   Dtype dim = Dtype::F32, zero = Dtype::F32;
   void add(Dtype t, bool zero_dim) {
     if (zero_dim) {
@@ -155,15 +155,17 @@ struct Promotion {
     }
   }
   void add(const Node* n) {
-    if (n->int_scalar) {
-      have_int_scalar = true;
+    if (n->int_scalar) {  // a bool scalar changes no type: the lowest category
+      if (n->dtype == Dtype::Bool) have_bool_scalar = true;
+      else have_int_scalar = true;
       return;
     }
     add(n->dtype, n->shape.rank() == 0);
   }
   void add_float_scalar() { have_scalar = true; }
   Dtype result() const {
-    if (!have_dim && !have_zero) return have_int_scalar && !have_scalar ? Dtype::I64 : Dtype::F32;
+    if (!have_dim && !have_zero)
+      return have_scalar ? Dtype::F32 : have_int_scalar ? Dtype::I64 : have_bool_scalar ? Dtype::Bool : Dtype::F32;
     const Dtype t = !have_dim                                         ? zero
                     : !have_zero || category(zero) <= category(dim) ? dim
                                                                       : promote_types(dim, zero);
@@ -181,8 +183,21 @@ bool narrowing_int(Dtype t, Dtype u) {
   return u == Dtype::U8 || (u == Dtype::I32 && t == Dtype::I64);
 }
 
-// The value of an integer scalar (Tensor(int)): a 0-d int64 leaf.
-int64_t int_scalar_value(const Node* n) { return *static_cast<const int64_t*>(n->storage->data); }
+// The value of an integer scalar (Tensor(int), a 0-d int64 leaf; or
+// Tensor(bool), a 0-d bool leaf).
+int64_t int_scalar_value(const Node* n) {
+  return n->dtype == Dtype::Bool ? *static_cast<const uint8_t*>(n->storage->data)
+                                 : *static_cast<const int64_t*>(n->storage->data);
+}
+
+bool comparison(OpKind op) {
+  return op == OpKind::Eq || op == OpKind::Ne || op == OpKind::Lt || op == OpKind::Le || op == OpKind::Gt ||
+         op == OpKind::Ge;
+}
+
+// v as the 16-bit float type t holds it (round to nearest even).
+float round_to(Dtype t, float v) { return t == Dtype::F16 ? to_float(to_half(v)) : to_float(to_bfloat16(v)); }
+
 
 // An integer scalar must fit the integer type t its op computes in, as
 // torch's checked conversion requires: uint8 also takes -255 to -1 (they
@@ -201,6 +216,15 @@ std::string describe_all(Node* const* nodes, int k) {
   std::string s;
   for (int i = 0; i < k; ++i) s += (i ? " and " : "") + describe(nodes[i]);
   return s;
+}
+
+// torch refuses a subtraction with any bool operand (sub_check).
+void check_bool_sub(OpKind op, Node* const* nodes, int k, bool scalar) {
+  if (op != OpKind::Sub) return;
+  for (int i = 0; i < k; ++i)
+    if (nodes[i]->dtype == Dtype::Bool)
+      throw Error("sub: subtraction with a bool operand (" + describe_all(nodes, k) + (scalar ? " and a scalar" : "") +
+                  ") is not supported, as in torch; to invert a mask use ~ or logical_not()");
 }
 
 // Ops the vector unit computes in integer lanes for integer results, with
@@ -295,6 +319,7 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
     }
     ++k;
   }
+  check_bool_sub(op, nodes, k, false);
   // where's mask takes no part in the promotion. All-f32 operands (the
   // common case, on every recorded op) give the op table's f32 result.
   const int first = op == OpKind::Where ? 1 : 0;
@@ -320,6 +345,12 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
         check_int_scalar_fits(name, v, t);
       }
     }
+    // A comparison in a 16-bit type compares the operands as that type
+    // holds them (torch converts them to it first): 0.1f is 0.1 rounded.
+    if (comparison(op) && (t == Dtype::F16 || t == Dtype::BF16) && nodes[i]->dtype != t) {
+      casts[i] = (casts[i].defined() ? casts[i] : *in).to(t);
+      nodes[i] = casts[i].node();
+    }
     if (i >= first && narrowing_int(nodes[i]->dtype, t)) {
       casts[i] = in->to(t);
       nodes[i] = casts[i].node();
@@ -335,6 +366,9 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
 Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediate = false) {
   const char* name = detail::op_name(op);
   Node* x = need(t, name);
+  check_bool_sub(op, &x, 1, true);
+  // A 16-bit comparison compares with the scalar as the type holds it (as torch).
+  if ((x->dtype == Dtype::F16 || x->dtype == Dtype::BF16) && comparison(op)) s = round_to(x->dtype, s);
   Dtype dt = detail::op_result_dtype(op);  // an f32 operand: the op table's result
   if (x->dtype != Dtype::F32 || detail::op_info(op).dtype == detail::DtypeRule::Bits) {
     Promotion pr;
@@ -529,6 +563,13 @@ void detail::fill_range(void* data, Dtype t, int64_t count, double start, double
 // Creation
 // ---------------------------------------------------------------------------
 Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) {}
+
+Tensor Tensor::bool_scalar(bool value) {
+  const uint8_t byte = value ? 1 : 0;
+  Tensor t = copy_of(&byte, 1, Shape{}, Dtype::Bool);
+  t.node()->int_scalar = true;
+  return t;
+}
 
 Tensor Tensor::integer_scalar(int64_t value, bool too_large) {
   if (too_large)

@@ -26,10 +26,14 @@ class Tensor {
   // torch's wrapped integer, a 0-d int64 tensor that changes the result type
   // of bool operands only (int32 + 1 is int32, bool + 1 int64, float16 * 2
   // float16). Its value converts to the computation type; one that type
-  // cannot hold is a dvm::Error, as in torch (docs/DTYPES.md).
-  template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  // cannot hold is a dvm::Error, as in torch (docs/DTYPES.md). A bool
+  // (where(m, m, false)) is a 0-d bool tensor that changes no type.
+  template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
   Tensor(T value)  // NOLINT(google-explicit-constructor)
-      : Tensor(integer_scalar(static_cast<int64_t>(value), std::is_unsigned_v<T> && static_cast<uint64_t>(value) > static_cast<uint64_t>(INT64_MAX))) {}
+      : Tensor(std::is_same_v<T, bool>
+                   ? bool_scalar(value != 0)
+                   : integer_scalar(static_cast<int64_t>(value),
+                                    std::is_unsigned_v<T> && static_cast<uint64_t>(value) > static_cast<uint64_t>(INT64_MAX))) {}
   Tensor(const Tensor& o);
   Tensor(Tensor&& o) noexcept;
   Tensor& operator=(const Tensor& o);
@@ -204,6 +208,7 @@ class Tensor {
   // Tensor(integer): too_large says the value was an unsigned one above
   // int64's range (an error).
   static Tensor integer_scalar(int64_t value, bool too_large);
+  static Tensor bool_scalar(bool value);
   static Tensor copy_of(const void* values, int64_t count, Shape shape, Dtype dtype);
   void copy_to(void* out, Dtype expected, const char* op) const;
   const void* typed_data(Dtype expected) const;
@@ -401,23 +406,24 @@ Tensor operator+(float a, const Tensor& b);
 Tensor operator-(float a, const Tensor& b);
 Tensor operator*(float a, const Tensor& b);
 Tensor operator/(float a, const Tensor& b);
-// With a C++ integer: torch's wrapped integer (Tensor(int)), so int32 + 1
-// stays int32; with a floating tensor, the float scalar it converts to.
-template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+// With a C++ integer or bool: torch's wrapped integer or bool (Tensor(int)),
+// so int32 + 1 stays int32; with a floating tensor, the float scalar it
+// converts to.
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 Tensor operator+(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a + static_cast<float>(b) : a + Tensor(b); }
-template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 Tensor operator-(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a - static_cast<float>(b) : a - Tensor(b); }
-template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 Tensor operator*(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a * static_cast<float>(b) : a * Tensor(b); }
-template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 Tensor operator/(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a / static_cast<float>(b) : a / Tensor(b); }
-template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 Tensor operator+(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) + b : Tensor(a) + b; }
-template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 Tensor operator-(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) - b : Tensor(a) - b; }
-template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 Tensor operator*(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) * b : Tensor(a) * b; }
-template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 Tensor operator/(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) / b : Tensor(a) / b; }
 // Bitwise (bitwise_not, bitwise_and, bitwise_or, bitwise_xor).
 Tensor operator~(const Tensor& x);

@@ -5,6 +5,7 @@
 #include "tests/tracer/tracer_testing.h"
 
 #include <bit>
+#include <functional>
 
 namespace dvm::testing {
 namespace {
@@ -341,6 +342,61 @@ TEST_P(Dtypes, IntegerScalarsAreTorchsWrappedIntegers) {
   }
   EXPECT_EQ(Tensor(int64_t{1} << 62).to_vector<int64_t>()[0], int64_t{1} << 62);
   expect_error("unsigned above int64", [] { (void)Tensor(~uint64_t{0}); }, {"integer scalar", "int64"});
+}
+
+// A comparison in a 16-bit type compares its operands as that type holds
+// them, as torch converts them first: 0.1f, a 0-d float32 tensor of 0.1 and
+// an int32 2049 become the float16 values 0.0999755859375 and 2048.
+TEST_P(Dtypes, SixteenBitComparisonsRoundTheOtherOperandToTheType) {
+  std::mt19937 rng(12);
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    std::vector<float> xs;
+    for (int i = 0; i < 300; ++i) xs.push_back(std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), static_cast<int>(rng() % 20) - 8));
+    const std::vector<uint16_t> xb = bits16(t, xs);
+    const Tensor x = tensor16(t, xb, {static_cast<int64_t>(xs.size())});
+    for (int i = 0; i < 40; ++i) {
+      // A constant the type cannot hold exactly, and sometimes one it can.
+      const float c = i % 5 == 0 ? from16(t, xb[static_cast<size_t>(rng() % xb.size())])
+                                 : std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), static_cast<int>(rng() % 20) - 8);
+      const double cr = round16(t, c);
+      const Tensor zero_dim = Tensor::full(Shape{}, static_cast<double>(c), Dtype::F32);
+      const std::vector<std::pair<Tensor, std::function<bool(double, double)>>> cases = {
+          {eq(x, c), [](double a, double b) { return a == b; }},  {ne(c, x), [](double a, double b) { return b != a; }},
+          {lt(x, c), [](double a, double b) { return a < b; }},   {ge(x, zero_dim), [](double a, double b) { return a >= b; }},
+          {le(zero_dim, x), [](double a, double b) { return b <= a; }}, {gt(x, c), [](double a, double b) { return a > b; }}};
+      for (size_t k = 0; k < cases.size(); ++k) {
+        const std::vector<bool> got = cases[k].first.to_vector<bool>();
+        for (size_t e = 0; e < xb.size(); ++e)
+          ASSERT_EQ(got[e], cases[k].second(from16(t, xb[e]), cr))
+              << dtype_name(t) << " case " << k << " x=" << from16(t, xb[e]) << " c=" << c;
+      }
+    }
+    // An integer tensor compared with a 16-bit one converts to it too.
+    const Tensor h = Tensor::full(Shape{3}, 2048.0, t), i32 = Tensor::full(Shape{3}, 2049, Dtype::I32);
+    EXPECT_EQ(eq(h, i32).to_vector<bool>(), std::vector<bool>(3, t == Dtype::F16 || round16(t, 2049.0f) == 2048.0));
+  }
+}
+
+// A C++ bool is torch's wrapped bool: it changes no type. And torch refuses
+// any subtraction with a bool operand, scalars included.
+TEST(DtypePromotion, BoolScalarsChangeNoTypeAndBoolSubtractionIsRefused) {
+  const Tensor i32 = Tensor::from_vector(std::vector<int32_t>{16777217, -4}, Shape{2});
+  const Tensor m = Tensor::from_vector(std::vector<bool>{true, false}, Shape{2});
+  const Tensor y = i32 + true;
+  ASSERT_EQ(y.dtype(), Dtype::I32);
+  EXPECT_EQ(y.to_vector<int32_t>(), (std::vector<int32_t>{16777218, -3}));
+  for (const Tensor& b : {where(m, m, false), m * true, m & true, m + false}) {
+    ASSERT_EQ(b.dtype(), Dtype::Bool);
+    EXPECT_EQ(b.to_vector<bool>(), (std::vector<bool>{true, false}));
+  }
+  EXPECT_EQ(Tensor(true).dtype(), Dtype::Bool);
+  const Tensor f = Tensor::full(Shape{2}, 1.5f);
+  EXPECT_EQ((f * true).to_vector(), (std::vector<float>{1.5f, 1.5f}));
+  expect_error("m - 1", [&] { (void)(m - 1); }, {"sub", "bool", "not supported"});
+  expect_error("1 - m", [&] { (void)(1 - m); }, {"sub", "bool"});
+  expect_error("m - 1.0f", [&] { (void)(m - 1.0f); }, {"sub", "bool"});
+  expect_error("f - m", [&] { (void)(f - m); }, {"sub", "bool"});
+  expect_error("i32 - true", [&] { (void)(i32 - true); }, {"sub", "bool"});
 }
 
 TEST(DtypePromotion, WhatTheVectorUnitCannotDoYetIsAClearError) {

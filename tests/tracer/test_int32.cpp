@@ -62,6 +62,11 @@ const BinaryCase kBinary[] = {
 TEST_P(Int32Lanes, BinaryOpsWrapAsTorchsIntegers) {
   for (const BinaryCase& c : kBinary) {
     for (auto [ta, tb] : kPairs) {
+      if (std::string(c.name) == "sub" && (ta == Dtype::Bool || tb == Dtype::Bool)) {
+        // torch refuses a subtraction with any bool operand.
+        expect_error("sub of bool", [&] { (void)(make(ta, {1}) - make(tb, {1})); }, {"sub", "bool", "not supported"});
+        continue;
+      }
       for (int64_t n : lengths()) {
         const std::vector<int64_t> a = values(ta, n, static_cast<uint32_t>(n) * 7 + 1);
         std::vector<int64_t> b = values(tb, n, static_cast<uint32_t>(n) * 7 + 2);

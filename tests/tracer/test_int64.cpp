@@ -89,8 +89,9 @@ class Program {
       case 0:
         return bools ? binary("add", a, b, what, [](i128 x, i128 y) { return x | y; }, a.t + b.t)
                      : binary("add", a, b, what, [](i128 x, i128 y) { return x + y; }, a.t + b.t);
-      case 1:
-        if (bools) return binary("mul", a, b, what, [](i128 x, i128 y) { return x & y; }, a.t * b.t);
+      case 1:  // (torch refuses a subtraction with a bool operand)
+        if (a.type == Dtype::Bool || b.type == Dtype::Bool)
+          return binary("mul", a, b, what, [](i128 x, i128 y) { return x * y; }, a.t * b.t);
         return binary("sub", a, b, what, [](i128 x, i128 y) { return x - y; }, a.t - b.t);
       case 2:
         return binary("mul", a, b, what, [](i128 x, i128 y) { return x * y; }, a.t * b.t);
