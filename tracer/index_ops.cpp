@@ -97,12 +97,14 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
   const std::vector<int64_t> v = index_values(index, op);
   Tensor keep;
   Node* src = source(x, op, &keep);
-  if (rank == 0) {  // torch: a 0-d x takes indices 0 only
-    for (size_t j = 0; j < v.size(); ++j)
-      if (v[j] != 0)
-        throw Error(std::string(op) + ": index " + str(v[j]) + " at position " + str(static_cast<int64_t>(j)) +
-                    " is out of range for " + detail::describe(src) + " (expected 0)");
-    return v.empty() ? Tensor::full(Shape{0}, 0.0, src->dtype) : x.reshape(Shape{1}).expand(Shape{static_cast<int64_t>(v.size())}).contiguous();
+  if (rank == 0) {  // torch: a 0-d x takes one index, 0, and gives x (0-d)
+    if (v.size() != 1)
+      throw Error(std::string(op) + ": index " + detail::describe(in) + " holds " + str(static_cast<int64_t>(v.size())) +
+                  " values for " + detail::describe(src) + " (expected exactly one, 0, for a 0-d tensor, as torch)");
+    if (v[0] != 0)
+      throw Error(std::string(op) + ": index " + str(v[0]) + " at position 0 is out of range for " +
+                  detail::describe(src) + " (expected 0)");
+    return x.contiguous();
   }
   for (size_t j = 0; j < v.size(); ++j)
     if (v[j] < 0 || v[j] >= src->shape[axis]) out_of_range(op, v[j], static_cast<int64_t>(j), axis, src);

@@ -111,6 +111,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int axis) {
 Tensor stack(const std::vector<Tensor>& tensors, int axis) {
   if (tensors.empty()) throw Error("stack: expected a non-empty list of tensors");
   const Shape& first = detail::need(tensors[0], "stack")->shape;
+  if (first.rank() >= kMaxRank)
+    throw Error("stack: tensors of shape " + first.to_string() + " already have the most axes dvm supports (" +
+                str(static_cast<int64_t>(kMaxRank)) + "); stacking adds one");
   axis = detail::normalize_axis("stack", axis, first.rank() + 1, first, true);
   std::vector<Tensor> pieces;
   pieces.reserve(tensors.size());

@@ -1211,11 +1211,21 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return r;
 }
 
+// Products take two operands of one floating type (as torch's); `op` is the
+// call the user made, named in the error.
+void check_one_floating_type(const char* op, const Node* x, const Node* y) {
+  if (x->dtype != y->dtype || !is_floating(x->dtype))
+    throw Error(std::string(op) + ": operands " + describe(x) + " and " + describe(y) +
+                " must have one floating type (float32, float16 or bfloat16), as torch requires");
+}
+
 Tensor bmm(const Tensor& a, const Tensor& b) {
   Node* x = need(a, "bmm");
   Node* y = need(b, "bmm");
-  if (x->shape.rank() != 3 || y->shape.rank() != 3 || x->shape[0] != y->shape[0])
-    throw Error("bmm: expected [B, M, K] and [B, K, N] with the same B, got " + describe(x) + " and " + describe(y));
+  if (x->shape.rank() != 3 || y->shape.rank() != 3 || x->shape[0] != y->shape[0] || x->shape[2] != y->shape[1])
+    throw Error("bmm: expected [B, M, K] and [B, K, N] with the same B and K, got " + describe(x) + " and " +
+                describe(y));
+  check_one_floating_type("bmm", x, y);
   return matmul(a, b);
 }
 
@@ -1227,6 +1237,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined() && !(bias.shape() == Shape{w->shape[0]}))
     throw Error("linear: bias must have shape " + Shape{w->shape[0]}.to_string() + " (weight " + describe(w) +
                 "), got " + describe(need(bias, "linear")));
+  check_one_floating_type("linear", n, w);
   Tensor y = matmul(x, weight.transpose(0, 1));
   return bias.defined() ? y + bias : y;
 }
@@ -1234,8 +1245,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, float alpha) {
   Node* x = need(a, "addmm");
   Node* y = need(b, "addmm");
-  if (x->shape.rank() != 2 || y->shape.rank() != 2)
-    throw Error("addmm: expected 2-D a and b, got " + describe(x) + " and " + describe(y));
+  if (x->shape.rank() != 2 || y->shape.rank() != 2 || x->shape[1] != y->shape[0])
+    throw Error("addmm: expected a [M, K] and b [K, N], got " + describe(x) + " and " + describe(y));
+  check_one_floating_type("addmm", x, y);
   Tensor p = matmul(a, b);
   // As torch (and BLAS): alpha 0 ignores the product, beta 0 the input,
   // their NaNs and infinities too. The product recorded above checked the

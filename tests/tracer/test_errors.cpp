@@ -54,6 +54,28 @@ TEST_F(Errors, IncompatibleBroadcast) {
   EXPECT_EQ(detail::Trace::current().pending(), with_mask);
 }
 
+// Errors name the call the user made and the shapes it was given, not the
+// op it is built from (bmm, addmm and linear are matmuls; stack unsqueezes).
+TEST_F(Errors, CompositionsNameThemselves) {
+  const Tensor b3 = Tensor::ones({4, 2, 3}), c3 = Tensor::ones({4, 4, 5});
+  expect_error("bmm", [&] { (void)bmm(b3, c3); }, {"bmm:", "[4, 2, 3]", "[4, 4, 5]"});
+  expect_error("addmm", [&] { (void)addmm(Tensor::ones({5}), Tensor::ones({2, 3}), Tensor::ones({4, 5})); },
+               {"addmm:", "[2, 3]", "[4, 5]"});
+  const Tensor w = Tensor::ones({5, 3});
+  expect_error("linear types", [&] { (void)linear(Tensor::full({2, 3}, 1.0, Dtype::F16), w); },
+               {"linear:", "float16[2, 3]", "float32[5, 3]", "one floating type"});
+  const Tensor r8 = Tensor::ones({1, 1, 1, 1, 1, 1, 1, 1});
+  expect_error("stack rank 8", [&] { (void)stack({r8, r8}, 0); }, {"stack:", "most axes"});
+  // index_select of a 0-d tensor takes exactly one index, 0, and stays 0-d (torch).
+  const Tensor s = Tensor::full(Shape{}, 5.0f) * 1.0f;
+  const Tensor picked = index_select(s, 0, Tensor::from_vector(std::vector<int64_t>{0}, Shape{1}));
+  EXPECT_EQ(picked.shape(), Shape{});
+  EXPECT_EQ(picked.item(), 5.0f);
+  expect_error("index_select 0-d, two indices",
+               [&] { (void)index_select(s, 0, Tensor::from_vector(std::vector<int64_t>{0, 0}, Shape{2})); },
+               {"index_select", "exactly one"});
+}
+
 TEST_F(Errors, BadAxis) {
   expect_error("sum(2)", [&] { x23.sum(2); }, {"sum", "axis 2", "[2, 3]"});
   expect_error("sum(-3)", [&] { x23.sum(-3); }, {"sum", "-3", "[2, 3]"});
