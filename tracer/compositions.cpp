@@ -48,7 +48,13 @@ Tensor variance(const Tensor& x, const std::vector<int>& axes, int64_t correctio
   const Tensor d = xf - xf.mean(norm, true);
   // At or below zero degrees of freedom the divide gives inf or NaN (torch).
   const double dof = static_cast<double>(std::max<int64_t>(0, count - correction));
-  return (d * d).sum(norm, keepdim) / static_cast<float>(dof);
+  const Tensor squares = (d * d).sum(norm, keepdim);
+  if (count == 0) return squares / static_cast<float>(dof);
+  // The corrected two-pass form: the float32 mean is off by some e, which
+  // adds n * e^2 to the squares; (sum of d)^2 / n takes it back out (values
+  // of mean 1e6 lost three digits without it).
+  const Tensor sum = d.sum(norm, keepdim);
+  return (squares - sum * sum / static_cast<float>(count)) / static_cast<float>(dof);
 }
 
 }  // namespace

@@ -110,6 +110,31 @@ TEST(Compositions, VarAndStdMatchATwoPassReference) {
   }
 }
 
+// Values far from zero (a mean of 1e6 and a spread of 1): the float32 mean
+// is off by up to half its ulp (1/32), which would add n * e^2 to the sum of
+// squares; the variance must still be within the sum's own rounding, about
+// (count + 4) u of the variance itself, as torch's is.
+TEST(Compositions, VarOfValuesFarFromZeroKeepsItsDigits) {
+  std::mt19937 rng(1606);
+  for (int iter = 0; iter < 24; ++iter) {
+    const int64_t rows = 1 + static_cast<int64_t>(rng() % 4), count = 100 + static_cast<int64_t>(rng() % 4000);
+    const float center = (iter % 2 ? 1.0f : -1.0f) * std::ldexp(1.0f, 14 + static_cast<int>(rng() % 8));
+    const std::vector<float> values = random_values(rows * count, rng, center - 1.0f, center + 1.0f);
+    const bool along_rows = iter % 3 == 0;  // a column reduction too
+    const Tensor x = along_rows ? Tensor::from_vector(values, {count, rows}) : Tensor::from_vector(values, {rows, count});
+    const std::vector<float> got = x.var(along_rows ? 0 : 1).to_vector();
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, sq = 0;
+      auto at = [&](int64_t i) { return static_cast<double>(values[static_cast<size_t>(along_rows ? i * rows + r : r * count + i)]); };
+      for (int64_t i = 0; i < count; ++i) sum += at(i);
+      for (int64_t i = 0; i < count; ++i) sq += (at(i) - sum / count) * (at(i) - sum / count);
+      const double want = sq / static_cast<double>(count - 1);
+      EXPECT_NEAR(got[static_cast<size_t>(r)], want, (static_cast<double>(count) + 4) * 0x1p-24 * want * 2)
+          << "iteration " << iter << " center " << center << " count " << count << " row " << r;
+    }
+  }
+}
+
 TEST(Compositions, VarOverTheLastAxisIsOneKernel) {
   const Tensor x = Tensor::from_vector(std::vector<float>(64 * 33, 1.5f), {64, 33});
   x.sync();
