@@ -260,6 +260,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     throw Error(std::string(op) + ": the default scale 1/sqrt(E) of a symbolic E, in a " + g->what() +
                 ": not supported yet (pass the scale)");
   const float sc = scale > 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(E)));
+  // 16-bit operands: the scores and the probabilities stay float32 and only
+  // the result is rounded (as torch's CPU kernel keeps them in float); the
+  // products widen the operands exactly.
+  if (q.dtype() != Dtype::F32 && q.dtype() == k.dtype() && q.dtype() == v.dtype())
+    return scaled_dot_product_attention(q.to(Dtype::F32), k.to(Dtype::F32), v.to(Dtype::F32), attn_mask, is_causal, sc)
+        .to(q.dtype());
   Tensor scores = matmul(q, k.transpose(-2, -1)) * sc;
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   if (is_causal) {

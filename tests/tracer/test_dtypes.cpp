@@ -640,6 +640,48 @@ TEST_P(Dtypes, SixteenBitSoftmaxRoundsOnceOnEveryAxis) {
     }
 }
 
+// Attention of 16-bit operands keeps its scores and probabilities in
+// float32 and rounds the result once (torch's CPU kernel keeps them in
+// float): nearly every output is the exact value rounded.
+TEST_P(Dtypes, SixteenBitAttentionRoundsOnce) {
+  for (Dtype t : {Dtype::F16, Dtype::BF16})
+    for (bool causal : {false, true}) {
+      const int64_t B = 2, L = 5, S = causal ? 5 : 9, E = 8;
+      const std::vector<uint16_t> qb = bits16(t, make_values(B * L * E, 31, uniform_gen(-2, 2)));
+      const std::vector<uint16_t> kb = bits16(t, make_values(B * S * E, 32, uniform_gen(-2, 2)));
+      const std::vector<uint16_t> vb = bits16(t, make_values(B * S * E, 33, uniform_gen(-2, 2)));
+      const Tensor q = tensor16(t, qb, {B, L, E}), k = tensor16(t, kb, {B, S, E}), v = tensor16(t, vb, {B, S, E});
+      const std::vector<uint16_t> got = read16(scaled_dot_product_attention(q, k, v, Tensor(), causal));
+      const double ulp16 = t == Dtype::F16 ? 0x1p-10 : 0x1p-7, scale = 1.0 / std::sqrt(static_cast<double>(E));
+      int64_t exact = 0;
+      Checker chk(cat("attention ", dtype_name(t), causal ? " causal" : ""));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < L; ++i) {
+          std::vector<double> p(static_cast<size_t>(S));
+          double mx = -1e300, sum = 0;
+          for (int64_t j = 0; j < S; ++j) {
+            double dot = 0;
+            for (int64_t e = 0; e < E; ++e)
+              dot += static_cast<double>(from16(t, qb[static_cast<size_t>((b * L + i) * E + e)])) *
+                     from16(t, kb[static_cast<size_t>((b * S + j) * E + e)]);
+            p[static_cast<size_t>(j)] = causal && j > i ? -1e300 : dot * scale;
+            mx = std::max(mx, p[static_cast<size_t>(j)]);
+          }
+          for (double& x : p) sum += x = std::exp(x - mx);
+          for (int64_t e = 0; e < E; ++e) {
+            double o = 0;
+            for (int64_t j = 0; j < S; ++j) o += p[static_cast<size_t>(j)] / sum * from16(t, vb[static_cast<size_t>((b * S + j) * E + e)]);
+            const double want = round16(t, static_cast<float>(o));
+            const float g = from16(t, got[static_cast<size_t>((b * L + i) * E + e)]);
+            exact += g == want;
+            if (std::fabs(g - want) > ulp16 * std::max(std::fabs(want), 1.0 / 64))
+              chk.fail(cat("b=", b, " i=", i, " e=", e), cat(fstr(g), " want ", fstr(want)));
+          }
+        }
+      EXPECT_GE(exact, B * L * E * 95 / 100) << dtype_name(t) << (causal ? " causal" : "") << ": not rounded once";
+    }
+}
+
 TEST_P(Dtypes, SixteenBitMatmulAccumulatesInF32) {
   for (Dtype t : {Dtype::F16, Dtype::BF16}) {
     const int64_t M = 17, K = 65, N = 33;
