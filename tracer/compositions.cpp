@@ -181,7 +181,9 @@ Tensor silu(const Tensor& x) {
   return x * sigmoid(x);
 }
 
-Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
+namespace {
+// masked_fill's operands: a bool mask that broadcasts to x's shape.
+void check_mask(const Tensor& x, const Tensor& mask) {
   detail::need(x, "masked_fill");
   detail::need(mask, "masked_fill");
   if (mask.dtype() != Dtype::Bool)
@@ -194,6 +196,34 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
   if (!fits)
     throw Error("masked_fill: mask " + describe(mask) + " does not broadcast to the shape of " + describe(x) +
                 " (expected the mask's extents to equal x's or be 1)");
+}
+
+Tensor masked_fill_with(const Tensor& x, const Tensor& mask, const Tensor& v) { return where(mask, v, x); }
+}  // namespace
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  check_mask(x, mask);
+  detail::Node* v = detail::need(value, "masked_fill");
+  if (v->shape.rank() != 0)
+    throw Error("masked_fill: value " + describe(value) + " must be 0-d (one value, as torch)");
+  if (value.dtype() == Dtype::F32 || is_floating(value.dtype()))
+    return masked_fill(x, mask, value.item());
+  // An integer (or bool) value: exact in x's integer type, within its range.
+  const int64_t iv = value.dtype() == Dtype::Bool ? static_cast<int64_t>(value.item() != 0.0f)
+                                                  : value.to(Dtype::I64).to_vector<int64_t>()[0];
+  if (is_floating(x.dtype())) return masked_fill(x, mask, static_cast<float>(iv));
+  Tensor fill;
+  try {
+    fill = x.dtype() == Dtype::Bool ? Tensor::full(Shape{}, iv != 0 ? 1.0 : 0.0, Dtype::Bool)
+                                    : Tensor::full(Shape{}, iv, x.dtype());
+  } catch (const Error& e) {
+    throw Error("masked_fill: the value for " + describe(x) + " is out of its type's range (" + e.what() + ")");
+  }
+  return masked_fill_with(x, mask, fill);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
+  check_mask(x, mask);
   // The value in x's type (a scalar parameter for float32, so that a new
   // value compiles nothing; a 0-d tensor of the type otherwise).
   Tensor v;
@@ -202,7 +232,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
   } catch (const Error& e) {
     throw Error("masked_fill: the value for " + describe(x) + " is out of its type's range (" + e.what() + ")");
   }
-  return where(mask, v, x);
+  return masked_fill_with(x, mask, v);
 }
 
 namespace {

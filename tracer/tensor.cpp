@@ -653,6 +653,27 @@ Tensor Tensor::full(Shape shape, double value, Dtype dtype) {
   return t;
 }
 
+Tensor Tensor::full_integer(Shape shape, int64_t value, bool too_large, Dtype dtype) {
+  detail::check_dtype("full", dtype);
+  if (too_large)
+    throw Error("full: an unsigned value above 9223372036854775807 does not fit int64 (expected a value int64 can hold)");
+  if (is_floating(dtype) || dtype == Dtype::Bool) return full(std::move(shape), static_cast<double>(value), dtype);
+  // uint8 also takes -255 to -1, wrapped, as torch's checked conversion of
+  // an integer does (a float value outside 0 to 255 stays an error).
+  const int64_t lo = dtype == Dtype::I32 ? INT32_MIN : dtype == Dtype::U8 ? -255 : INT64_MIN;
+  const int64_t hi = dtype == Dtype::I32 ? INT32_MAX : dtype == Dtype::U8 ? 255 : INT64_MAX;
+  if (value < lo || value > hi)
+    throw Error("full: value " + std::to_string(value) + " does not fit " + dtype_name(dtype) + " (expected " +
+                std::to_string(lo) + " to " + std::to_string(hi) + ")");
+  Tensor t = detail::new_leaf(shape, "full", dtype);
+  char* d = static_cast<char*>(t.node()->storage->data);
+  const int32_t v32 = static_cast<int32_t>(value);
+  const uint8_t v8 = static_cast<uint8_t>(value);
+  const void* one = dtype == Dtype::I64 ? static_cast<const void*>(&value) : dtype == Dtype::I32 ? static_cast<const void*>(&v32) : &v8;
+  for (int64_t i = 0; i < shape.numel(); ++i) std::memcpy(d + i * dtype_size(dtype), one, dtype_size(dtype));
+  return t;
+}
+
 Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
   detail::check_dtype("arange", dtype);
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))

@@ -75,6 +75,13 @@ class Tensor {
   // error), bool: value != 0. float32 gives the constant above; the other
   // types a buffer of numel() elements.
   static Tensor full(Shape shape, double value, Dtype dtype);
+  // An integer value, exact for every integer type (an int64 above 2^53
+  // too); one the type cannot hold is an error.
+  template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  static Tensor full(Shape shape, T value, Dtype dtype) {
+    return full_integer(std::move(shape), static_cast<int64_t>(value),
+                        std::is_unsigned_v<T> && static_cast<uint64_t>(value) > static_cast<uint64_t>(INT64_MAX), dtype);
+  }
   static Tensor zeros(Shape shape) { return full(shape, 0.0f); }
   static Tensor ones(Shape shape) { return full(shape, 1.0f); }
   static Tensor scalar(float value) { return full(Shape{}, value); }
@@ -209,6 +216,7 @@ class Tensor {
   // int64's range (an error).
   static Tensor integer_scalar(int64_t value, bool too_large);
   static Tensor bool_scalar(bool value);
+  static Tensor full_integer(Shape shape, int64_t value, bool too_large, Dtype dtype);
   static Tensor copy_of(const void* values, int64_t count, Shape shape, Dtype dtype);
   void copy_to(void* out, Dtype expected, const char* op) const;
   const void* typed_data(Dtype expected) const;
@@ -314,6 +322,11 @@ Tensor silu(const Tensor& x);
 // an integer type cannot hold, NaN, infinity or out of its range, is a
 // dvm::Error, as in torch).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
+// The value as a 0-d tensor (torch's Tensor overload), converted to x's type
+// exactly: an integer literal (masked_fill(ids, m, -100)) keeps every digit.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+Tensor masked_fill(const Tensor& x, const Tensor& mask, T value) { return masked_fill(x, mask, Tensor(value)); }
 // torch.tril / torch.triu over the last two axes: elements with
 // column - row <= diagonal (tril) or >= diagonal (triu) kept, the rest 0.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);

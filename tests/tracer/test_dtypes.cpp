@@ -399,6 +399,31 @@ TEST(DtypePromotion, BoolScalarsChangeNoTypeAndBoolSubtractionIsRefused) {
   expect_error("i32 - true", [&] { (void)(i32 - true); }, {"sub", "bool"});
 }
 
+// Integer fill values are exact in every integer type (not through a
+// float or a double), and one the type cannot hold is an error.
+TEST(DtypePromotion, IntegerFillValuesAreExact) {
+  const int64_t big = (int64_t{1} << 53) + 1;
+  EXPECT_EQ(Tensor::full(Shape{2}, big, Dtype::I64).to_vector<int64_t>(), std::vector<int64_t>(2, big));
+  EXPECT_EQ(Tensor::full(Shape{1}, INT64_MAX, Dtype::I64).to_vector<int64_t>()[0], INT64_MAX);
+  EXPECT_EQ(Tensor::full(Shape{1}, INT64_MIN, Dtype::I64).to_vector<int64_t>()[0], INT64_MIN);
+  EXPECT_EQ(Tensor::full(Shape{1}, INT32_MAX, Dtype::I32).to_vector<int32_t>()[0], INT32_MAX);
+  EXPECT_EQ(Tensor::full(Shape{1}, -1, Dtype::U8).to_vector<uint8_t>()[0], 255);
+  EXPECT_EQ(Tensor::full(Shape{1}, 16777217, Dtype::F32).to_vector()[0], 16777216.0f);  // rounded, as a float
+  expect_error("i32 too big", [] { (void)Tensor::full(Shape{1}, int64_t{1} << 31, Dtype::I32); }, {"full", "int32"});
+  expect_error("u8 too big", [] { (void)Tensor::full(Shape{1}, 256, Dtype::U8); }, {"full", "uint8"});
+  const Tensor m = Tensor::from_vector(std::vector<bool>{true, false}, Shape{2});
+  const Tensor i32 = Tensor::from_vector(std::vector<int32_t>{1, 2}, Shape{2});
+  const Tensor i64 = Tensor::from_vector(std::vector<int64_t>{1, 2}, Shape{2});
+  EXPECT_EQ(masked_fill(i32, m, 16777217).to_vector<int32_t>(), (std::vector<int32_t>{16777217, 2}));
+  EXPECT_EQ(masked_fill(i32, m, INT32_MAX).to_vector<int32_t>(), (std::vector<int32_t>{INT32_MAX, 2}));
+  EXPECT_EQ(masked_fill(i64, m, big).to_vector<int64_t>(), (std::vector<int64_t>{big, 2}));
+  EXPECT_EQ(masked_fill(i64, m, Tensor(-100)).to_vector<int64_t>(), (std::vector<int64_t>{-100, 2}));
+  EXPECT_EQ(masked_fill(Tensor::full(Shape{2}, 1.5f), m, 3).to_vector(), (std::vector<float>{3.0f, 1.5f}));
+  expect_error("i32 fill too big", [&] { (void)masked_fill(i32, m, int64_t{1} << 40); }, {"masked_fill", "int32"});
+  expect_error("a value of rank 1", [&] { (void)masked_fill(i32, m, Tensor::full(Shape{2}, 1, Dtype::I32)); },
+               {"masked_fill", "0-d"});
+}
+
 TEST(DtypePromotion, WhatTheVectorUnitCannotDoYetIsAClearError) {
   Tensor i32 = Tensor::full({4}, 1, Dtype::I32), i64 = Tensor::full({4}, 1, Dtype::I64);
   Tensor u8 = Tensor::full({4}, 1, Dtype::U8), f16 = Tensor::full({4}, 1, Dtype::F16);
