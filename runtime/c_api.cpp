@@ -201,6 +201,11 @@ dvm_status dvm_scalar(float value, dvm_tensor* out) {
   return guarded([&] { give(dvm::Tensor::scalar(value), out); });
 }
 
+dvm_status dvm_scalar_int(int64_t value, dvm_tensor* out) {
+  DVM_NEED(out, "dvm_scalar_int");
+  return guarded([&] { give(dvm::Tensor(value), out); });
+}
+
 dvm_status dvm_arange(double start, double end, double step, int dtype, dvm_tensor* out) {
   DVM_NEED(out, "dvm_arange");
   if (!valid_dtype(dtype)) return invalid("dvm_arange", "unknown dtype");
@@ -334,6 +339,17 @@ dvm_status dvm_binary_scalar(int op, dvm_tensor a, float s, int scalar_first, dv
   });
 }
 
+dvm_status dvm_binary_scalar_int(int op, dvm_tensor a, int64_t s, int scalar_first, dvm_tensor* out) {
+  DVM_NEED(a, "dvm_binary_scalar_int");
+  DVM_NEED(out, "dvm_binary_scalar_int");
+  if (!valid_binary(op)) return invalid("dvm_binary_scalar_int", "unknown op");
+  if (scalar_first != 0 && scalar_first != 1) return invalid("dvm_binary_scalar_int", "scalar_first must be 0 or 1");
+  return guarded([&] {
+    const dvm::Tensor sc(s);  // torch's wrapped integer, as ids + 1 in C++
+    give(scalar_first ? kBinary[op](sc, a->t) : kBinary[op](a->t, sc), out);
+  });
+}
+
 dvm_status dvm_where(dvm_tensor mask, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
   DVM_NEED(mask, "dvm_where");
   DVM_NEED(a, "dvm_where");
@@ -380,6 +396,12 @@ dvm_status dvm_clamp(dvm_tensor x, float lo, float hi, dvm_tensor* out) {
   return guarded([&] { give(dvm::clamp(x->t, lo, hi), out); });
 }
 
+dvm_status dvm_clamp_int(dvm_tensor x, int64_t lo, int64_t hi, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_clamp_int");
+  DVM_NEED(out, "dvm_clamp_int");
+  return guarded([&] { give(dvm::clamp(x->t, lo, hi), out); });
+}
+
 dvm_status dvm_silu(dvm_tensor x, dvm_tensor* out) {
   DVM_NEED(x, "dvm_silu");
   DVM_NEED(out, "dvm_silu");
@@ -390,6 +412,13 @@ dvm_status dvm_masked_fill(dvm_tensor x, dvm_tensor mask, float value, dvm_tenso
   DVM_NEED(x, "dvm_masked_fill");
   DVM_NEED(mask, "dvm_masked_fill");
   DVM_NEED(out, "dvm_masked_fill");
+  return guarded([&] { give(dvm::masked_fill(x->t, mask->t, value), out); });
+}
+
+dvm_status dvm_masked_fill_int(dvm_tensor x, dvm_tensor mask, int64_t value, dvm_tensor* out) {
+  DVM_NEED(x, "dvm_masked_fill_int");
+  DVM_NEED(mask, "dvm_masked_fill_int");
+  DVM_NEED(out, "dvm_masked_fill_int");
   return guarded([&] { give(dvm::masked_fill(x->t, mask->t, value), out); });
 }
 

@@ -78,6 +78,10 @@ dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, int d
 dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, int dtype, dvm_tensor* out);
 dvm_status dvm_full(const int64_t* shape, int rank, double value, int dtype, dvm_tensor* out);
 dvm_status dvm_scalar(float value, dvm_tensor* out);
+/* An integer scalar operand (C++ Tensor(int)): torch's wrapped integer, a 0-d
+ * int64 tensor that changes the type of bool operands only (docs/DTYPES.md);
+ * pass it to dvm_binary, dvm_where. */
+dvm_status dvm_scalar_int(int64_t value, dvm_tensor* out);
 dvm_status dvm_arange(double start, double end, double step, int dtype, dvm_tensor* out);
 /* A second handle to the same tensor (release both). */
 dvm_status dvm_retain(dvm_tensor t, dvm_tensor* out);
@@ -104,6 +108,8 @@ dvm_status dvm_unary(int op, dvm_tensor x, dvm_tensor* out);
 dvm_status dvm_binary(int op, dvm_tensor a, dvm_tensor b, dvm_tensor* out);
 /* a op s (scalar_first = 0) or s op a (scalar_first = 1). */
 dvm_status dvm_binary_scalar(int op, dvm_tensor a, float s, int scalar_first, dvm_tensor* out);
+/* The same with an integer scalar (as ids + 1 in C++: an int32 a stays int32). */
+dvm_status dvm_binary_scalar_int(int op, dvm_tensor a, int64_t s, int scalar_first, dvm_tensor* out);
 dvm_status dvm_where(dvm_tensor mask, dvm_tensor a, dvm_tensor b, dvm_tensor* out);
 /* Over axes[0..naxes) (negative counts from the end); naxes = 0: all axes. */
 dvm_status dvm_reduce(int op, dvm_tensor x, const int* axes, int naxes, int keepdim, dvm_tensor* out);
@@ -117,9 +123,11 @@ dvm_status dvm_layer_norm(dvm_tensor x, const int64_t* normalized_shape, int ran
 dvm_status dvm_var(dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim, dvm_tensor* out);
 dvm_status dvm_std(dvm_tensor x, const int* axes, int naxes, int64_t correction, int keepdim, dvm_tensor* out);
 dvm_status dvm_clamp(dvm_tensor x, float lo, float hi, dvm_tensor* out);
+dvm_status dvm_clamp_int(dvm_tensor x, int64_t lo, int64_t hi, dvm_tensor* out); /* integer bounds: x's type kept */
 dvm_status dvm_silu(dvm_tensor x, dvm_tensor* out);
 /* value where the bool mask is true, else x (x's type). */
 dvm_status dvm_masked_fill(dvm_tensor x, dvm_tensor mask, float value, dvm_tensor* out);
+dvm_status dvm_masked_fill_int(dvm_tensor x, dvm_tensor mask, int64_t value, dvm_tensor* out); /* exact */
 dvm_status dvm_tril(dvm_tensor x, int64_t diagonal, dvm_tensor* out);
 dvm_status dvm_triu(dvm_tensor x, int64_t diagonal, dvm_tensor* out);
 dvm_status dvm_matmul(dvm_tensor a, dvm_tensor b, dvm_tensor* out);

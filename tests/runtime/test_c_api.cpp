@@ -349,6 +349,38 @@ void expect_same(dvm_tensor got, const Tensor& want, const char* what) {
   EXPECT_TRUE(same_bits(read_f32(got), want.to_vector())) << what;
 }
 
+// Integer scalars as in C++: torch's wrapped integer keeps an int32 tensor
+// int32 and every digit of the value.
+TEST(CApi, IntegerScalarsAreTheCppOnes) {
+  const std::vector<int32_t> iv = {16777217, -4, 7};
+  const int64_t shape[1] = {3};
+  H x, y, z, w, s, m, f;
+  ASSERT_EQ(dvm_from_blob(iv.data(), shape, 1, DVM_I32, x.out()), DVM_OK);
+  ASSERT_EQ(dvm_binary_scalar_int(DVM_ADD, x.t, 1, 0, y.out()), DVM_OK) << dvm_last_error();
+  expect_same(y.t, Tensor::from_blob(iv.data(), {3}) + 1, "i32 + 1");
+  dvm_dtype dt;
+  ASSERT_EQ(dvm_get_dtype(y.t, &dt), DVM_OK);
+  EXPECT_EQ(dt, DVM_I32);
+  ASSERT_EQ(dvm_binary_scalar_int(DVM_SUB, x.t, 10, 1, z.out()), DVM_OK);
+  expect_same(z.t, 10 - Tensor::from_blob(iv.data(), {3}), "10 - i32");
+  ASSERT_EQ(dvm_clamp_int(x.t, 0, 9, w.out()), DVM_OK);
+  expect_same(w.t, clamp(Tensor::from_blob(iv.data(), {3}), 0, 9), "clamp");
+  ASSERT_EQ(dvm_scalar_int(int64_t{1} << 40, s.out()), DVM_OK);
+  ASSERT_EQ(dvm_get_dtype(s.t, &dt), DVM_OK);
+  EXPECT_EQ(dt, DVM_I64);
+  dvm_tensor out = nullptr;
+  EXPECT_EQ(dvm_binary(DVM_MUL, x.t, s.t, &out), DVM_ERROR);  // 2^40 does not fit int32
+  EXPECT_NE(std::string(dvm_last_error()).find("int32"), std::string::npos) << dvm_last_error();
+  ASSERT_EQ(dvm_binary_scalar(DVM_GT, x.t, 0.0f, 0, m.out()), DVM_OK);
+  ASSERT_EQ(dvm_masked_fill_int(x.t, m.t, 16777219, f.out()), DVM_OK);
+  std::vector<int32_t> got(3);
+  ASSERT_EQ(dvm_read(f.t, DVM_I32, got.data(), sizeof(int32_t) * 3), DVM_OK);
+  EXPECT_EQ(got, (std::vector<int32_t>{16777219, -4, 16777219}));
+  EXPECT_EQ(dvm_binary_scalar_int(99, x.t, 1, 0, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_binary_scalar_int(DVM_ADD, x.t, 1, 2, &out), DVM_INVALID_ARGUMENT);
+}
+
+
 // *out untouched, and a message naming op.
 void expect_failed(dvm_status got, dvm_status want, dvm_tensor out, const char* op) {
   EXPECT_EQ(got, want) << op;
