@@ -320,6 +320,24 @@ static_assert(sizeof(kBinary) / sizeof(kBinary[0]) == DVM_LOGICAL_XOR + 1, "an e
 bool valid_binary(int op) { return op >= 0 && op <= DVM_LOGICAL_XOR; }
 }  // namespace
 
+extern "C++" {
+namespace {
+// a op s or s op a, s a float (an inline scalar, as x * 2.0f in C++) or an
+// integer (torch's wrapped integer, as ids + 1).
+template <class Scalar>
+dvm_status binary_with_scalar(const char* fn, int op, dvm_tensor a, Scalar s, int scalar_first, dvm_tensor* out) {
+  DVM_NEED(a, fn);
+  DVM_NEED(out, fn);
+  if (!valid_binary(op)) return invalid(fn, "unknown op");
+  if (scalar_first != 0 && scalar_first != 1) return invalid(fn, "scalar_first must be 0 or 1");
+  return guarded([&] {
+    const dvm::Tensor sc(s);
+    give(scalar_first ? kBinary[op](sc, a->t) : kBinary[op](a->t, sc), out);
+  });
+}
+}  // namespace
+}  // extern "C++"
+
 dvm_status dvm_binary(int op, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
   DVM_NEED(a, "dvm_binary");
   DVM_NEED(b, "dvm_binary");
@@ -329,25 +347,11 @@ dvm_status dvm_binary(int op, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
 }
 
 dvm_status dvm_binary_scalar(int op, dvm_tensor a, float s, int scalar_first, dvm_tensor* out) {
-  DVM_NEED(a, "dvm_binary_scalar");
-  DVM_NEED(out, "dvm_binary_scalar");
-  if (!valid_binary(op)) return invalid("dvm_binary_scalar", "unknown op");
-  if (scalar_first != 0 && scalar_first != 1) return invalid("dvm_binary_scalar", "scalar_first must be 0 or 1");
-  return guarded([&] {
-    const dvm::Tensor sc(s);  // an inline scalar, as x * 2.0f in C++
-    give(scalar_first ? kBinary[op](sc, a->t) : kBinary[op](a->t, sc), out);
-  });
+  return binary_with_scalar("dvm_binary_scalar", op, a, s, scalar_first, out);
 }
 
 dvm_status dvm_binary_scalar_int(int op, dvm_tensor a, int64_t s, int scalar_first, dvm_tensor* out) {
-  DVM_NEED(a, "dvm_binary_scalar_int");
-  DVM_NEED(out, "dvm_binary_scalar_int");
-  if (!valid_binary(op)) return invalid("dvm_binary_scalar_int", "unknown op");
-  if (scalar_first != 0 && scalar_first != 1) return invalid("dvm_binary_scalar_int", "scalar_first must be 0 or 1");
-  return guarded([&] {
-    const dvm::Tensor sc(s);  // torch's wrapped integer, as ids + 1 in C++
-    give(scalar_first ? kBinary[op](sc, a->t) : kBinary[op](a->t, sc), out);
-  });
+  return binary_with_scalar("dvm_binary_scalar_int", op, a, s, scalar_first, out);
 }
 
 dvm_status dvm_where(dvm_tensor mask, dvm_tensor a, dvm_tensor b, dvm_tensor* out) {
