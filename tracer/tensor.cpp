@@ -302,6 +302,20 @@ Node* make_const(const Shape& s, float v, bool immediate = false) {
   return n;
 }
 
+// Whether n is a pending 16-bit value a kernel would compute in float32
+// registers without rounding it (a fused chain rounds only what it stores):
+// a comparison must see it rounded, as it would be once stored.
+bool fused_sixteen_bit(const Node* n) {
+  return (n->dtype == Dtype::F16 || n->dtype == Dtype::BF16) && n->pending && n->kind != NodeKind::Leaf &&
+         n->kind != NodeKind::Const && n->kind != NodeKind::Copy;
+}
+
+// x as type t holds it: converted, and a fused 16-bit value stored first
+// (a conversion is always stored, so it is rounded).
+Tensor as_stored(const Tensor& x, Dtype t) {
+  return fused_sixteen_bit(x.node()) ? x.to(Dtype::F32).to(t) : x.to(t);
+}
+
 // An op of the Broadcast shape rule on its operands (as many as its arity).
 Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   const char* name = detail::op_name(op);
@@ -319,7 +333,6 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
     }
     ++k;
   }
-  check_bool_sub(op, nodes, k, false);
   // where's mask takes no part in the promotion. All-f32 operands (the
   // common case, on every recorded op) give the op table's f32 result.
   const int first = op == OpKind::Where ? 1 : 0;
@@ -327,6 +340,7 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   for (int i = first; i < k; ++i) all_f32 &= nodes[i]->dtype == Dtype::F32;
   if (all_f32 && detail::op_info(op).dtype != detail::DtypeRule::Bits)  // Bits: f32 is an error
     return record(detail::new_node(NodeKind::Elementwise, op, detail::op_result_dtype(op), *shape, nodes, k));
+  check_bool_sub(op, nodes, k, false);
   Promotion pr;
   for (int i = first; i < k; ++i) pr.add(nodes[i]);
   const Dtype t = pr.result();
@@ -347,8 +361,9 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
     }
     // A comparison in a 16-bit type compares the operands as that type
     // holds them (torch converts them to it first): 0.1f is 0.1 rounded.
-    if (comparison(op) && (t == Dtype::F16 || t == Dtype::BF16) && nodes[i]->dtype != t) {
-      casts[i] = (casts[i].defined() ? casts[i] : *in).to(t);
+    if (comparison(op) && (t == Dtype::F16 || t == Dtype::BF16) &&
+        (nodes[i]->dtype != t || fused_sixteen_bit(nodes[i]))) {
+      casts[i] = as_stored(casts[i].defined() ? casts[i] : *in, t);
       nodes[i] = casts[i].node();
     }
     if (i >= first && narrowing_int(nodes[i]->dtype, t)) {
@@ -363,12 +378,22 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
 // A binary op with one float operand kept inline in the node (position pos):
 // one node per op instead of two. `immediate`: s belongs to the caller's
 // definition (a composition's constant), not to the user.
+// The scalar of a binary op with x of a type other than float32 (out of
+// line: the float32 path stays small enough to inline): a subtraction with
+// a bool is refused, and a 16-bit comparison compares with the scalar as
+// the type holds it (as torch).
+[[gnu::noinline]] float scalar_for_type(OpKind op, Node* x, float s) {
+  check_bool_sub(op, &x, 1, true);
+  return (x->dtype == Dtype::F16 || x->dtype == Dtype::BF16) && comparison(op) ? round_to(x->dtype, s) : s;
+}
+
 Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediate = false) {
   const char* name = detail::op_name(op);
   Node* x = need(t, name);
-  check_bool_sub(op, &x, 1, true);
-  // A 16-bit comparison compares with the scalar as the type holds it (as torch).
-  if ((x->dtype == Dtype::F16 || x->dtype == Dtype::BF16) && comparison(op)) s = round_to(x->dtype, s);
+  if (x->dtype != Dtype::F32) [[unlikely]] {
+    s = scalar_for_type(op, x, s);
+    if (comparison(op) && fused_sixteen_bit(x)) return binary_scalar(op, as_stored(t, x->dtype), s, pos, immediate);
+  }
   Dtype dt = detail::op_result_dtype(op);  // an f32 operand: the op table's result
   if (x->dtype != Dtype::F32 || detail::op_info(op).dtype == detail::DtypeRule::Bits) {
     Promotion pr;
@@ -400,15 +425,25 @@ bool floating_tensor(const Tensor& t) {
   return n && !n->int_scalar && !is_inline_scalar(t) && is_floating(n->dtype);
 }
 
+// An integer or bool scalar with a floating tensor is the float scalar it
+// converts to, inline as 2.0f is; else an operand of the promotion.
+[[gnu::noinline]] Tensor binary_with_int_scalar(OpKind op, const Tensor& a, const Tensor& b) {
+  Node* both[2] = {a.node(), b.node()};
+  check_bool_sub(op, both, 2, false);
+  if (b.node()->int_scalar && floating_tensor(a))
+    return binary_scalar(op, a, static_cast<float>(int_scalar_value(b.node())), 1);
+  if (a.node()->int_scalar && floating_tensor(b))
+    return binary_scalar(op, b, static_cast<float>(int_scalar_value(a.node())), 0);
+  return elementwise(op, {&a, &b});
+}
+
 Tensor binary(OpKind op, const Tensor& a, const Tensor& b) {
   if (is_inline_scalar(b) && a.defined() && !is_inline_scalar(a))
     return binary_scalar(op, a, b.node()->value, 1, b.node()->immediate);
   if (is_inline_scalar(a) && b.defined() && !is_inline_scalar(b))
     return binary_scalar(op, b, a.node()->value, 0, a.node()->immediate);
-  if (b.defined() && b.node()->int_scalar && floating_tensor(a))
-    return binary_scalar(op, a, static_cast<float>(int_scalar_value(b.node())), 1);
-  if (a.defined() && a.node()->int_scalar && floating_tensor(b))
-    return binary_scalar(op, b, static_cast<float>(int_scalar_value(a.node())), 0);
+  if (a.defined() && b.defined() && (a.node()->int_scalar || b.node()->int_scalar)) [[unlikely]]
+    return binary_with_int_scalar(op, a, b);
   return elementwise(op, {&a, &b});
 }
 
@@ -935,6 +970,17 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
   // With one element or none the step never applies, and st * step could
   // overflow; with more, step < n keeps st * step within the buffer.
   if (s[axis] > 1) st[axis] *= step;
+  // The same for a start made from the extent (narrow(0, -16, 16): S - 16).
+  // A start near a symbol's number is no product of symbols either
+  // (symbolic(), with no text as one), and compile() sees only the offset
+  // it makes, times the stride, which may look like a constant.
+  if (g && s[axis] > 0 && start > 0 && g->symbolic(n) && g->extent_text(start).empty() &&
+      g->derived_length(start, n)) [[unlikely]]
+    throw Error(std::string(g->what()) + ": slice of axis " + std::to_string(axis) + " of " + describe(x) +
+                " starts at " + std::to_string(start) + ", an offset that looks computed from " + g->extent_text(n) +
+                " (such as " + g->extent_text(n) + " - 16, which a negative start makes); a graph's offsets are "
+                "products of symbols and constants");
+  // (A length near a symbol's number is left to compile(), which names the sum.)
   if (g && s[axis] > 0 && g->symbolic(n) && !g->symbolic(s[axis]) && g->derived_length(s[axis], n)) [[unlikely]]
     throw Error(std::string(g->what()) + ": slice of axis " + std::to_string(axis) + " of " + describe(x) +
                 " keeps " + std::to_string(s[axis]) + " of its " + g->extent_text(n) +

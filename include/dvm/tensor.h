@@ -253,6 +253,10 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, float b);
+// An integer exponent is torch's wrapped integer: the float exponent it
+// converts to for a floating a; integer pow is not supported yet (an error).
+template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+Tensor pow(const Tensor& a, T b) { return pow(a, Tensor(b)); }
 // Comparisons produce a bool mask (one byte per element, 0 or 1).
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -423,21 +427,37 @@ Tensor operator/(float a, const Tensor& b);
 // so int32 + 1 stays int32; with a floating tensor, the float scalar it
 // converts to.
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-Tensor operator+(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a + static_cast<float>(b) : a + Tensor(b); }
+Tensor operator+(const Tensor& a, T b) {
+  return !std::is_same_v<T, bool> && a.defined() && is_floating(a.dtype()) ? a + static_cast<float>(b) : a + Tensor(b);
+}
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-Tensor operator-(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a - static_cast<float>(b) : a - Tensor(b); }
+Tensor operator-(const Tensor& a, T b) {
+  return !std::is_same_v<T, bool> && a.defined() && is_floating(a.dtype()) ? a - static_cast<float>(b) : a - Tensor(b);
+}
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-Tensor operator*(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a * static_cast<float>(b) : a * Tensor(b); }
+Tensor operator*(const Tensor& a, T b) {
+  return !std::is_same_v<T, bool> && a.defined() && is_floating(a.dtype()) ? a * static_cast<float>(b) : a * Tensor(b);
+}
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-Tensor operator/(const Tensor& a, T b) { return a.defined() && is_floating(a.dtype()) ? a / static_cast<float>(b) : a / Tensor(b); }
+Tensor operator/(const Tensor& a, T b) {
+  return !std::is_same_v<T, bool> && a.defined() && is_floating(a.dtype()) ? a / static_cast<float>(b) : a / Tensor(b);
+}
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-Tensor operator+(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) + b : Tensor(a) + b; }
+Tensor operator+(T a, const Tensor& b) {
+  return !std::is_same_v<T, bool> && b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) + b : Tensor(a) + b;
+}
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-Tensor operator-(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) - b : Tensor(a) - b; }
+Tensor operator-(T a, const Tensor& b) {
+  return !std::is_same_v<T, bool> && b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) - b : Tensor(a) - b;
+}
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-Tensor operator*(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) * b : Tensor(a) * b; }
+Tensor operator*(T a, const Tensor& b) {
+  return !std::is_same_v<T, bool> && b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) * b : Tensor(a) * b;
+}
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
-Tensor operator/(T a, const Tensor& b) { return b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) / b : Tensor(a) / b; }
+Tensor operator/(T a, const Tensor& b) {
+  return !std::is_same_v<T, bool> && b.defined() && is_floating(b.dtype()) ? static_cast<float>(a) / b : Tensor(a) / b;
+}
 // Bitwise (bitwise_not, bitwise_and, bitwise_or, bitwise_xor).
 Tensor operator~(const Tensor& x);
 Tensor operator&(const Tensor& a, const Tensor& b);

@@ -299,6 +299,14 @@ TEST(Graph, CaptureErrors) {
     }
   {
     Graph g;
+    const Dim S = g.symbol("S");
+    const Tensor x = g.input("x", {S, 8});
+    // A negative start is the extent minus a number: S - 16.
+    expect_error("the last rows", [&] { (void)x.narrow(0, -16, 16); }, {"graph capture", "starts at", "S - 16"});
+    expect_error("a slice from the end", [&] { (void)x.slice(0, -16, S); }, {"graph capture", "starts at"});
+  }
+  {
+    Graph g;
     const Tensor x = g.input("x", {g.symbol("S"), 3});
     expect_error("chunk(2)", [&] { (void)x.chunk(2); },
                  {"graph capture: slice of axis 0 of float32[S, 3] keeps 20016 of its S elements", "chunk()"});

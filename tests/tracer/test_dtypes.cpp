@@ -371,6 +371,12 @@ TEST_P(Dtypes, SixteenBitComparisonsRoundTheOtherOperandToTheType) {
               << dtype_name(t) << " case " << k << " x=" << from16(t, xb[e]) << " c=" << c;
       }
     }
+    // A 16-bit value a kernel would keep in float32 registers (one + eps,
+    // fused into the comparison) is compared as stored: rounded.
+    const Tensor one = Tensor::full(Shape{2}, 1.0, t), eps = Tensor::full(Shape{2}, t == Dtype::F16 ? 0x1p-11 : 0x1p-8, t);
+    EXPECT_EQ(eq(one + eps, 1.0f).to_vector<bool>(), std::vector<bool>(2, true)) << dtype_name(t);
+    EXPECT_EQ(gt(one + eps, one).to_vector<bool>(), std::vector<bool>(2, false)) << dtype_name(t);
+    EXPECT_EQ(lt(one, (one + eps) * 1.0f).to_vector<bool>(), std::vector<bool>(2, false)) << dtype_name(t);
     // An integer tensor compared with a 16-bit one converts to it too.
     const Tensor h = Tensor::full(Shape{3}, 2048.0, t), i32 = Tensor::full(Shape{3}, 2049, Dtype::I32);
     EXPECT_EQ(eq(h, i32).to_vector<bool>(), std::vector<bool>(3, t == Dtype::F16 || round16(t, 2049.0f) == 2048.0));
@@ -397,6 +403,14 @@ TEST(DtypePromotion, BoolScalarsChangeNoTypeAndBoolSubtractionIsRefused) {
   expect_error("m - 1.0f", [&] { (void)(m - 1.0f); }, {"sub", "bool"});
   expect_error("f - m", [&] { (void)(f - m); }, {"sub", "bool"});
   expect_error("i32 - true", [&] { (void)(i32 - true); }, {"sub", "bool"});
+  expect_error("f - true", [&] { (void)(f - true); }, {"sub", "bool"});
+  const Tensor f16 = Tensor::full(Shape{2}, 1.5, Dtype::F16);
+  expect_error("true - f16", [&] { (void)(true - f16); }, {"sub", "bool"});
+  expect_error("f - Tensor(true)", [&] { (void)(f - Tensor(true)); }, {"sub", "bool"});
+  // An integer exponent is a wrapped integer: integer pow is not supported
+  // yet (torch's is exact), a float base takes it as a float.
+  expect_error("pow(i32, 2)", [&] { (void)pow(i32, 2); }, {"pow", "int32"});
+  EXPECT_EQ(pow(f, 2).to_vector(), pow(f, 2.0f).to_vector());
 }
 
 // Integer fill values are exact in every integer type (not through a
