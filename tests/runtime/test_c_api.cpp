@@ -291,8 +291,10 @@ TEST(CApi, AFailedAllocationIsOutOfMemory) {
   EXPECT_EQ(dvm_read_f32(y.t, all.data(), all.size()), DVM_OUT_OF_MEMORY) << dvm_last_error();
   EXPECT_EQ(dvm_read_f32(y.t, all.data(), all.size()), DVM_OUT_OF_MEMORY) << dvm_last_error();
   ASSERT_EQ(dvm_set_memory_limit(0), DVM_OK);
+#if !defined(__SANITIZE_ADDRESS__)  // (AddressSanitizer's allocator aborts on such a size instead of failing)
   const int64_t huge[2] = {int64_t{1} << 31, int64_t{1} << 20};  // 8 PiB of int32
   EXPECT_EQ(dvm_full(huge, 2, 1.0, DVM_I32, &out), DVM_OUT_OF_MEMORY) << dvm_last_error();
+#endif
   const int bad_axis[1] = {3};
   EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, bad_axis, 1, 0, &out), DVM_ERROR);  // other errors stay DVM_ERROR
 }
