@@ -42,8 +42,9 @@ void set_plan_observer(PlanObserver* observer);
 // uses it to make its kernels and its program without computing anything.
 void set_dry_run(bool on);
 bool dry_run();
-// In a dry run, a buffer of `bytes` that nothing reads or writes: an address
-// of its own (no two overlap), far above the ports' (graph.cpp, plan_at).
+// In a dry run, a buffer of elems elements of dtype that nothing reads or
+// writes: an address of its own (no two overlap), far above the ports'
+// (graph.cpp, plan_at).
 detail::Storage* dry_run_storage(int64_t elems, Dtype dtype);
 
 // Test hook: the calling thread's next execute() fails at its group number

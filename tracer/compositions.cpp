@@ -197,8 +197,6 @@ void check_mask(const Tensor& x, const Tensor& mask) {
     throw Error("masked_fill: mask " + describe(mask) + " does not broadcast to the shape of " + describe(x) +
                 " (expected the mask's extents to equal x's or be 1)");
 }
-
-Tensor masked_fill_with(const Tensor& x, const Tensor& mask, const Tensor& v) { return where(mask, v, x); }
 }  // namespace
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
@@ -206,8 +204,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
   detail::Node* v = detail::need(value, "masked_fill");
   if (v->shape.rank() != 0)
     throw Error("masked_fill: value " + describe(value) + " must be 0-d (one value, as torch)");
-  if (value.dtype() == Dtype::F32 || is_floating(value.dtype()))
-    return masked_fill(x, mask, value.item());
+  if (is_floating(value.dtype())) return masked_fill(x, mask, value.item());
   // An integer (or bool) value: exact in x's integer type, within its range.
   const int64_t iv = value.dtype() == Dtype::Bool ? static_cast<int64_t>(value.item() != 0.0f)
                                                   : value.to(Dtype::I64).to_vector<int64_t>()[0];
@@ -219,7 +216,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
   } catch (const Error& e) {
     throw Error("masked_fill: the value for " + describe(x) + " is out of its type's range (" + e.what() + ")");
   }
-  return masked_fill_with(x, mask, fill);
+  return where(mask, fill, x);
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
@@ -232,7 +229,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
   } catch (const Error& e) {
     throw Error("masked_fill: the value for " + describe(x) + " is out of its type's range (" + e.what() + ")");
   }
-  return masked_fill_with(x, mask, v);
+  return where(mask, v, x);
 }
 
 namespace {

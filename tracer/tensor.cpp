@@ -198,14 +198,18 @@ bool comparison(OpKind op) {
 // v as the 16-bit float type t holds it (round to nearest even).
 float round_to(Dtype t, float v) { return t == Dtype::F16 ? to_float(to_half(v)) : to_float(to_bfloat16(v)); }
 
+// The C++ integers integer type t takes, as torch's checked conversion of
+// one: uint8 also takes -255 to -1 (they wrap, so that x - 1 and x + -1
+// agree).
+void integer_range(Dtype t, int64_t* lo, int64_t* hi) {
+  *lo = t == Dtype::I32 ? INT32_MIN : t == Dtype::U8 ? -255 : INT64_MIN;
+  *hi = t == Dtype::I32 ? INT32_MAX : t == Dtype::U8 ? 255 : INT64_MAX;
+}
 
-// An integer scalar must fit the integer type t its op computes in, as
-// torch's checked conversion requires: uint8 also takes -255 to -1 (they
-// wrap, so that x - 1 and x + -1 agree).
+// An integer scalar must fit the integer type t its op computes in.
 void check_int_scalar_fits(const char* op, int64_t v, Dtype t) {
-  int64_t lo = INT64_MIN, hi = INT64_MAX;
-  if (t == Dtype::I32) lo = INT32_MIN, hi = INT32_MAX;
-  if (t == Dtype::U8) lo = -255, hi = 255;
+  int64_t lo = 0, hi = 0;
+  integer_range(t, &lo, &hi);
   if (v < lo || v > hi)
     throw Error(std::string(op) + ": the integer scalar " + std::to_string(v) + " does not fit " + dtype_name(t) +
                 ", the type the op computes in (expected " + std::to_string(lo) + " to " + std::to_string(hi) +
@@ -375,9 +379,6 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   return record(detail::new_node(NodeKind::Elementwise, op, dt, *shape, nodes, k));
 }
 
-// A binary op with one float operand kept inline in the node (position pos):
-// one node per op instead of two. `immediate`: s belongs to the caller's
-// definition (a composition's constant), not to the user.
 // The scalar of a binary op with x of a type other than float32 (out of
 // line: the float32 path stays small enough to inline): a subtraction with
 // a bool is refused, and a 16-bit comparison compares with the scalar as
@@ -387,6 +388,9 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   return (x->dtype == Dtype::F16 || x->dtype == Dtype::BF16) && comparison(op) ? round_to(x->dtype, s) : s;
 }
 
+// A binary op with one float operand kept inline in the node (position pos):
+// one node per op instead of two. `immediate`: s belongs to the caller's
+// definition (a composition's constant), not to the user.
 Tensor binary_scalar(OpKind op, const Tensor& t, float s, int pos, bool immediate = false) {
   const char* name = detail::op_name(op);
   Node* x = need(t, name);
@@ -693,10 +697,9 @@ Tensor Tensor::full_integer(Shape shape, int64_t value, bool too_large, Dtype dt
   if (too_large)
     throw Error("full: an unsigned value above 9223372036854775807 does not fit int64 (expected a value int64 can hold)");
   if (is_floating(dtype) || dtype == Dtype::Bool) return full(std::move(shape), static_cast<double>(value), dtype);
-  // uint8 also takes -255 to -1, wrapped, as torch's checked conversion of
-  // an integer does (a float value outside 0 to 255 stays an error).
-  const int64_t lo = dtype == Dtype::I32 ? INT32_MIN : dtype == Dtype::U8 ? -255 : INT64_MIN;
-  const int64_t hi = dtype == Dtype::I32 ? INT32_MAX : dtype == Dtype::U8 ? 255 : INT64_MAX;
+  // (A float value outside 0 to 255 stays an error for uint8.)
+  int64_t lo = 0, hi = 0;
+  integer_range(dtype, &lo, &hi);
   if (value < lo || value > hi)
     throw Error("full: value " + std::to_string(value) + " does not fit " + dtype_name(dtype) + " (expected " +
                 std::to_string(lo) + " to " + std::to_string(hi) + ")");
