@@ -5,8 +5,9 @@
 // for in the last kStaleRequests requests give their blocks back first, so
 // the cache follows the working set instead of every size ever seen.
 // Tensor buffers may also take one of the last few blocks freed, up to twice
-// their size: with sizes that change call after call (W8), a block of the
-// request's own class was last written many calls ago and is out of the
+// their size, or four times where the block is small enough to sit in a
+// core's L2 cache: with sizes that change call after call (W8), a block of
+// the request's own class was last written many calls ago and is out of the
 // CPU's caches, while the one just freed is still in them.
 // Blocks of kMapBytes and more are mapped from the system directly, not
 // taken from malloc: glibc serves a large request from its heap once a
@@ -48,6 +49,8 @@ constexpr int kClasses = 4 * 48;
 constexpr uint64_t kStaleRequests = 1024;
 constexpr int kRecent = 4;        // blocks freed last, remembered for reuse
 constexpr int kRecentClasses = 4;  // a block up to 4 classes (2x) larger
+constexpr int kRecentSmallClasses = 8;  // up to 8 classes (4x) for a block of
+constexpr size_t kRecentSmallBytes = size_t{512} << 10;  // at most this
 constexpr size_t kMapBytes = size_t{128} << 10;  // glibc's own first mmap threshold
 constexpr size_t kReserveBytes = size_t{32} << 20;
 
@@ -172,12 +175,15 @@ struct Pool {
     return nullptr;
   }
 #endif
-  // A recent free of class c to c + kRecentClasses, the most recent first,
-  // taken off its list (its class in *taken); else null.
+  // A recent free of class c to c + kRecentClasses (kRecentSmallClasses
+  // for a block of at most kRecentSmallBytes), the most recent first, taken
+  // off its list (its class in *taken); else null.
   void* take_recent(int c, int* taken) {
     for (uint32_t k = 1; k <= kRecent; ++k) {
       Recent& r = recent[(recent_next - k) % kRecent];
-      if (r.cls < c || r.cls > c + kRecentClasses) continue;
+      if (r.cls < c) continue;
+      const int reach = class_size(r.cls) <= kRecentSmallBytes ? kRecentSmallClasses : kRecentClasses;
+      if (r.cls > c + reach) continue;
       auto& list = free[static_cast<size_t>(r.cls)];
       if (list.empty() || list.back() != r.block) continue;
       void* block = r.block;

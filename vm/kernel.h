@@ -54,9 +54,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   mutable std::atomic<int64_t> calls{0};
   mutable std::atomic<uint64_t> last_use_{0};
   mutable std::atomic<int64_t> total_ticks{0};  // time in launches (vm/ticks.h)
-  // Records the launch extents; returns true the first time this kernel
-  // runs with them (a "new shape" for the compiles-per-new-shape figure).
-  // Marks the kernel used (touch()).
+  // Records the launch extents; returns true when they are not among the
+  // last kRememberedShapes this kernel ran with (a "new shape" for the
+  // compiles-per-new-shape figure). Marks the kernel used (touch()).
   bool note_shape(const int64_t (&extent)[kMaxParts]) const;
   // The kernel cache's use clock when this kernel last ran or was fetched:
   // the cache evicts the least recently used (relaxed atomics, no lock).
@@ -97,8 +97,11 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   VerifiedProgram vp_;
   mutable BackendSlot slots_[kMaxBackends];
   std::vector<ArgUse> arg_uses_;
-  mutable std::mutex shapes_mu_;
-  mutable std::vector<std::array<int64_t, kMaxParts>> shapes_;  // bounded, see note_shape
+  // The keys of the last kRememberedShapes launch extents (0: empty slot),
+  // see note_shape.
+  static constexpr uint32_t kRememberedShapes = 64;
+  mutable std::array<std::atomic<uint64_t>, kRememberedShapes> shape_keys_{};
+  mutable std::atomic<uint32_t> shape_next_{0};
   mutable std::once_flag fold_once_;
   mutable std::shared_ptr<Kernel> fold_;
   mutable std::once_flag passes_once_;

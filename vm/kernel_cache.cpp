@@ -44,13 +44,21 @@ std::atomic<int64_t>& new_shape_count() {
 
 bool Kernel::note_shape(const int64_t (&extent)[kMaxParts]) const {
   touch();
-  std::array<int64_t, kMaxParts> s;
-  std::copy(std::begin(extent), std::end(extent), s.begin());
-  std::lock_guard<std::mutex> lock(shapes_mu_);
-  for (const auto& x : shapes_)
-    if (x == s) return false;
-  if (shapes_.size() >= 64) shapes_.erase(shapes_.begin());  // remember the recent ones
-  shapes_.push_back(s);
+  // A 64-bit key stands for the extents, and the check takes no lock: it
+  // runs on every launch. Two shapes sharing a key (a 2^-63 chance per
+  // pair) or two threads meeting a shape at once misstate a statistic only.
+  uint64_t key = 0x9E3779B97F4A7C15ull;
+  for (int64_t e : extent) {
+    key = (key ^ static_cast<uint64_t>(e)) * 0xFF51AFD7ED558CCDull;
+    key ^= key >> 29;
+  }
+  key |= 1;
+  const uint32_t next = shape_next_.load(std::memory_order_relaxed);
+  if (shape_keys_[(next - 1) % kRememberedShapes].load(std::memory_order_relaxed) == key) return false;
+  for (const std::atomic<uint64_t>& k : shape_keys_)
+    if (k.load(std::memory_order_relaxed) == key) return false;
+  shape_keys_[shape_next_.fetch_add(1, std::memory_order_relaxed) % kRememberedShapes].store(
+      key, std::memory_order_relaxed);
   new_shape_count().fetch_add(1, std::memory_order_relaxed);
   return true;
 }

@@ -132,6 +132,29 @@ TEST(KernelStatsTime, TotalTimeIsTheLaunchesWallTime) {
   EXPECT_LE(launched, wall) << "launches " << launched << " ns of a " << wall << " ns loop";
 }
 
+// Stats::new_shapes counts a launch whose extents its kernel did not run
+// with among its last 64 launch shapes: repeats of recent lengths add
+// nothing, a length 64 others ago counts again.
+TEST(KernelStatsShapes, NewShapesCountExtentsTheKernelHasNotRunWithLately) {
+  dvm::flush();
+  std::vector<float> v(4096, 0.5f);
+  // A workload no other test records; a kernel of its own.
+  auto run = [&](int64_t n) {
+    Tensor y = cos(Tensor::from_blob(v.data(), {n}) * 2.5f) + 0.375f;
+    y.sync();
+  };
+  run(1000);  // the kernel exists before the count starts
+  const int64_t base = stats().new_shapes;
+  for (int64_t n : {1000, 1001, 1000, 1002, 1001, 1002}) run(n);
+  EXPECT_EQ(stats().new_shapes - base, 2);
+  for (int64_t n = 2000; n < 2064; ++n) run(n);  // 64 new lengths
+  EXPECT_EQ(stats().new_shapes - base, 66);
+  run(2063);
+  EXPECT_EQ(stats().new_shapes - base, 66);
+  run(1000);  // pushed out by the 64 since
+  EXPECT_EQ(stats().new_shapes - base, 67);
+}
+
 }  // namespace
 }  // namespace dvm
 

@@ -113,10 +113,11 @@ TEST(Memory, PoolRoundsToSizeClassesAndReusesThem) {
 }
 
 // A tensor buffer may take one of the last blocks freed up to twice its
-// size (still in the CPU's caches, where its own class's block was last
-// written long ago) and is freed back to that block's class; callers that
-// free by request size never get a larger block.
-TEST(Memory, TensorBuffersReuseRecentBlocksUpToTwiceTheirSize) {
+// size, or four times for a block of at most 512 KiB (still in the CPU's
+// caches, where its own class's block was last written long ago), and is
+// freed back to that block's class; callers that free by request size never
+// get a larger block.
+TEST(Memory, TensorBuffersReuseRecentBlocksUpToTwiceOrFourTimesTheirSize) {
   detail::pool_trim();
   const int64_t live0 = detail::pool_stats().live_bytes;
   size_t big_bytes = 0;
@@ -131,7 +132,13 @@ TEST(Memory, TensorBuffersReuseRecentBlocksUpToTwiceTheirSize) {
   EXPECT_EQ(detail::pool_stats().live_bytes - live0, 8192);
   detail::pool_free(b, got);
   EXPECT_EQ(detail::pool_stats().live_bytes, live0);
-  // More than twice the request: a block of the request's class.
+  // A small block serves up to four times the request: 2000 bytes is class
+  // 2048.
+  void* quarter = detail::pool_allocate_recent(2000, &got);
+  EXPECT_EQ(quarter, big);
+  EXPECT_EQ(got, 8192u);
+  detail::pool_free(quarter, got);
+  // More than four times the request: a block of the request's class.
   size_t small_bytes = 0;
   void* small = detail::pool_allocate_recent(1000, &small_bytes);
   EXPECT_NE(small, big);
@@ -146,6 +153,23 @@ TEST(Memory, TensorBuffersReuseRecentBlocksUpToTwiceTheirSize) {
   void* c = detail::pool_allocate_recent(8100, &again);
   EXPECT_EQ(c, big);
   detail::pool_free(c, again);
+  EXPECT_EQ(detail::pool_stats().live_bytes, live0);
+  // A block above 512 KiB serves at most twice the request: 2 MiB is not
+  // taken for 700 KiB (class 768 KiB) and is for 1.1 MiB (class 1.25 MiB).
+  size_t large_bytes = 0;
+  void* large = detail::pool_allocate_recent(size_t{2} << 20, &large_bytes);
+  EXPECT_EQ(large_bytes, size_t{2} << 20);
+  detail::pool_free(large, large_bytes);
+  size_t mid_bytes = 0;
+  void* mid = detail::pool_allocate_recent(700 << 10, &mid_bytes);
+  EXPECT_NE(mid, large);
+  EXPECT_EQ(mid_bytes, size_t{768} << 10);
+  detail::pool_free(mid, mid_bytes);
+  size_t near_bytes = 0;
+  void* near_large = detail::pool_allocate_recent(1100 << 10, &near_bytes);
+  EXPECT_EQ(near_large, large);
+  EXPECT_EQ(near_bytes, size_t{2} << 20);
+  detail::pool_free(near_large, near_bytes);
   EXPECT_EQ(detail::pool_stats().live_bytes, live0);
   detail::pool_trim();
   EXPECT_EQ(detail::pool_stats().cached_bytes, 0);
