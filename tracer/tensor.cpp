@@ -2,7 +2,9 @@
 #include "dvm/tensor.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -155,6 +157,10 @@ struct Promotion {
     }
   }
   void add(const Node* n) {
+    if (n->kind == NodeKind::Const && !n->storage && n->shape.rank() == 0) {
+      have_scalar = true;  // 2.0f, as binary ops take it (where's operand too)
+      return;
+    }
     if (n->int_scalar) {  // a bool scalar changes no type: the lowest category
       if (n->dtype == Dtype::Bool) have_bool_scalar = true;
       else have_int_scalar = true;
@@ -347,8 +353,11 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   check_bool_sub(op, nodes, k, false);
   Promotion pr;
   for (int i = first; i < k; ++i) pr.add(nodes[i]);
-  const Dtype t = pr.result();
-  const Dtype dt = result_dtype(op, t, nodes + first, k - first);
+  const Dtype dt = result_dtype(op, pr.result(), nodes + first, k - first);
+  // The type the op computes in: the promoted one, or float32 for true
+  // division of integers, to which torch converts each operand from its own
+  // type (-1 / u8 is -1.0f / x, not 255 / x).
+  const Dtype t = detail::op_info(op).dtype == detail::DtypeRule::Float && is_floating(dt) ? dt : pr.result();
   // Integer operands that the computation type t cannot hold are converted
   // to it first, as torch does (a 0-d operand of another type).
   Tensor casts[3];
@@ -683,6 +692,17 @@ Tensor Tensor::full(Shape shape, float value) {
 
 Tensor Tensor::full(Shape shape, double value, Dtype dtype) {
   detail::check_dtype("full", dtype);
+  // A finite value beyond a floating type's largest is refused, as torch's
+  // checked conversion of a scalar refuses it (an infinity passes).
+  if (is_floating(dtype) && std::isfinite(value)) {
+    const double most = dtype == Dtype::F16 ? 65504.0 : dtype == Dtype::BF16 ? 3.3895313892515355e38 : FLT_MAX;
+    if (std::fabs(value) > most) {
+      char text[192];
+      std::snprintf(text, sizeof text, "full: value %.9g does not fit %s (expected -%.9g to %.9g, or an infinity)",
+                    value, dtype_name(dtype), most, most);
+      throw Error(text);
+    }
+  }
   if (dtype == Dtype::F32) return full(shape, static_cast<float>(value));
   Tensor t = detail::new_leaf(shape, "full", dtype);
   void* d = t.node()->storage->data;

@@ -70,9 +70,10 @@ class Tensor {
     }
   }
   static Tensor full(Shape shape, float value);
-  // value converted to dtype: floats rounded to nearest even, integers
-  // truncated toward zero (a value outside the type's range, or NaN, is an
-  // error), bool: value != 0. float32 gives the constant above; the other
+  // value converted to dtype: floats rounded to nearest even (a finite
+  // value beyond the type's largest is an error, an infinity is kept),
+  // integers truncated toward zero (a value outside the type's range, or
+  // NaN, is an error), bool: value != 0. float32 gives the constant above; the other
   // types a buffer of numel() elements.
   static Tensor full(Shape shape, double value, Dtype dtype);
   // An integer value, exact for every integer type (an int64 above 2^53

@@ -104,6 +104,16 @@ TEST_P(Dtypes, FullAndArangeConvertTheirValues) {
   expect_error("full u8 256", [] { Tensor::full({2}, 256, Dtype::U8); }, {"full", "256", "uint8"});
   expect_error("full i32 nan", [] { Tensor::full({2}, std::nan(""), Dtype::I32); }, {"full", "int32"});
   expect_error("arange i32", [] { Tensor::arange(2e9, 3e9, 2e8, Dtype::I32); }, {"arange", "int32"});
+  // A finite value beyond a floating type's largest is refused (torch's
+  // checked conversion); its largest and an infinity are not.
+  EXPECT_EQ(read16(Tensor::full({1}, 65504.0, Dtype::F16))[0], to_half(65504.0f).bits);
+  EXPECT_EQ(Tensor::full({1}, -INFINITY, Dtype::F16).to(Dtype::F32).to_vector()[0], -INFINITY);
+  expect_error("full f16 65520", [] { Tensor::full({2}, 65520.0, Dtype::F16); }, {"full", "float16", "65520"});
+  expect_error("full bf16 3.4e38", [] { Tensor::full({2}, -3.4e38, Dtype::BF16); }, {"full", "bfloat16"});
+  expect_error("full f32 1e39", [] { Tensor::full({2}, 1e39, Dtype::F32); }, {"full", "float32"});
+  const Tensor mask = Tensor::from_vector(std::vector<bool>{true, false}, Shape{2});
+  expect_error("masked_fill f16 1e6", [&] { (void)masked_fill(Tensor::full({2}, 7.0, Dtype::F16), mask, 1e6f); },
+               {"masked_fill", "float16"});
 }
 
 TEST_P(Dtypes, ReadingAsAnotherTypeIsAnError) {
@@ -192,6 +202,17 @@ TEST(DtypePromotion, FloatScalarsKeepAZeroDimTensorsFloatType) {
   // Integer and bool operands still become float32.
   EXPECT_EQ((Tensor::full(Shape{}, 3, Dtype::I32) * 2.0f).dtype(), Dtype::F32);
   EXPECT_EQ((Tensor::full(Shape{}, 1, Dtype::Bool) * 2.0f).dtype(), Dtype::F32);
+  // where's float scalar is a scalar too (its mask takes no part).
+  const Tensor mask = Tensor::from_vector(std::vector<bool>{true, false}, Shape{2});
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    const Tensor zero_dim = Tensor::full(Shape{}, 1.5, t);
+    EXPECT_EQ(where(mask, zero_dim, 2.0f).dtype(), t);
+    EXPECT_EQ(where(mask, 0.1f, zero_dim).dtype(), t);
+    const std::vector<float> got = where(mask, 0.1f, zero_dim).to(Dtype::F32).to_vector();
+    EXPECT_EQ(got[0], t == Dtype::F16 ? to_float(to_half(0.1f)) : to_float(to_bfloat16(0.1f)));
+    EXPECT_EQ(got[1], 1.5f);
+  }
+  EXPECT_EQ(where(mask, Tensor::full(Shape{}, 3, Dtype::I32), 2.0f).dtype(), Dtype::F32);
   // A 0-d float32 tensor is a tensor, not a scalar: float16 [3] with it stays float16.
   EXPECT_EQ((Tensor::full(Shape{3}, 1.5, Dtype::F16) * Tensor::full(Shape{}, 2.0, Dtype::F32)).dtype(), Dtype::F16);
 }
@@ -342,6 +363,52 @@ TEST_P(Dtypes, IntegerScalarsAreTorchsWrappedIntegers) {
   }
   EXPECT_EQ(Tensor(int64_t{1} << 62).to_vector<int64_t>()[0], int64_t{1} << 62);
   expect_error("unsigned above int64", [] { (void)Tensor(~uint64_t{0}); }, {"integer scalar", "int64"});
+}
+
+// True division of integers computes in float32, and torch converts each
+// operand to float32 from its own type: -1 / x of uint8 is -1.0f / x (not
+// 255 / x), a 0-d int64 2^40 meets an int32 tensor as 2^40, and a scalar
+// uint8 cannot hold (300) is no error.
+TEST_P(Dtypes, TrueDivisionConvertsEachIntegerOperandFromItsOwnType) {
+  std::mt19937_64 rng(43);
+  const int64_t scalars[] = {1, -1, 3, -7, 300, -256, 70000, int64_t{1} << 40, -(int64_t{1} << 33) - 5};
+  auto make_int = [](Dtype t, const std::vector<int64_t>& v, const Shape& shape) {
+    switch (t) {
+      case Dtype::I32: return Tensor::from_vector(std::vector<int32_t>(v.begin(), v.end()), shape);
+      case Dtype::I64: return Tensor::from_vector(v, shape);
+      case Dtype::U8: return Tensor::from_vector(std::vector<uint8_t>(v.begin(), v.end()), shape);
+      default: return Tensor::from_vector(std::vector<bool>(v.begin(), v.end()), shape);
+    }
+  };
+  int checked = 0;
+  for (Dtype t : {Dtype::I32, Dtype::I64, Dtype::U8, Dtype::Bool}) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 29);
+    std::vector<int64_t> xs;
+    for (int64_t i = 0; i < n; ++i)
+      xs.push_back(wrap_to(t, static_cast<int64_t>(rng() >> (rng() % 64)) * (rng() % 2 ? 1 : -1)));
+    const Tensor x = make_int(t, xs, Shape{n});
+    for (int64_t s : scalars)
+      for (int form = 0; form < 3; ++form) {  // a C++ integer, a 0-d int64 tensor, a 0-d int32 tensor
+        if (form == 2 && (s > INT32_MAX || s < INT32_MIN)) continue;
+        const Tensor z = form == 0 ? Tensor(s) : make_int(form == 1 ? Dtype::I64 : Dtype::I32, {s}, Shape{});
+        for (bool first : {false, true}) {
+          const std::string what = std::string(dtype_name(t)) + (first ? " under " : " over ") + std::to_string(s) +
+                                   (form == 0 ? " (scalar)" : form == 1 ? " (0-d int64)" : " (0-d int32)");
+          const Tensor y = first ? z / x : x / z;
+          ASSERT_EQ(y.dtype(), Dtype::F32) << what;
+          const std::vector<float> got = y.to_vector();
+          ASSERT_EQ(got.size(), xs.size()) << what;
+          for (size_t i = 0; i < xs.size(); ++i) {
+            const float a = static_cast<float>(first ? s : xs[i]), b = static_cast<float>(first ? xs[i] : s);
+            const float want = a / b;
+            if (std::isnan(want)) EXPECT_TRUE(std::isnan(got[i])) << what << " at " << i;
+            else EXPECT_EQ(got[i], want) << what << " at " << i << " (x = " << xs[i] << ")";
+          }
+          ++checked;
+        }
+      }
+  }
+  EXPECT_GT(checked, 150);
 }
 
 // A comparison in a 16-bit type compares its operands as that type holds
