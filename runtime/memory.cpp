@@ -6,6 +6,7 @@
 #include "tracer/buffer_pool.h"
 #include "tracer/node.h"
 #include "tracer/row_copies.h"
+#include "tracer/trace.h"
 
 namespace dvm {
 
@@ -28,6 +29,9 @@ void trim() {
 }
 
 void set_allocator(AllocateFn allocate, DeallocateFn deallocate, void* host) {
+  // A result dropped unread still holds its inputs until a flush drops it:
+  // the calling thread's trace is flushed first, so only live tensors count.
+  if (detail::t_trace) detail::t_trace->flush();
   detail::drop_cached_ranges();  // dvm's own tensors on this thread: not the host's to destroy
   detail::pool_set_allocator(allocate, deallocate, host);
 }

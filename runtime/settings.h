@@ -36,7 +36,7 @@ inline constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   X(Tier, "tier", "DVM_TIER", "dvm::set_tier_mode()", Enum, 0, 2, "off|auto|eager", "auto", Process)       \
   X(JitThreshold, "jit_threshold", "DVM_JIT_THRESHOLD", "dvm::set_jit_threshold()", Int, 1, kNoMax, "",   \
     "4", Process)                                                                                          \
-  X(NumThreads, "num_threads", "DVM_NUM_THREADS", "dvm::set_num_threads()", Int, 0, kIntMax, "", "0",      \
+  X(NumThreads, "num_threads", "DVM_NUM_THREADS", "dvm::set_num_threads()", Int, 0, 1024, "", "0",        \
     Process)                                                                                               \
   X(KernelCache, "kernel_cache", "DVM_KERNEL_CACHE", "dvm::set_kernel_cache_capacity()", Int, 1, kNoMax, "", \
     "4096", Process)                                                                                       \

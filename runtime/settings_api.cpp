@@ -31,7 +31,9 @@ int64_t trace_limit() {
 }
 void flush() {
   apply_environment();
-  detail::Trace::current().flush();
+  // No trace: nothing recorded on this thread (or its trace is gone at
+  // thread exit, with nothing left to compute).
+  if (detail::t_trace) detail::t_trace->flush();
 }
 
 std::string isa() {

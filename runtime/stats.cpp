@@ -63,7 +63,7 @@ Stats stats() {
   s.flushes = counted(detail::Count::Flushes);
   // Flushed nodes of every thread, plus what this thread has pending.
   s.nodes_recorded =
-      counted(detail::Count::NodesRecorded) + static_cast<int64_t>(detail::Trace::current().pending());
+      counted(detail::Count::NodesRecorded) + static_cast<int64_t>(detail::t_trace ? detail::t_trace->pending() : 0);
   s.nodes_computed = counted(detail::Count::NodesComputed);
   s.kernels_launched = counted(detail::Count::KernelsLaunched);
   s.kernels_run = counted(detail::Count::KernelsRun);
@@ -85,7 +85,7 @@ void reset_stats() {
     b.counts[i].store(detail::counted(static_cast<detail::Count>(i)), std::memory_order_relaxed);
   // This thread's pending nodes were recorded before the reset.
   b.counts[static_cast<int>(detail::Count::NodesRecorded)].fetch_add(
-      static_cast<int64_t>(detail::Trace::current().pending()), std::memory_order_relaxed);
+      static_cast<int64_t>(detail::t_trace ? detail::t_trace->pending() : 0), std::memory_order_relaxed);
   b.misses = vm::KernelCache::global().misses();
   b.hits = vm::KernelCache::global().hits();
   b.jit = vm::tier_stats().compiles.load();

@@ -95,10 +95,17 @@ struct RangeEntry {
   int64_t start = 0, n = -1;
   Tensor t;
 };
+// Whether this thread's range cache was made and not yet destroyed.
+constinit thread_local bool t_ranges_live = false;
+struct RangeCache {
+  std::array<RangeEntry, 4> entries;
+  RangeCache() { t_ranges_live = true; }
+  ~RangeCache() { t_ranges_live = false; }
+};
 std::array<RangeEntry, 4>& range_cache() {
   (void)detail::Trace::current();  // constructed first, so it outlives the cache at thread exit
-  thread_local std::array<RangeEntry, 4> cache;
-  return cache;
+  thread_local RangeCache cache;
+  return cache.entries;
 }
 Tensor int64_range(int64_t start, int64_t n) {
   const auto make = [&] {
@@ -164,6 +171,7 @@ Tensor arg_extreme_all(const Tensor& x, bool largest, const char* op) {
 }  // namespace
 
 void detail::drop_cached_ranges() {
+  if (!t_ranges_live) return;  // never made, or destroyed at thread exit
   for (RangeEntry& e : range_cache()) e = {};
 }
 

@@ -233,13 +233,14 @@ constexpr size_t kMaxFreeStorage = 1 << 12;
 
 void node_pool_trim() {
   for (BlockStack* stack : {static_cast<BlockStack*>(&t_free_nodes), &t_free_storage}) {
+    if (!stack->alive) continue;  // gave its blocks back at thread exit
     for (void* b : stack->blocks) ::operator delete(b);
     stack->blocks.clear();
     stack->blocks.shrink_to_fit();
   }
 }
 
-size_t node_pool_cached() { return t_free_nodes.blocks.size(); }
+size_t node_pool_cached() { return t_free_nodes.alive ? t_free_nodes.blocks.size() : 0; }
 
 void node_pool_init() {
   t_free_nodes.blocks.reserve(64);

@@ -47,7 +47,7 @@ inline Tensor record(Node* n) {
   n->counts.store(Node::kUserRef + Node::kRef, std::memory_order_relaxed);
   Tensor t(n, Tensor::Adopt{});  // the Tensor holds it before the trace may flush
   Trace* trace = t_trace;
-  (trace ? *trace : Trace::current()).record(n);
+  (trace ? *trace : Trace::for_record(n)).record(n);
   return t;
 }
 

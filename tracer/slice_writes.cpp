@@ -196,6 +196,9 @@ Tensor KVCache::append(const Tensor& rows) {
 }
 
 Tensor KVCache::values() const {
+  if (last_write_.defined() && last_write_.node()->failed)
+    throw Error("KVCache::values: the flush that should have written its rows failed (" +
+                detail::failure_message(last_write_.node()) + "); clear() the cache");
   if (values_.defined()) return values_;
   Shape empty = shape_;
   empty[axis_] = 0;

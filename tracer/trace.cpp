@@ -14,6 +14,7 @@
 namespace dvm::detail {
 
 constinit thread_local Trace* t_trace = nullptr;
+constinit thread_local bool t_trace_ended = false;
 
 Trace::Trace() : limit(default_trace_limit()) {
   node_pool_init();
@@ -22,6 +23,7 @@ Trace::Trace() : limit(default_trace_limit()) {
 
 Trace::~Trace() {
   t_trace = nullptr;
+  t_trace_ended = true;
   // Thread exit: nothing can compute the pending nodes any more. Those
   // another thread still holds fail, saying why.
   std::shared_ptr<const std::string> why;
@@ -57,9 +59,25 @@ void Trace::unpin(std::vector<Node*>& pins) {
   pins.clear();
 }
 
+namespace {
+[[noreturn, gnu::cold, gnu::noinline]] void trace_ended() {
+  throw Error("this thread's dvm state was destroyed at thread exit (this code runs in an atexit handler or a "
+              "thread_local's destructor after it): record and compute tensors before the thread ends");
+}
+}  // namespace
+
 Trace& Trace::current() {
+  if (t_trace_ended) [[unlikely]] trace_ended();
   thread_local Trace t;
   return t;
+}
+
+Trace& Trace::for_record(Node* n) {
+  if (t_trace_ended) [[unlikely]] {
+    n->release();
+    trace_ended();
+  }
+  return current();
 }
 
 namespace {

@@ -16,10 +16,18 @@ class Trace;
 // This thread's trace once Trace::current() has made it, else null: the
 // handle operations compare a node's owner with it.
 extern constinit thread_local Trace* t_trace;
+// Set when this thread's trace was destroyed (thread exit): code that runs
+// later on the thread (an atexit handler, a thread_local's destructor) can
+// record nothing.
+extern constinit thread_local bool t_trace_ended;
 
 class Trace {
  public:
-  static Trace& current();  // this thread's trace
+  // This thread's trace; after it was destroyed, a dvm::Error.
+  static Trace& current();
+  // The trace n is recorded into; after it was destroyed, drops the trace's
+  // reference to n (its caller's handle frees it) and throws dvm::Error.
+  static Trace& for_record(Node* n);
 
   // Appends a freshly built node whose count already holds the trace's
   // reference (see record() in tensor.cpp) and flushes when the node limit

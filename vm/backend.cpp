@@ -1,7 +1,6 @@
 // The backend table: registration and lookups by ISA and kind.
 #include "vm/backend.h"
 
-#include <mutex>
 
 #include "backends/registry.h"
 #include "dvm/error.h"
@@ -29,14 +28,15 @@ struct Registry {
   }
 };
 
-Registry g_registry;
-std::once_flag g_builtins;
-
+// Never destroyed, as the kernel cache: stats() reads it from a host's
+// global destructor too.
 Registry& registry() {
-  std::call_once(g_builtins, [] {
-    for (const Backend* b : backends::builtin_backends()) g_registry.add(b);
-  });
-  return g_registry;
+  static Registry* r = [] {
+    auto* made = new Registry;
+    for (const Backend* b : backends::builtin_backends()) made->add(b);
+    return made;
+  }();
+  return *r;
 }
 
 }  // namespace

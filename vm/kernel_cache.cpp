@@ -65,9 +65,11 @@ bool Kernel::note_shape(const int64_t (&extent)[kMaxParts]) const {
 
 KernelCache::KernelCache() : capacity_(4096) {}
 
+// Never destroyed: a host's global destructor may still read the
+// statistics (kernel_stats) or run a kernel after dvm's statics are gone.
 KernelCache& KernelCache::global() {
-  static KernelCache cache;
-  return cache;
+  static KernelCache* cache = new KernelCache;
+  return *cache;
 }
 
 void KernelCache::evict_to_capacity() {

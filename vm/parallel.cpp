@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <tbb/blocked_range.h>
+#include <tbb/info.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -60,7 +61,10 @@ int num_threads() {
 void set_num_threads(int n) {
   n = std::max(0, n);
   std::shared_ptr<tbb::task_arena> arena;  // the old one is released after the lock
-  if (n > 0) arena = std::make_shared<tbb::task_arena>(n);
+  // TBB cannot run more workers than the machine has (it warns on stderr
+  // when asked): the arena has at most that many, and launches still cut
+  // their work for n threads.
+  if (n > 0) arena = std::make_shared<tbb::task_arena>(std::min(n, tbb::info::default_concurrency()));
   std::lock_guard<std::mutex> lock(g_mu);
   g_arena.swap(arena);
   g_threads.store(n, std::memory_order_release);

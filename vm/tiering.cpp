@@ -162,10 +162,11 @@ WarmUpScope::~WarmUpScope() { t_warm_up = prev_; }
 
 void WarmUpScope::note(const Kernel& k, const BackendSlot* slot) {
   auto [it, fresh] = seen_.try_emplace(k.hash());
-  if (!fresh) return;
+  if (!fresh) return;  // and every enclosing scope has it too
   it->second.kernel = k.shared_from_this();
   it->second.slot = slot;
   it->second.was_ready = slot && slot->state.load(std::memory_order_acquire) == BackendSlot::Ready;
+  if (prev_) prev_->note(k, slot);  // a nested warm_up's frame is the enclosing one's too
 }
 
 WarmUpCounts WarmUpScope::counts() const {

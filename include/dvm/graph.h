@@ -110,8 +110,9 @@ class Graph {
   // A named input of the given extents and type. Its run binds a pointer to
   // numel() contiguous elements of dtype, never written.
   Tensor input(const std::string& name, const std::vector<Dim>& shape, Dtype dtype = Dtype::F32);
-  // A named output: the result of an op recorded in this graph (not a
-  // constant of it). Inputs and outputs need distinct names.
+  // A named output: the result of an op recorded in this graph, or one of
+  // its inputs (each run copies it), not a constant of it. Inputs and
+  // outputs need distinct names.
   void output(const std::string& name, const Tensor& t);
   // Ends the recording and returns the executable, its kernels compiled
   // (by planning a run at sizes of its choosing; nothing is computed). The graph's

@@ -28,9 +28,11 @@ void flush();
 std::string isa();
 void set_isa(const std::string& name);
 
-// Threads a launch may use: n >= 1 gives dvm its own TBB arena of n
-// threads; 0 (the default) runs in the caller's arena, so a host engine's
-// tbb::task_arena bounds dvm. Environment DVM_NUM_THREADS sets it at start.
+// Threads a launch may use, 0 to 1024 (else dvm::Error): n >= 1 gives dvm
+// its own TBB arena of n threads (at most the machine's hardware threads;
+// launches still cut their work for n); 0 (the default) runs in the
+// caller's arena, so a host engine's tbb::task_arena bounds dvm.
+// Environment DVM_NUM_THREADS sets it at start.
 // Small launches (under ~64K elements) always run on the calling thread.
 // Results are bit-identical for every thread count.
 void set_num_threads(int n);
@@ -65,7 +67,8 @@ void set_compile_executor(CompileExecutorFn fn, void* host);
 // asked for. Both may be called from any thread dvm runs on. Passing two
 // nulls returns to the system's allocator. Cached blocks are freed to the
 // previous allocator first; changing it while tensors hold its blocks
-// throws dvm::Error (set it before creating tensors). The allocator must
+// throws dvm::Error (set it before creating tensors). It flushes the
+// calling thread's trace first, so a result dropped unread holds nothing. The allocator must
 // outlive dvm's use of it: before destroying it, destroy the tensors and
 // call set_allocator(nullptr, nullptr, nullptr), which hands the cache back
 // (else dvm frees its cache through it at exit). dvm's small bookkeeping

@@ -292,6 +292,25 @@ TEST(Allocator, ARefusalOrAMisalignedBlockIsAnError) {
   EXPECT_EQ(a.bad_sizes, 0);
 }
 
+// A result recorded and dropped unread holds its input's buffer until a
+// flush drops it; set_allocator flushes first, so once every tensor is
+// destroyed the allocator can be given back.
+TEST(Allocator, AResultDroppedUnreadDoesNotBlockGivingTheAllocatorBack) {
+  AllocatorGuard guard;
+  trim();
+  ASSERT_EQ(memory_stats().live_bytes, 0) << "a tensor of an earlier test is alive";
+  CountingAllocator a;
+  set_allocator(&CountingAllocator::allocate, &CountingAllocator::deallocate, &a);
+  {
+    Tensor w = Tensor::uniform({64, 32}, 1);
+    w.sync();
+    Tensor unused = w * 2.0f;  // recorded, never read
+  }
+  EXPECT_NO_THROW(set_allocator(nullptr, nullptr, nullptr));
+  EXPECT_TRUE(a.live.empty()) << a.live.size() << " blocks never given back";
+  EXPECT_EQ(a.allocations, a.deallocations);
+}
+
 TEST(Allocator, OneFunctionWithoutTheOtherIsAnError) {
   CountingAllocator a;
   EXPECT_THROW(set_allocator(&CountingAllocator::allocate, nullptr, &a), Error);
@@ -504,6 +523,20 @@ TEST(WarmUp, TierOffCompilesNothingAndStillRunsTheFrame) {
   expect_chain_close(y, want);
   EXPECT_GE(r.kernels, 1);
   EXPECT_EQ(r.compiled, 0);
+}
+
+// A warm_up inside another's frame: the enclosing report counts the
+// kernels the inner frame launched too.
+TEST(WarmUp, ANestedWarmUpsKernelsCountForTheEnclosingOne) {
+  Restore restore;
+  set_tier_mode(TierMode::Off);
+  std::vector<float> v(300, 0.75f);
+  WarmUpReport inner;
+  const WarmUpReport outer = warm_up([&] {
+    inner = warm_up([&] { (void)(erf(Tensor::from_blob(v.data(), {300})) * 3.5f).sum().item(); });
+  });
+  EXPECT_GE(inner.kernels, 1);
+  EXPECT_EQ(outer.kernels, inner.kernels);
 }
 
 TEST(WarmUp, ErrorsPropagateAndAnEmptyFunctionIsAnError) {
