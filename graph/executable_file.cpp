@@ -438,8 +438,11 @@ Executable Executable::load(const std::string& path) {
   }
   if (f.bad()) throw Error(where + "reading it failed: " + std::strerror(errno));
   constexpr size_t kHeader = sizeof kMagic + 4 + 8;
-  if (file.size() < kHeader + 8 || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0)
+  if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0)
     throw Error(where + "not a dvm executable file (no DVMEXEC header)");
+  if (file.size() < kHeader + 8)
+    throw Error(where + "truncated: " + std::to_string(file.size()) + " bytes, fewer than the " +
+                std::to_string(kHeader + 8) + " of the header and checksum");
   uint32_t version = 0;
   uint64_t bytes = 0, sum = 0;
   std::memcpy(&version, file.data() + sizeof kMagic, 4);

@@ -642,6 +642,28 @@ bool outputs_overlap(const detail::ExecutableState& x, const int64_t* v, const s
   return false;
 }
 
+// Two outputs whose bytes overlap are a dvm::Error: which value would the
+// shared bytes hold? (An output over an input is allowed: outputs_overlap.)
+void check_outputs_apart(const detail::ExecutableState& x, const int64_t* v, const std::vector<void*>& out) {
+  auto range = [&](size_t o, uintptr_t* lo, uintptr_t* hi) {
+    int64_t n = 0;
+    if (!x.outputs[o].numel.eval(v, &n)) n = 0;  // bind() checked the extents
+    *lo = reinterpret_cast<uintptr_t>(out[o]);
+    *hi = *lo + static_cast<uintptr_t>(n) * dtype_size(x.outputs[o].dtype);
+  };
+  for (size_t o = 1; o < out.size(); ++o) {
+    uintptr_t lo = 0, hi = 0;
+    range(o, &lo, &hi);
+    for (size_t p = 0; p < o; ++p) {
+      uintptr_t a = 0, b = 0;
+      range(p, &a, &b);
+      if (lo < b && a < hi)
+        throw Error("dvm::Executable::run: outputs '" + x.outputs[p].name + "' and '" + x.outputs[o].name +
+                    "' were given overlapping buffers (expected each output its own memory)");
+    }
+  }
+}
+
 // Records the graph's ops at the sizes of v as the lazy path's nodes (each
 // told to the builder), the outputs into *outs.
 void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, const std::vector<const void*>& in_ptr,
@@ -910,6 +932,7 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   bind(x, bindings, "run", &v);
   by_port(x.inputs, inputs, "input", &in_ptr);
   by_port(x.outputs, outputs, "output", &out_ptr);
+  check_outputs_apart(x, v.data(), out_ptr);
   if (detail::capture())
     throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
   if (replay(x, v, in_ptr, out_ptr)) {
@@ -963,16 +986,18 @@ std::vector<int64_t> generic_binding(const detail::ExecutableState& x) {
 
 }  // namespace
 
-void Executable::plan_at(const Bindings& b) const {
+void Executable::plan_at(const Bindings& b, const char* caller) const {
   const detail::ExecutableState& x = *s_;
-  const std::vector<int64_t> v = bind(x, b, "run");
+  const std::vector<int64_t> v = bind(x, b, caller);
   std::vector<int32_t> key;
   if (graph::relation_key(x, v.data(), &key)) {
     std::lock_guard<std::mutex> lock(x.mu);
     if (find_program(x, key)) return;  // planned already
   }
   if (detail::capture())
-    throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
+    throw Error(std::string("dvm::Executable::") + caller +
+                ": these sizes relate in a way not planned yet, and planning them records ops while a dvm::Graph "
+                "is being built on this thread (compile it first)");
   // The run plans, encodes and makes its program but launches nothing, so
   // no port's memory is touched: each gets an address of its own, far
   // enough from the others that no two ranges overlap, and no buffer.
@@ -1039,7 +1064,7 @@ int64_t Executable::memory(const Bindings& bindings) const {
       std::lock_guard<std::mutex> lock(x.mu);
       if (const graph::Program* p = find_program(x, key)) return graph::program_memory_bytes(x, *p, v.data(), x.scratch);
     }
-    if (attempt == 0 && !x.loaded) plan_at(bindings);  // plans these relations (or names what is wrong)
+    if (attempt == 0 && !x.loaded) plan_at(bindings, "memory");  // plans these relations (or names what is wrong)
   }
   return -1;
 }

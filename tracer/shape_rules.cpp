@@ -69,7 +69,11 @@ void check_extents(const char* op, const Shape& s, const std::string& context) {
   if (!extents_fit(s))
     throw Error(std::string(op) + ": shape " + s.to_string() + context +
                 " has too many elements (expected the product of its extents, size-0 extents counted "
-                "as 1, to be at most " + std::to_string(kMaxElements) + ")");
+                "as 1, to be at most " + std::to_string(kMaxElements) + ")" +
+                (detail::capture() ? std::string("; a graph's capture gives each symbol a number above 40000, so one "
+                                                 "tensor's extents may multiply at most three symbols: make one of "
+                                                 "them a constant")
+                                   : std::string()));
 }
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {

@@ -32,6 +32,9 @@
 // any size argument accepts a Dim (it converts to that number) and the graph
 // reads every extent back as a product of symbols and a constant: B * S * 12
 // works anywhere a size does, through reshape, permute, narrow and the rest.
+// The numbers are above 40000, so one tensor's extents may multiply at most
+// three symbols ([B, H, S, 64] is fine, [B, H, S, D] is a dvm::Error at
+// capture: make one of them a constant).
 // arange of a symbolic length (and what is made of it: attention's causal
 // mask, tril/triu, argmax's indices) is filled by each run at its length.
 // Not supported yet, each a dvm::Error at capture or compile: sums and
@@ -137,9 +140,10 @@ class Executable {
   // every input by name (a pointer to its elements, contiguous, row-major,
   // in its dtype), every output by name (written with its numel() elements
   // of its dtype and nothing else; an output may overlap an input, at a
-  // cost: such a run computes everything before it writes). A missing,
-  // unknown or repeated name, a symbol below 1, or extents that overflow
-  // are dvm::Errors naming them; no output is written then. Runs of one
+  // cost: such a run computes everything before it writes; two outputs may
+  // not overlap). A missing, unknown or repeated name, a symbol below 1,
+  // extents that overflow, or outputs that overlap are dvm::Errors naming
+  // them; no output is written then. Runs of one
   // executable from several threads at once are safe (one at a time
   // replays; the others rebuild their ops).
   void run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const;
@@ -150,7 +154,8 @@ class Executable {
   std::vector<std::string> symbols() const;
   std::vector<std::string> inputs() const;
   std::vector<std::string> outputs() const;
-  // "x: float32[B, S, 768]" per input and output, one per line.
+  // "input x: float32[B, S, 768]" per input and "output y: ..." per output,
+  // one per line.
   std::string describe() const;
   // How many recorded ops the graph has.
   int64_t ops() const;
@@ -182,8 +187,8 @@ class Executable {
   // any binding: compiles the kernels before the first run.
   void make_kernels() const;
   // Plans a run at binding b (its kernels encoded, its program made) and
-  // launches nothing.
-  void plan_at(const Bindings& b) const;
+  // launches nothing; errors name `caller` (run, memory).
+  void plan_at(const Bindings& b, const char* caller = "run") const;
   std::unique_ptr<detail::ExecutableState> s_;
 };
 

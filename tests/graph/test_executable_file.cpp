@@ -205,10 +205,12 @@ TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
   other[8] = 99;  // the version's low byte
   write_file(path, other);
   expect_error_message("version", [&] { Executable::load(path); }, {path, "version 99", "reads version 1"});
-  // Cut anywhere, the file is refused.
+  // Cut anywhere, the file is refused; cut after its magic, as truncated.
   for (size_t n = 0; n < good.size(); n += 1 + n / 64) {
     write_file(path, good.substr(0, n));
-    expect_error_message("truncated at " + std::to_string(n), [&] { Executable::load(path); }, {path});
+    std::vector<std::string> parts = {path};
+    if (n >= 8) parts.push_back(n < kHeader + 8 ? "truncated" : "payload bytes");
+    expect_error_message("truncated at " + std::to_string(n), [&] { Executable::load(path); }, parts);
   }
   write_file(path, good + "tail");
   expect_error_message("extended", [&] { Executable::load(path); }, {path, "payload bytes"});

@@ -236,11 +236,20 @@ TEST(Graph, InputsAndViewsAsOutputs) {
     for (int64_t j = 0; j < 2; ++j)
       EXPECT_EQ(half[static_cast<size_t>(i * 2 + j)], x[static_cast<size_t>(i * C + 1 + j)]);
   // Narrower than the constant slice: the view would read outside x.
-  std::vector<float> small(2);
+  std::vector<float> small(2), o1(2), o2(2), o3(2);
   expect_error("narrow past a bound extent", [&] {
-    exe.run({{"x", small.data()}}, {{"same", small.data()}, {"t", small.data()}, {"half", small.data()}},
+    exe.run({{"x", small.data()}}, {{"same", o1.data()}, {"t", o2.data()}, {"half", o3.data()}},
             {{"R", 1}, {"C", 2}});
   }, {"R = 1", "C = 2", "a view", "outside"});
+  // Two outputs may not share bytes (an output over the input may).
+  std::vector<float> shared(R * C + 4);
+  expect_error("outputs that overlap", [&] {
+    exe.run({{"x", x.data()}}, {{"same", shared.data()}, {"t", shared.data() + 4}, {"half", half.data()}},
+            {{"R", R}, {"C", C}});
+  }, {"outputs 'same' and 't'", "overlapping"});
+  std::vector<float> io = x;
+  exe.run({{"x", io.data()}}, {{"same", io.data()}, {"t", t.data()}, {"half", half.data()}}, {{"R", R}, {"C", C}});
+  EXPECT_EQ(io, x);
 }
 
 TEST(Graph, CaptureErrors) {
@@ -465,9 +474,9 @@ TEST(Graph, ViewsOfConstantsWithSymbolicExtents) {
     if (pass > 0) {
       EXPECT_EQ(graph::program_stats().replays, replays + 4) << "pass " << pass << " replays every binding";
     }
-    std::vector<float> x(38 * 8), y(38 * 8 + 4, -5.0f);
+    std::vector<float> x(38 * 8), y(38 * 8 + 4, -5.0f), y1(y), y2(y);
     expect_error("past the constant", [&] {
-      exe.run({{"x", x.data()}}, {{"o0", y.data()}, {"o1", y.data()}, {"o2", y.data()}}, {{"S", 38}});
+      exe.run({{"x", x.data()}}, {{"o0", y.data()}, {"o1", y1.data()}, {"o2", y2.data()}}, {{"S", 38}});
     }, {"S = 38", "outside"});
     EXPECT_EQ(y[0], -5.0f);
   }
