@@ -26,6 +26,17 @@ void shut_down(const char* where) {
   dvm::flush();  // nothing left to compute: no error
 }
 
+// Recording after the thread's trace is gone: a dvm::Error naming thread exit.
+void expect_recording_refused(const char* where) {
+  try {
+    (void)(dvm::Tensor::arange(8) * 2.0f).sum().item();
+    fail(std::string(where) + " recorded after the trace was gone");
+  } catch (const dvm::Error& e) {
+    if (std::string(e.what()).find("thread exit") == std::string::npos)
+      fail(std::string(where) + ": unclear error after the trace was gone: " + e.what());
+  }
+}
+
 // Made before dvm's statics, so destroyed after them.
 struct Reporter {
   ~Reporter() { shut_down("a global's destructor"); }
@@ -36,13 +47,7 @@ struct Reporter {
 struct WorkerCleanup {
   ~WorkerCleanup() {
     shut_down("a thread_local's destructor");
-    try {
-      (void)(dvm::Tensor::arange(4) * 2.0f).sum().item();
-      fail("a thread_local's destructor recorded after the trace was gone");
-    } catch (const dvm::Error& e) {
-      if (std::string(e.what()).find("thread exit") == std::string::npos)
-        fail(std::string("unclear error after the trace was gone: ") + e.what());
-    }
+    expect_recording_refused("a thread_local's destructor");
   }
 };
 
@@ -51,13 +56,7 @@ struct WorkerCleanup {
 int main() {
   std::atexit([] {
     shut_down("an atexit handler");
-    try {
-      (void)(dvm::Tensor::arange(8) * 2.0f).sum().item();
-      fail("an atexit handler recorded after the trace was gone");
-    } catch (const dvm::Error& e) {
-      if (std::string(e.what()).find("thread exit") == std::string::npos)
-        fail(std::string("unclear error after the trace was gone: ") + e.what());
-    }
+    expect_recording_refused("an atexit handler");
   });
   std::thread worker([] {
     thread_local WorkerCleanup cleanup;
