@@ -1328,6 +1328,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     throw Error("linear: bias must have shape " + Shape{w->shape[0]}.to_string() + " (weight " + describe(w) +
                 "), got " + describe(need(bias, "linear")));
   check_one_floating_type("linear", n, w);
+  if (bias.defined() && bias.dtype() != n->dtype)  // torch's addmm refuses it too: no silent promotion
+    throw Error("linear: bias " + describe(need(bias, "linear")) + " must have the input's type " +
+                dtype_name(n->dtype) + " (convert it with .to())");
   Tensor y = matmul(x, weight.transpose(0, 1));
   return bias.defined() ? y + bias : y;
 }
@@ -1338,6 +1341,9 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, 
   if (x->shape.rank() != 2 || y->shape.rank() != 2 || x->shape[1] != y->shape[0])
     throw Error("addmm: expected a [M, K] and b [K, N], got " + describe(x) + " and " + describe(y));
   check_one_floating_type("addmm", x, y);
+  if (input.defined() && input.dtype() != x->dtype)  // as torch: no silent promotion of the product
+    throw Error("addmm: input " + describe(need(input, "addmm")) + " must have the operands' type " +
+                dtype_name(x->dtype) + " (convert it with .to())");
   Tensor p = matmul(a, b);
   // As torch (and BLAS): alpha 0 ignores the product, beta 0 the input,
   // their NaNs and infinities too. The product recorded above checked the

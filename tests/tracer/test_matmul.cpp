@@ -572,6 +572,14 @@ TEST(MatMul, ShapesThatDoNotContractAreErrors) {
   expect_error("linear weight", [&] { (void)linear(a, w); }, {"linear", "[out, in]", "[6, 4]"});
   expect_error("linear bias", [&] { (void)linear(a, w2, bias); }, {"linear", "bias", "[6]"});
   expect_error("undefined", [&] { (void)matmul(a, Tensor()); }, {"matmul", "undefined"});
+  // A bias or an addmm input of another type than the operands is refused,
+  // as torch refuses it (no silent promotion of a 16-bit product).
+  const Tensor a16 = a.to(Dtype::F16), w16 = tensor_of({6, 5}, 7).to(Dtype::F16), w16t = w16.transpose(0, 1),
+               b32 = tensor_of({6}, 8);
+  for (const Tensor& t : {a16, w16, w16t, b32}) t.sync();
+  expect_error("linear bias type", [&] { (void)linear(a16, w16, b32); }, {"linear", "bias float32[6]", "float16"});
+  expect_error("addmm input type", [&] { (void)addmm(b32, a16, w16t); }, {"addmm", "input float32[6]", "float16"});
+  EXPECT_EQ(linear(a16, w16, tensor_of({6}, 8).to(Dtype::F16)).dtype(), Dtype::F16);
 }
 
 }  // namespace
