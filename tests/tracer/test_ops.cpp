@@ -1173,9 +1173,11 @@ TEST(Compositions, SoftmaxOverEmptyAxis) {
   }
 }
 
-// Bound for one layer_norm slice, propagated through the recorded
-// composition xc = x - sum(x)*inv; var = sum(xc*xc)*inv;
-// y = xc * rsqrt(var + eps) * w + b (inv = fl(1/N)); every step adds its
+// Bound for one layer_norm slice, propagated through the plain two-pass
+// form xc = x - sum(x)*inv; var = sum(xc*xc)*inv;
+// y = xc * rsqrt(var + eps) * w + b (inv = fl(1/N)), which the recorded
+// composition (the mean corrected by the deviations' mean) is no less
+// accurate than; every step adds its
 // rounding (u), sums add gamma_(N-1) of their absolute sums, rsqrt 2 ULP
 // (<= 4u); first-order terms with a 1% margin for the second order.
 void check_layer_norm_slice(Checker& chk, const std::vector<float>& out, const std::vector<float>& v,
@@ -1272,6 +1274,31 @@ TEST_P(Ops, LayerNorm) {
         for (size_t o = 0; o < sl.size(); ++o)
           check_layer_norm_slice(chk, out, v, sl[o], use_w ? &w : nullptr, use_b ? &b : nullptr, eps, o);
       }
+    }
+  }
+}
+
+// A constant row normalizes to exactly 0 (then weight and bias give the
+// bias), as torch's Welford mean gives: the float32 mean of a row far
+// from zero is off by a few ulps of its value, which divided by sqrt(eps)
+// became outputs near +-1. Rows long enough to be split across passes too.
+TEST_P(Ops, LayerNormOfAConstantRowIsItsBias) {
+  std::mt19937 rng(1301);
+  const float constants[] = {0.1f, -1.1f, 123.456f, 4567.89f, -33333.3f, 65432.1f, 1e20f, -3.0e30f, 1e-30f, 0.0f};
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{768}, int64_t{4096}, int64_t{70001}, int64_t{300007}}) {
+    std::vector<float> v;
+    for (int r = 0; r < 3; ++r) {
+      const float c = constants[rng() % std::size(constants)] * (1.0f + static_cast<float>(rng() % 1000) * 1e-4f);
+      v.insert(v.end(), static_cast<size_t>(n), c);
+    }
+    const std::vector<float> b = make_values(n, static_cast<uint32_t>(rng()), uniform_gen(-1, 1));
+    const Tensor x = Tensor::from_vector(v, {3, n});
+    const Tensor w = Tensor::full({n}, 2.5f), bt = Tensor::from_vector(b, {n});
+    const std::vector<float> plain = dvm::layer_norm(x, {n}, Tensor(), Tensor(), 1e-5f).to_vector();
+    const std::vector<float> affine = dvm::layer_norm(x, {n}, w, bt, 1e-5f).to_vector();
+    for (size_t i = 0; i < plain.size(); ++i) {
+      ASSERT_EQ(plain[i], 0.0f) << "row " << i / static_cast<size_t>(n) << " of " << v[i] << ", length " << n;
+      ASSERT_EQ(affine[i], b[i % static_cast<size_t>(n)]) << "row of " << v[i] << ", length " << n;
     }
   }
 }
