@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <new>
 #include <string>
 
@@ -1423,19 +1422,12 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
   const Tensor inv = size_scalar(normalized_shape.numel(), true);
   // One run of trailing axes: a single reduction node each.
   auto rowsum = [&](const Tensor& t) { return reduce(OpKind::Sum, t, axes, true, "layer_norm"); };
-  // The mean corrected by the mean of the deviations from it (both sums in
-  // one pass over the row): the float32 sum's rounding error, which a row
-  // far from zero turns into an output (a constant row of 4567.89 gave
-  // -0.15 where torch's Welford mean gives 0), is taken out of the mean,
-  // and a constant row's mean is its value. The variance is the corrected
-  // two-pass one, var/std's form, never below 0. d * d can overflow only
-  // where the squares' sum already has (d^2 <= their mean): it is held to
-  // the largest float then, so an infinite sum stays infinite, not NaN.
   // A row whose largest and smallest values are equal takes that value as
-  // its mean, exactly (the correction above is within an ulp or so, and a
-  // long row's mean can be off by more). (The reductions of one pass are
-  // recorded together, after the work they read, so that a split long
-  // row's passes run on machine code: vm/split_launch.cpp.)
+  // its mean, exactly: the float32 sum's rounding error, which 1 / sqrt(eps)
+  // turns into an output, made a constant row of 4567.89 normalize to -0.15
+  // where torch's Welford mean gives 0. (The reductions of the first pass
+  // are recorded together, so that a split long row's passes run on
+  // machine code: vm/split_launch.cpp.)
   Tensor m = rowsum(x);
   if (normalized_shape.numel() > 0) {  // (max and min have no identity: an empty row's mean stays 0 / 0)
     const Tensor hi = reduce(OpKind::Max, x, axes, true, "layer_norm"), lo = reduce(OpKind::Min, x, axes, true, "layer_norm");
@@ -1448,11 +1440,8 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
     m = m * inv;
   }
   const Tensor dev = x - m;
-  const Tensor sq = dev * dev;
-  const Tensor dev_sum = rowsum(dev), sq_sum = rowsum(sq);
-  const Tensor d = dev_sum * inv;
-  const Tensor var = maximum(sq_sum * inv - minimum(d * d, std::numeric_limits<float>::max()), 0.0f);
-  Tensor y = (x - (m + d)) * rsqrt(var + eps);
+  const Tensor var = rowsum(dev * dev) * inv;
+  Tensor y = dev * rsqrt(var + eps);
   if (weight.defined()) y = y * weight;
   if (bias.defined()) y = y + bias;
   return y;

@@ -1173,11 +1173,10 @@ TEST(Compositions, SoftmaxOverEmptyAxis) {
   }
 }
 
-// Bound for one layer_norm slice, propagated through the plain two-pass
-// form xc = x - sum(x)*inv; var = sum(xc*xc)*inv;
-// y = xc * rsqrt(var + eps) * w + b (inv = fl(1/N)), which the recorded
-// composition (the mean corrected by the deviations' mean) is no less
-// accurate than; every step adds its
+// Bound for one layer_norm slice, propagated through the recorded
+// composition xc = x - sum(x)*inv; var = sum(xc*xc)*inv;
+// y = xc * rsqrt(var + eps) * w + b (inv = fl(1/N); a constant row's mean
+// is its value, exactly); every step adds its
 // rounding (u), sums add gamma_(N-1) of their absolute sums, rsqrt 2 ULP
 // (<= 4u); first-order terms with a 1% margin for the second order.
 void check_layer_norm_slice(Checker& chk, const std::vector<float>& out, const std::vector<float>& v,
