@@ -1,7 +1,6 @@
 // The backend table: registration and lookups by ISA and kind.
 #include "vm/backend.h"
 
-
 #include "backends/registry.h"
 #include "dvm/error.h"
 

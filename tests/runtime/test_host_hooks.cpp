@@ -3,8 +3,11 @@
 // never reach the host.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -103,6 +106,38 @@ TEST(HostHooks, OneWorkerOrNoneIsAClearError) {
   EXPECT_EQ(num_threads(), 1);
   (void)Tensor::uniform({1 << 20}, 3).sum().item();
   EXPECT_TRUE(host.calls.empty());
+}
+
+// More threads than the machine has: the work is cut for them and runs on
+// as many as there are, with the bits of one thread and nothing written to
+// stderr (TBB warns there when an arena asks for more workers than it
+// allows); past 1024 the setter refuses.
+TEST(NumThreads, MoreThanTheMachineHasRunQuietlyWithTheSameBits) {
+  const int before = num_threads();
+  const int64_t n = int64_t{1} << 21;
+  auto run = [&] { return (sin(Tensor::arange(static_cast<double>(n))) * 1.5f).sum().item(); };
+  set_num_threads(1);
+  const float one = run();
+  std::fflush(stderr);
+  char path[] = "/tmp/dvm_stderr_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  const int many = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  set_num_threads(many);
+  const float got = run();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  const off_t written = lseek(fd, 0, SEEK_END);
+  close(fd);
+  unlink(path);
+  EXPECT_EQ(num_threads(), many);
+  EXPECT_EQ(got, one);
+  EXPECT_EQ(written, 0) << "set_num_threads(" << many << ") wrote to stderr";
+  EXPECT_THROW(set_num_threads(1025), Error);
+  set_num_threads(before);
 }
 
 // KernelStats::total_ns sums the launches' time (counted in the CPU's
