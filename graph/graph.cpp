@@ -615,29 +615,28 @@ const detail::ViewCheck* view_outside(const detail::ExecutableState& x, const in
   return nullptr;
 }
 
-// Whether an output's bytes overlap an input's or another output's: then
-// the outputs are computed first and copied, as a rebuilding run does.
+// The bytes [lo, hi) a port's buffer spans at binding v (bind() checked the
+// extents, so its element count evaluates).
+struct ByteRange {
+  uintptr_t lo = 0, hi = 0;
+  bool overlaps(const ByteRange& o) const { return lo < o.hi && o.lo < hi; }
+};
+ByteRange port_bytes(const detail::Port& p, const void* ptr, const int64_t* v) {
+  int64_t n = 0;
+  if (!p.numel.eval(v, &n)) n = kMaxElements;  // never: counted as the largest, to be safe
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr);
+  return {lo, lo + static_cast<uintptr_t>(n) * dtype_size(p.dtype)};
+}
+
+// Whether an output's bytes overlap an input's: then the outputs are
+// computed first and copied, as a rebuilding run does. (Outputs never
+// overlap each other: run() refuses that, check_outputs_apart.)
 bool outputs_overlap(const detail::ExecutableState& x, const int64_t* v, const std::vector<const void*>& in,
                      const std::vector<void*>& out) {
-  auto range = [&](const detail::Port& p, const void* ptr, uintptr_t* lo, uintptr_t* hi) {
-    int64_t n = 0;
-    if (!p.numel.eval(v, &n)) n = kMaxElements;  // the caller checked the relations: never
-    *lo = reinterpret_cast<uintptr_t>(ptr);
-    *hi = *lo + static_cast<uintptr_t>(n) * dtype_size(p.dtype);
-  };
   for (size_t o = 0; o < out.size(); ++o) {
-    uintptr_t lo = 0, hi = 0;
-    range(x.outputs[o], out[o], &lo, &hi);
-    for (size_t i = 0; i < in.size(); ++i) {
-      uintptr_t a = 0, b = 0;
-      range(x.inputs[i], in[i], &a, &b);
-      if (lo < b && a < hi) return true;
-    }
-    for (size_t p = 0; p < o; ++p) {
-      uintptr_t a = 0, b = 0;
-      range(x.outputs[p], out[p], &a, &b);
-      if (lo < b && a < hi) return true;
-    }
+    const ByteRange w = port_bytes(x.outputs[o], out[o], v);
+    for (size_t i = 0; i < in.size(); ++i)
+      if (w.overlaps(port_bytes(x.inputs[i], in[i], v))) return true;
   }
   return false;
 }
@@ -645,22 +644,12 @@ bool outputs_overlap(const detail::ExecutableState& x, const int64_t* v, const s
 // Two outputs whose bytes overlap are a dvm::Error: which value would the
 // shared bytes hold? (An output over an input is allowed: outputs_overlap.)
 void check_outputs_apart(const detail::ExecutableState& x, const int64_t* v, const std::vector<void*>& out) {
-  auto range = [&](size_t o, uintptr_t* lo, uintptr_t* hi) {
-    int64_t n = 0;
-    if (!x.outputs[o].numel.eval(v, &n)) n = 0;  // bind() checked the extents
-    *lo = reinterpret_cast<uintptr_t>(out[o]);
-    *hi = *lo + static_cast<uintptr_t>(n) * dtype_size(x.outputs[o].dtype);
-  };
   for (size_t o = 1; o < out.size(); ++o) {
-    uintptr_t lo = 0, hi = 0;
-    range(o, &lo, &hi);
-    for (size_t p = 0; p < o; ++p) {
-      uintptr_t a = 0, b = 0;
-      range(p, &a, &b);
-      if (lo < b && a < hi)
+    const ByteRange w = port_bytes(x.outputs[o], out[o], v);
+    for (size_t p = 0; p < o; ++p)
+      if (w.overlaps(port_bytes(x.outputs[p], out[p], v)))
         throw Error("dvm::Executable::run: outputs '" + x.outputs[p].name + "' and '" + x.outputs[o].name +
                     "' were given overlapping buffers (expected each output its own memory)");
-    }
   }
 }
 
@@ -810,7 +799,7 @@ bool replay(const detail::ExecutableState& x, const std::vector<int64_t>& v, con
   // A loaded program's numbers come from a file: each run checks where its
   // arguments reach (so does the plan check, which keeps the check honest).
   const bool check = must || fuser::plan_check();
-  // Outputs that overlap inputs (or each other) are computed into scratch
+  // Outputs that overlap inputs are computed into scratch
   // buffers first, so no kernel reads what another has written over.
   if (outputs_overlap(x, v.data(), in, out)) {
     std::vector<std::vector<char>> scratch(out.size());
