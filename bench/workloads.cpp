@@ -14,9 +14,10 @@
 //   W8_dynamic/<ref>/first, /second          the same passes on the reference loops (no
 //                                            cache to be cold: the two are the same work,
 //                                            registered under both names to line up)
-//   W1_chain/dvm_f16/<size>/threads:1        W1 with float16 inputs and output
-//   W5_bias_tanh/dvm_bf16/<size>/threads:1   W5 with bfloat16 inputs and output
-//                                            (pct_bw counts 2-byte elements)
+//   W1_chain/dvm_f16/<size>/threads:<N>      W1 with float16 inputs and output
+//   W5_bias_tanh/dvm_bf16/<size>/threads:<N> W5 with bfloat16 inputs and output
+//                                            (pct_bw counts 2-byte elements);
+//                                            N as for W1..W6
 //
 // A dvm iteration does what a user does: wrap the preallocated inputs
 // (Tensor::from_blob), record the ops, observe the result (data()). Every
@@ -232,9 +233,9 @@ void check16(const std::string& name, W w, const void* y, int64_t n) {
   }
 }
 
-void BM_workload16(benchmark::State& state, const std::string& name, W w, int64_t n) {
-  apply_system(kDvm, 1);
-  triad_bytes_per_second(1);
+void BM_workload16(benchmark::State& state, const std::string& name, W w, int64_t n, int threads) {
+  apply_system(kDvm, threads);
+  triad_bytes_per_second(threads);
   const double e = static_cast<double>(n);
   const double bytes = w == W::W1 ? 2.0 * 4 * e : 2.0 * (2 * e + kRowWidth);
   dvm::flush();
@@ -263,17 +264,20 @@ void BM_workload16(benchmark::State& state, const std::string& name, W w, int64_
   }
   loop_stats.set_counters(state);
   state.counters["on_jit"] = on_jit;
-  set_bandwidth_counters(state, bytes, 1);
+  set_bandwidth_counters(state, bytes, threads);
 }
 
 int register_workloads16() {
   for (W w : {W::W1, W::W5})
-    for (int64_t n : kSizes) {
-      const std::string name =
-          std::string(w_name(w)) + (w == W::W1 ? "/dvm_f16/" : "/dvm_bf16/") + std::to_string(n) + "/threads:1";
-      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { BM_workload16(st, name, w, n); })
-          ->Unit(benchmark::kMicrosecond);
-    }
+    for (int64_t n : kSizes)
+      for (int threads : thread_counts()) {
+        const std::string name = std::string(w_name(w)) + (w == W::W1 ? "/dvm_f16/" : "/dvm_bf16/") +
+                                 std::to_string(n) + "/threads:" + std::to_string(threads);
+        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
+            name.c_str(), [=](benchmark::State& st) { BM_workload16(st, name, w, n, threads); });
+        b->Unit(benchmark::kMicrosecond);
+        if (threads > 1) b->UseRealTime();
+      }
   return 0;
 }
 
