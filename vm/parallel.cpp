@@ -73,8 +73,14 @@ void set_num_threads(int n) {
 void parallel_items(int64_t items, int64_t elems_per_item, ItemsFn fn, void* ctx) {
   if (items <= 0) return;
   const int64_t per_item = std::max<int64_t>(elems_per_item, 1);
+  // A launch too small to split asks TBB nothing (the arena's concurrency
+  // is a call into TBB).
+  if (items < 2 || items * per_item < kMinParallelElements) {
+    fn(ctx, 0, items);
+    return;
+  }
   const int threads = num_threads();
-  if (threads <= 1 || items < 2 || items * per_item < kMinParallelElements) {
+  if (threads <= 1) {
     fn(ctx, 0, items);
     return;
   }
