@@ -1146,9 +1146,10 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
 Tensor erf(const Tensor& x) { return unary(OpKind::Erf, x); }
 Tensor sin(const Tensor& x) { return unary(OpKind::Sin, x); }
 Tensor cos(const Tensor& x) { return unary(OpKind::Cos, x); }
-Tensor floor(const Tensor& x) { return unary(OpKind::Floor, x); }
-Tensor ceil(const Tensor& x) { return unary(OpKind::Ceil, x); }
-Tensor round(const Tensor& x) { return unary(OpKind::Round, x); }
+// Integers are their own floor, ceil and round (torch returns them as they are).
+Tensor floor(const Tensor& x) { return is_integral(need(x, "floor")->dtype) ? x : unary(OpKind::Floor, x); }
+Tensor ceil(const Tensor& x) { return is_integral(need(x, "ceil")->dtype) ? x : unary(OpKind::Ceil, x); }
+Tensor round(const Tensor& x) { return is_integral(need(x, "round")->dtype) ? x : unary(OpKind::Round, x); }
 
 Tensor add(const Tensor& a, const Tensor& b) { return binary(OpKind::Add, a, b); }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary(OpKind::Sub, a, b); }
@@ -1156,7 +1157,35 @@ Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpKind::Mul, a, b);
 Tensor div(const Tensor& a, const Tensor& b) { return binary(OpKind::Div, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpKind::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpKind::Minimum, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpKind::Pow, a, b); }
+namespace {
+// An integer or bool base to a C++ integer power, as torch's integer pow:
+// the exponent's binary expansion of multiplies, which wrap as the type's
+// mul does. A negative exponent is refused, as torch refuses it.
+Tensor integer_pow(const Tensor& a, int64_t e) {
+  Node* x = need(a, "pow");
+  if (e < 0)
+    throw Error("pow: " + describe_all(&x, 1) + " to the negative power " + std::to_string(e) +
+                ": integers to negative integer powers are not allowed, as in torch; convert with"
+                " .to(dvm::Dtype::F32) first");
+  // A bool base with an integer exponent computes in int64 (torch's wrapped integer).
+  const Tensor base = x->dtype == Dtype::Bool ? a.to(Dtype::I64) : a;
+  if (e == 0) return base * 0 + 1;
+  Tensor result, square = base;
+  for (;;) {
+    if (e & 1) result = result.defined() ? result * square : square;
+    e >>= 1;
+    if (e == 0) return result;
+    square = square * square;
+  }
+}
+}  // namespace
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined() && b.node()->int_scalar && !is_floating(a.node()->dtype) &&
+      !is_inline_scalar(a)) [[unlikely]]
+    return integer_pow(a, int_scalar_value(b.node()));
+  return binary(OpKind::Pow, a, b);
+}
 Tensor pow(const Tensor& a, float b) { return binary_scalar(OpKind::Pow, a, b, 1); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(OpKind::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(OpKind::Ne, a, b); }

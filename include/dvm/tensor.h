@@ -241,6 +241,7 @@ Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
 Tensor erf(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
+// floor, ceil and round of an integer tensor return it as it is (as torch).
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x);  // half to even
@@ -255,7 +256,10 @@ Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, float b);
 // An integer exponent is torch's wrapped integer: the float exponent it
-// converts to for a floating a; integer pow is not supported yet (an error).
+// converts to for a floating a. An integer or bool a to an integer power
+// e >= 0 is an integer (int64 for bool) computed by multiplies that wrap, as
+// torch's; a negative e is a dvm::Error, as in torch. An integer a to a
+// tensor exponent is not supported yet (an error).
 template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
 Tensor pow(const Tensor& a, T b) { return pow(a, Tensor(b)); }
 // Comparisons produce a bool mask (one byte per element, 0 or 1).

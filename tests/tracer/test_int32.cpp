@@ -199,7 +199,6 @@ TEST(Int32LanesErrors, WhatStaysRefusedIsAClearError) {
   expect_error("i32 mean", [&] { (void)i32.mean(); }, {"int32"});
   expect_error("u8 mean", [&] { (void)u8.mean({0}); }, {"mean", "uint8[4]"});
   expect_error("i64 pow", [&] { (void)pow(i64, i64); }, {"pow", "int64", "not supported"});
-  expect_error("i32 floor", [&] { (void)floor(i32); }, {"floor", "int32", "not supported"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Target, Int32Lanes, ::testing::ValuesIn(kTargets), target_name);

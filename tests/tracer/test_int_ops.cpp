@@ -313,6 +313,64 @@ TEST_P(IntOps, LogicalOpsOfAnyType) {
   }
 }
 
+// x^e in uint64_t arithmetic (exact modulo 2^64): e multiplies one by one
+// for small e, square-and-multiply above.
+uint64_t power_mod64(uint64_t x, uint64_t e) {
+  uint64_t r = 1;
+  if (e <= 200) {
+    for (uint64_t i = 0; i < e; ++i) r *= x;
+    return r;
+  }
+  for (uint64_t p = x; e != 0; e >>= 1, p *= p)
+    if (e & 1) r *= p;
+  return r;
+}
+
+// Integers to a C++ integer power wrap as torch's integer pow (torch has
+// no floating detour for them): every type, generated bases with the
+// extremes, exponents around the type's width, in one op and in a chain.
+TEST_P(IntOps, IntegerPowersWrapAsTorchs) {
+  const int64_t exponents[] = {0, 1, 2, 3, 5, 8, 13, 31, 32, 33, 63, 64, 65, 1000003};
+  for (Dtype t : {Dtype::I32, Dtype::I64, Dtype::U8, Dtype::Bool}) {
+    std::vector<int64_t> a = values(t == Dtype::I64 ? Dtype::I32 : t, 37, 91);
+    if (t == Dtype::I64) a.insert(a.end(), {INT64_MIN, INT64_MAX, int64_t{3} << 40, -(int64_t{5} << 33)});
+    const Tensor x = make(t, a);
+    const Dtype rt = t == Dtype::Bool ? Dtype::I64 : t;  // a bool base computes in int64
+    for (int64_t e : exponents) {
+      const Tensor y = pow(x, e);
+      ASSERT_EQ(y.dtype(), rt) << dtype_name(t) << " ^ " << e;
+      const std::vector<int64_t> got = read(y), chained = read(pow(x, e) + x);
+      for (size_t i = 0; i < a.size(); ++i) {
+        const uint64_t p = power_mod64(static_cast<uint64_t>(a[i]), static_cast<uint64_t>(e));
+        const int64_t want = rt == Dtype::I64 ? static_cast<int64_t>(p) : wrap(rt, static_cast<int64_t>(p));
+        ASSERT_EQ(got[i], want) << dtype_name(t) << " " << a[i] << " ^ " << e;
+        const uint64_t d = p + static_cast<uint64_t>(a[i]);
+        ASSERT_EQ(chained[i], rt == Dtype::I64 ? static_cast<int64_t>(d) : wrap(rt, static_cast<int64_t>(d)))
+            << dtype_name(t) << " " << a[i] << " ^ " << e << " + itself";
+      }
+    }
+  }
+  const Tensor i32 = make(Dtype::I32, {2, -3});
+  expect_error("pow(i32, -1)", [&] { (void)pow(i32, -1); }, {"pow", "int32[2]", "-1", "negative"});
+  expect_error("pow(i32, i32)", [&] { (void)pow(i32, i32); }, {"pow", "int32", "not supported"});
+  // A float exponent computes in float32, as torch's.
+  EXPECT_EQ(pow(i32, 2.0f).dtype(), Dtype::F32);
+  EXPECT_EQ(pow(i32, 2.0f).to_vector(), (std::vector<float>{4.0f, 9.0f}));
+}
+
+// floor, ceil and round of integers are the integers themselves (torch).
+TEST_P(IntOps, FloorCeilAndRoundOfIntegersAreTheValues) {
+  for (Dtype t : {Dtype::I32, Dtype::I64, Dtype::U8}) {
+    const std::vector<int64_t> a = values(t == Dtype::I64 ? Dtype::I32 : t, 40, 5);
+    const Tensor x = make(t, a);
+    for (const Tensor& y : {floor(x), ceil(x), round(x), floor(x + 1) - 1}) {
+      ASSERT_EQ(y.dtype(), t);
+      const std::vector<int64_t> got = read(y);
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(got[i], a[i]) << dtype_name(t);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Target, IntOps, ::testing::ValuesIn(kTargets), target_name);
 
 // The same bits from the interpreter and from machine code, on every ISA the
