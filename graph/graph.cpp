@@ -10,12 +10,14 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 #include "fuser/executor.h"
 #include "graph/executable_state.h"
 #include "graph/program.h"
 #include "graph/symbolic.h"
+#include "tracer/buffer_pool.h"
 #include "tracer/capture.h"
 #include "tracer/host_values.h"
 #include "tracer/thread_counters.h"
@@ -770,6 +772,26 @@ bool overflow(const detail::ExecutableState& x, const std::vector<int64_t>& v, b
   return false;
 }
 
+// An output's scratch buffer from the buffer pool, so that the memory
+// limit and memory_stats() count it as they count a tensor's buffer.
+struct PoolBlock {
+  void* data = nullptr;
+  size_t bytes = 0;
+  PoolBlock() = default;
+  PoolBlock(const PoolBlock&) = delete;
+  PoolBlock& operator=(const PoolBlock&) = delete;
+  ~PoolBlock() { detail::pool_free(data, bytes + 1); }
+  void allocate(size_t n) {
+    try {
+      data = detail::pool_allocate(n + 1);  // one byte more: an empty output has an address
+    } catch (const std::bad_alloc&) {
+      throw Error("out of memory: dvm::Executable::run computes an output given over an input into a buffer of " +
+                  std::to_string(n) + " bytes first, and the system has no block that large");
+    }
+    bytes = n;
+  }
+};
+
 // A run by the program made for v's relations, if there is one and no
 // other run holds it; false when the ops must be rebuilt. A loaded
 // executable, which has no ops, always replays or throws.
@@ -802,16 +824,16 @@ bool replay(const detail::ExecutableState& x, const std::vector<int64_t>& v, con
   // Outputs that overlap inputs are computed into scratch
   // buffers first, so no kernel reads what another has written over.
   if (outputs_overlap(x, v.data(), in, out)) {
-    std::vector<std::vector<char>> scratch(out.size());
+    std::vector<PoolBlock> scratch(out.size());
     std::vector<void*> tmp(out.size());
     for (size_t o = 0; o < out.size(); ++o) {
       int64_t n = 0;
       if (!x.outputs[o].numel.eval(v.data(), &n)) return false;
-      scratch[o].resize(static_cast<size_t>(n) * dtype_size(x.outputs[o].dtype) + 1);
-      tmp[o] = scratch[o].data();
+      scratch[o].allocate(static_cast<size_t>(n) * dtype_size(x.outputs[o].dtype));
+      tmp[o] = scratch[o].data;
     }
     if (!graph::run_program(x, *p, v.data(), in.data(), tmp.data(), x.scratch, check)) return overflow(x, v, must);
-    for (size_t o = 0; o < out.size(); ++o) std::memcpy(out[o], tmp[o], scratch[o].size() - 1);
+    for (size_t o = 0; o < out.size(); ++o) std::memcpy(out[o], tmp[o], scratch[o].bytes);
   } else if (!graph::run_program(x, *p, v.data(), in.data(), out.data(), x.scratch, check)) {
     return overflow(x, v, must);
   }
@@ -924,13 +946,18 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   check_outputs_apart(x, v.data(), out_ptr);
   if (detail::capture())
     throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
-  if (replay(x, v, in_ptr, out_ptr)) {
-    // (Outputs over inputs leave nothing to compare against.)
-    if (fuser::plan_check() && !x.loaded && !outputs_overlap(x, v.data(), in_ptr, out_ptr)) [[unlikely]]
-      check_replay(x, v, in_ptr, out_ptr);
-    return;
+  try {
+    if (replay(x, v, in_ptr, out_ptr)) {
+      // (Outputs over inputs leave nothing to compare against.)
+      if (fuser::plan_check() && !x.loaded && !outputs_overlap(x, v.data(), in_ptr, out_ptr)) [[unlikely]]
+        check_replay(x, v, in_ptr, out_ptr);
+      return;
+    }
+    rebuild_run(x, v, in_ptr, out_ptr, true);
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory: dvm::Executable::run at " + binding_text(x, v) +
+                " (Executable::memory gives the bytes its arena needs)");
   }
-  rebuild_run(x, v, in_ptr, out_ptr, true);
 }
 
 

@@ -5,6 +5,7 @@
 // is a dvm::Error naming the op, the index and the extent), and the result
 // is a new tensor that later ops read like any other.
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -28,15 +29,29 @@ std::vector<int64_t> index_values(const Tensor& index, const char* op) {
   if (n->dtype != Dtype::I64 && n->dtype != Dtype::I32)
     throw Error(std::string(op) + ": index " + detail::describe(n) + " must be int64 or int32");
   detail::materialize(n);
-  std::vector<int64_t> v(static_cast<size_t>(n->shape.numel()));
-  if (n->dtype == Dtype::I64) {
-    detail::copy_values(n, v.data());
-  } else {
-    std::vector<int32_t> w(v.size());
-    detail::copy_values(n, w.data());
-    for (size_t i = 0; i < w.size(); ++i) v[i] = w[i];
+  std::vector<int64_t> v;
+  try {
+    v.resize(static_cast<size_t>(n->shape.numel()));
+    if (n->dtype == Dtype::I64) {
+      detail::copy_values(n, v.data());
+    } else {
+      std::vector<int32_t> w(v.size());
+      detail::copy_values(n, w.data());
+      for (size_t i = 0; i < w.size(); ++i) v[i] = w[i];
+    }
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory: " + std::string(op) + " reads the values of index " + detail::describe(n) +
+                " into host memory (8 bytes each)");
   }
   return v;
+}
+
+// A bool result copied from a buffer holds 0 or 1 (a bool buffer of the
+// user's may hold any nonzero byte for true: docs/DTYPES.md).
+void canonical_bools(const Tensor& y) {
+  if (y.dtype() != Dtype::Bool) return;
+  uint8_t* b = static_cast<uint8_t*>(y.node()->storage->data);
+  for (int64_t i = 0, n = y.numel(); i < n; ++i) b[i] = b[i] != 0;
 }
 
 [[noreturn]] void out_of_range(const char* op, int64_t value, int64_t position, int axis, const Node* x) {
@@ -81,6 +96,7 @@ Tensor select_rows(Node* x, int axis, const std::vector<int64_t>& index, const c
       idx[k] = 0;
     }
   }
+  canonical_bools(y);
   return y;
 }
 
@@ -119,6 +135,9 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
     throw Error(std::string(op) + ": weight " + detail::describe(w) + " must be 2-D [num_embeddings, embedding_dim]");
   if (in->dtype != Dtype::I64 && in->dtype != Dtype::I32)
     throw Error(std::string(op) + ": ids " + detail::describe(in) + " must be int64 or int32");
+  if (in->shape.rank() >= kMaxRank)
+    throw Error(std::string(op) + ": ids " + detail::describe(in) + " already have the most axes dvm supports (" +
+                str(kMaxRank) + "); embedding adds one");
   Shape out = in->shape;
   out.push_back(w->shape[1]);
   const Tensor flat = in->shape.rank() == 1 ? ids : ids.reshape(Shape{in->shape.numel()});
@@ -168,6 +187,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
       idx[k] = 0;
     }
   }
+  canonical_bools(y);
   return y;
 }
 

@@ -864,6 +864,16 @@ std::vector<float> Tensor::to_vector() const {
   return out;
 }
 
+size_t Tensor::host_elements(Dtype expected, const char* op) const {
+  const Node* n = need(*this, op);
+  if (n->dtype != expected) wrong_type(op, n, expected);
+  return static_cast<size_t>(n->shape.numel());
+}
+
+void Tensor::out_of_host_memory(const char* op) const {
+  throw Error("out of memory: " + std::string(op) + " of " + describe(need(*this, op)));
+}
+
 void Tensor::copy_to(void* out, Dtype expected, const char* op) const {
   Node* n = need(*this, op);
   if (n->dtype != expected) wrong_type(op, n, expected);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -111,14 +112,19 @@ class Tensor {
   // else dvm::Error.
   template <class T>
   std::vector<T> to_vector() const {
-    if constexpr (std::is_same_v<T, bool>) {
-      std::vector<uint8_t> bytes(static_cast<size_t>(numel()));
-      copy_to(bytes.data(), Dtype::Bool, "to_vector<bool>");
-      return std::vector<bool>(bytes.begin(), bytes.end());
-    } else {
-      std::vector<T> out(static_cast<size_t>(numel()));
-      copy_to(out.data(), dtype_of<T>::value, "to_vector");
-      return out;
+    constexpr bool is_bool = std::is_same_v<T, bool>;
+    const char* op = is_bool ? "to_vector<bool>" : "to_vector";
+    const size_t n = host_elements(dtype_of<T>::value, op);
+    try {
+      std::vector<std::conditional_t<is_bool, uint8_t, T>> out(n);
+      copy_to(out.data(), dtype_of<T>::value, op);
+      if constexpr (is_bool) {
+        return std::vector<bool>(out.begin(), out.end());
+      } else {
+        return out;
+      }
+    } catch (const std::bad_alloc&) {
+      out_of_host_memory(op);
     }
   }
   // Contiguous row-major data, valid while this tensor lives. float32
@@ -219,6 +225,10 @@ class Tensor {
   static Tensor bool_scalar(bool value);
   static Tensor full_integer(Shape shape, int64_t value, bool too_large, Dtype dtype);
   static Tensor copy_of(const void* values, int64_t count, Shape shape, Dtype dtype);
+  // The element count of a tensor op reads as `expected` on the host: a
+  // dvm::Error naming op if it is undefined or of another type.
+  size_t host_elements(Dtype expected, const char* op) const;
+  [[noreturn]] void out_of_host_memory(const char* op) const;
   void copy_to(void* out, Dtype expected, const char* op) const;
   const void* typed_data(Dtype expected) const;
 

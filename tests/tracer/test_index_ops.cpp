@@ -164,6 +164,27 @@ TEST(IndexOps, OutOfRangeAndBadOperandsAreErrors) {
   expect_error("embedding of a 1-D weight", [&] { (void)embedding(ok, one_d); }, {"embedding", "2-D"});
   expect_error("gather past the axis", [&] { (void)gather(table, 0, big); }, {"gather", "index 6 at position 1", "< 5"});
   expect_error("gather of another rank", [&] { (void)gather(table, 0, ok); }, {"gather", "same rank"});
+  const Tensor ids8 = Tensor::full({1, 1, 1, 1, 1, 1, 1, 2}, 0, Dtype::I64);
+  expect_error("embedding of rank-8 ids", [&] { (void)embedding(ids8, table); },
+               {"embedding", "int64[1, 1, 1, 1, 1, 1, 1, 2]", "most axes", "adds one"});
+}
+
+// A bool buffer of the user's may hold any nonzero byte for true
+// (docs/DTYPES.md); the rows these ops copy out of it hold 0 or 1, as every
+// other op's bool result does.
+TEST(IndexOps, BoolRowsCopiedFromAnyBytesHoldZeroOrOne) {
+  static const uint8_t raw[6] = {0, 1, 2, 255, 128, 0};
+  const Tensor m = Tensor::from_blob(static_cast<const void*>(raw), Shape{6}, Dtype::Bool);
+  const Tensor idx = make(Dtype::I64, {2, 3, 4, 5, 0, 1});
+  const std::vector<uint8_t> want = {1, 1, 1, 0, 0, 1};
+  auto bytes = [](const Tensor& t) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(t.data<bool>());
+    return std::vector<uint8_t>(p, p + t.numel());
+  };
+  EXPECT_EQ(bytes(index_select(m, 0, idx)), want);
+  EXPECT_EQ(bytes(gather(m, 0, idx)), want);
+  EXPECT_EQ(bytes(embedding(idx, m.reshape({6, 1}))), want);
+  EXPECT_EQ(bytes(index_select(m.reshape({3, 2}), 1, make(Dtype::I32, {1}))), (std::vector<uint8_t>{1, 1, 0}));
 }
 
 }  // namespace

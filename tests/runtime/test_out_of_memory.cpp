@@ -1,0 +1,116 @@
+// Requests larger than the system can give are dvm::Errors that name the
+// op ("out of memory: ..."), never a std::bad_alloc: the host-side reads
+// (index ops, to_vector<T>, save_weights) and a graph's run (its arena, and
+// the scratch of an output given over an input, which the memory limit
+// counts). Sizes of 2^40 elements are far past any machine's memory and
+// swap; the sanitizers' allocators abort on them instead of failing, so
+// those builds skip the requests that reach the system.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "dvm/dvm.h"
+#include "dvm/weights_file.h"
+#include "tests/error_testing.h"
+
+namespace dvm {
+namespace {
+
+using testing::expect_error_message;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DVM_SKIP_HUGE_ALLOCATIONS() GTEST_SKIP() << "the sanitizer's allocator aborts on such sizes"
+#else
+#define DVM_SKIP_HUGE_ALLOCATIONS() (void)0
+#endif
+
+constexpr int64_t kHuge = int64_t{1} << 40;
+
+struct LimitGuard {
+  ~LimitGuard() { set_memory_limit(0); }
+};
+
+TEST(OutOfMemory, IndexOpsReadingTooManyIndicesSaySo) {
+  DVM_SKIP_HUGE_ALLOCATIONS();
+  const Tensor x = Tensor::ones({2, 3});
+  const Tensor ids = Tensor::full({1}, 0, Dtype::I64).expand({kHuge});
+  expect_error_message("index_select", [&] { (void)index_select(x, 0, ids); }, {"out of memory", "index_select"});
+  expect_error_message("embedding", [&] { (void)embedding(ids, x); }, {"out of memory", "embedding"});
+  expect_error_message("gather", [&] { (void)gather(x, 0, ids.reshape({kHuge, 1}).expand({kHuge, 3})); },
+                       {"out of memory", "gather"});
+}
+
+TEST(OutOfMemory, TypedReadsAndWeightsFilesSaySo) {
+  DVM_SKIP_HUGE_ALLOCATIONS();
+  const Tensor big = Tensor::ones({1}).expand({kHuge});
+  expect_error_message("to_vector<float>", [&] { (void)big.to_vector<float>(); },
+                       {"out of memory", "to_vector", "float32[1099511627776]"});
+  const Tensor bits = Tensor::full({1}, 1, Dtype::Bool).expand({kHuge});
+  expect_error_message("to_vector<bool>", [&] { (void)bits.to_vector<bool>(); }, {"out of memory", "to_vector<bool>"});
+  const std::string path = ::testing::TempDir() + "dvm_out_of_memory.dvmw";
+  expect_error_message("save_weights", [&] { save_weights(path, {{"w", big}}); },
+                       {"save_weights", path, "\"w\"", "out of memory"});
+  std::remove(path.c_str());
+}
+
+TEST(OutOfMemory, TypedReadsOfAnUndefinedTensorNameTheRead) {
+  expect_error_message("to_vector<int32_t>", [] { (void)Tensor().to_vector<int32_t>(); }, {"to_vector", "undefined"});
+  expect_error_message("to_vector<bool>", [] { (void)Tensor().to_vector<bool>(); }, {"to_vector<bool>", "undefined"});
+}
+
+// Reserved address space the kernels never touch (a graph's inputs and
+// outputs of 2^36 rows).
+struct Reserved {
+  void* p;
+  size_t bytes;
+  explicit Reserved(size_t n)
+      : p(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)), bytes(n) {}
+  ~Reserved() {
+    if (p != MAP_FAILED) munmap(p, bytes);
+  }
+};
+
+TEST(OutOfMemory, AGraphsArenaTheSystemCannotGiveIsAnError) {
+  DVM_SKIP_HUGE_ALLOCATIONS();
+  const int64_t rows = int64_t{1} << 36;
+  const Reserved x(static_cast<size_t>(rows) * 16), y(static_cast<size_t>(rows) * 4);
+  if (x.p == MAP_FAILED || y.p == MAP_FAILED) GTEST_SKIP() << "cannot reserve the address space";
+  const Tensor w = Tensor::uniform({4, 4}, 7);
+  Graph g;
+  const Dim B = g.symbol("B");
+  const Tensor in = g.input("x", {B, 4});
+  const Tensor h = matmul(in, w);  // kept in the arena for the second product
+  g.output("y", matmul(h, w).sum(1) + h.sum(1));
+  const Executable exe = g.compile();
+  ASSERT_GT(exe.memory({{"B", rows}}), int64_t{1} << 40);
+  expect_error_message("run", [&] { exe.run({{"x", x.p}}, {{"y", y.p}}, {{"B", rows}}); },
+                       {"out of memory", "Executable::run", "B = 68719476736"});
+}
+
+TEST(OutOfMemory, AnOutputOverItsInputIsComputedWithinTheMemoryLimit) {
+  const int64_t n = int64_t{1} << 20;  // 4 MiB
+  std::vector<float> buf(static_cast<size_t>(n), 1.0f);
+  Graph g;
+  const Dim S = g.symbol("S");
+  g.output("y", g.input("x", {S}) * 2.0f);
+  const Executable exe = g.compile();
+  exe.run({{"x", buf.data()}}, {{"y", buf.data()}}, {{"S", n}});  // compiled and replayed before the limit
+  EXPECT_EQ(buf[0], 2.0f);
+  {
+    const LimitGuard guard;
+    trim();
+    set_memory_limit(1 << 20);
+    // The output's scratch of 4 MiB is a buffer the limit counts.
+    expect_error_message("run", [&] { exe.run({{"x", buf.data()}}, {{"y", buf.data()}}, {{"S", n}}); },
+                         {"out of memory", "memory limit"});
+    EXPECT_EQ(buf[n - 1], 2.0f);  // untouched by the failed run
+  }
+  exe.run({{"x", buf.data()}}, {{"y", buf.data()}}, {{"S", n}});
+  EXPECT_EQ(buf[n - 1], 4.0f);
+}
+
+}  // namespace
+}  // namespace dvm
