@@ -374,8 +374,10 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
     }
     // A comparison in a 16-bit type compares the operands as that type
     // holds them (torch converts them to it first): 0.1f is 0.1 rounded.
-    if (comparison(op) && (t == Dtype::F16 || t == Dtype::BF16) &&
-        (nodes[i]->dtype != t || fused_sixteen_bit(nodes[i]))) {
+    // A 16-bit operand a kernel would keep unrounded is compared as stored,
+    // whatever the type the comparison promotes to.
+    if (comparison(op) &&
+        (((t == Dtype::F16 || t == Dtype::BF16) && nodes[i]->dtype != t) || fused_sixteen_bit(nodes[i]))) {
       casts[i] = as_stored(casts[i].defined() ? casts[i] : *in, t);
       nodes[i] = casts[i].node();
     }

@@ -444,6 +444,15 @@ TEST_P(Dtypes, SixteenBitComparisonsRoundTheOtherOperandToTheType) {
     EXPECT_EQ(eq(one + eps, 1.0f).to_vector<bool>(), std::vector<bool>(2, true)) << dtype_name(t);
     EXPECT_EQ(gt(one + eps, one).to_vector<bool>(), std::vector<bool>(2, false)) << dtype_name(t);
     EXPECT_EQ(lt(one, (one + eps) * 1.0f).to_vector<bool>(), std::vector<bool>(2, false)) << dtype_name(t);
+    // So is one promoted to float32 with the other operand (torch converts
+    // the stored 16-bit value): a float32 tensor, the other 16-bit type.
+    const Tensor one32 = Tensor::full(Shape{2}, 1.0, Dtype::F32);
+    const Dtype other = t == Dtype::F16 ? Dtype::BF16 : Dtype::F16;
+    EXPECT_EQ(eq(one + eps, one32).to_vector<bool>(), std::vector<bool>(2, true)) << dtype_name(t);
+    EXPECT_EQ(gt(one + eps, one32).to_vector<bool>(), std::vector<bool>(2, false)) << dtype_name(t);
+    EXPECT_EQ(le(one + eps, Tensor::full(Shape{2}, 1.0, other)).to_vector<bool>(), std::vector<bool>(2, true))
+        << dtype_name(t);
+    EXPECT_EQ(eq(one32, one + eps).sum().item(), 2.0f) << dtype_name(t);
     // An integer tensor compared with a 16-bit one converts to it too.
     const Tensor h = Tensor::full(Shape{3}, 2048.0, t), i32 = Tensor::full(Shape{3}, 2049, Dtype::I32);
     EXPECT_EQ(eq(h, i32).to_vector<bool>(), std::vector<bool>(3, t == Dtype::F16 || round16(t, 2049.0f) == 2048.0));
