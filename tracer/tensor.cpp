@@ -1458,6 +1458,17 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
     if (t->defined() && !(t->shape() == normalized_shape))
       throw Error("layer_norm: weight and bias must have shape " + normalized_shape.to_string() +
                   ", got " + t->shape().to_string());
+  // torch's types: a floating input; weight and bias of its type, or both
+  // float32 with a 16-bit input (its mixed types); the result of its type.
+  if (!is_floating(n->dtype))
+    throw Error("layer_norm: input " + describe(n) +
+                " is not of a floating type (expected float32, float16 or bfloat16, as torch; convert with .to() first)");
+  const Dtype params = weight.defined() ? weight.dtype() : bias.defined() ? bias.dtype() : n->dtype;
+  for (const Tensor* t : {&weight, &bias})
+    if (t->defined() && (t->dtype() != params || (params != n->dtype && params != Dtype::F32)))
+      throw Error("layer_norm: input " + describe(n) + " with " + (weight.defined() ? "weight " + describe(weight.node()) : "") +
+                  (weight.defined() && bias.defined() ? " and " : "") + (bias.defined() ? "bias " + describe(bias.node()) : "") +
+                  " (expected weight and bias of the input's type, or both float32 with a float16 or bfloat16 input, as torch)");
   std::vector<int> axes;
   for (int i = rank - k; i < rank; ++i) axes.push_back(i);
   const Tensor inv = size_scalar(normalized_shape.numel(), true);
@@ -1485,7 +1496,7 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
   Tensor y = dev * rsqrt(var + eps);
   if (weight.defined()) y = y * weight;
   if (bias.defined()) y = y + bias;
-  return y;
+  return y.dtype() == n->dtype ? y : y.to(n->dtype);  // float32 parameters of a 16-bit input
 }
 
 }  // namespace dvm

@@ -459,6 +459,45 @@ TEST_P(Dtypes, SixteenBitComparisonsRoundTheOtherOperandToTheType) {
   }
 }
 
+// layer_norm takes torch's types: a floating input, parameters of its type
+// or float32 ones with a 16-bit input (computed in float32, rounded once to
+// the input's type), and names itself for anything else.
+TEST(DtypePromotion, LayerNormTakesTorchsTypes) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<float> xs(3 * 40), ws(40), bs(40);
+  for (float& v : xs) v = u(rng);
+  for (float& v : ws) v = u(rng);
+  for (float& v : bs) v = u(rng);
+  const Tensor x32 = Tensor::from_vector(xs, Shape{3, 40}), w = Tensor::from_vector(ws, Shape{40}),
+               b = Tensor::from_vector(bs, Shape{40});
+  for (Dtype t : {Dtype::F16, Dtype::BF16}) {
+    const Tensor x = x32.to(t);
+    const Tensor y = layer_norm(x, {40}, w, b);
+    ASSERT_EQ(y.dtype(), t);
+    // The same float32 computation on the same values, rounded once.
+    EXPECT_EQ(y.to_vector(), layer_norm(x.to(Dtype::F32), {40}, w, b).to(t).to_vector()) << dtype_name(t);
+    EXPECT_EQ(layer_norm(x, {40}, w.to(t), b.to(t)).dtype(), t);
+    EXPECT_EQ(layer_norm(x, {40}, Tensor(), b).dtype(), t);
+    const Dtype other = t == Dtype::F16 ? Dtype::BF16 : Dtype::F16;
+    const Tensor w_other = w.to(other), b16 = b.to(t);
+    for (const Tensor* c : {&x, &w_other, &b16}) c->sync();
+    expect_error("other 16-bit weight", [&] { (void)layer_norm(x, {40}, w_other, Tensor()); },
+                 {"layer_norm", dtype_name(t), std::string("weight ") + dtype_name(other) + "[40]", "float32"});
+    expect_error("weight and bias of two types", [&] { (void)layer_norm(x, {40}, w, b16); },
+                 {"layer_norm", "weight float32[40]", std::string("bias ") + dtype_name(t) + "[40]"});
+  }
+  const Tensor w16 = w.to(Dtype::F16), x_int = x32.to(Dtype::I32), mask = gt(x32, 0.0f), w_int = w.to(Dtype::I32);
+  for (const Tensor* c : {&w16, &x_int, &mask, &w_int}) c->sync();
+  expect_error("float16 weight of a float32 input", [&] { (void)layer_norm(x32, {40}, w16, Tensor()); },
+               {"layer_norm", "float32[3, 40]", "weight float16[40]"});
+  expect_error("int32 input", [&] { (void)layer_norm(x_int, {40}, Tensor(), Tensor()); },
+               {"layer_norm", "int32[3, 40]", "floating"});
+  expect_error("bool input", [&] { (void)layer_norm(mask, {40}, Tensor(), Tensor()); },
+               {"layer_norm", "bool[3, 40]", "floating"});
+  expect_error("int32 weight", [&] { (void)layer_norm(x32, {40}, w_int, Tensor()); }, {"layer_norm", "weight int32[40]"});
+}
+
 // A C++ bool is torch's wrapped bool: it changes no type. And torch refuses
 // any subtraction with a bool operand, scalars included.
 TEST(DtypePromotion, BoolScalarsChangeNoTypeAndBoolSubtractionIsRefused) {
