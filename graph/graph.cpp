@@ -1022,7 +1022,8 @@ void Executable::plan_at(const Bindings& b, const char* caller) const {
   uintptr_t next = uintptr_t{1} << 32;
   auto fake = [&](const detail::Port& p) {
     const uintptr_t at = next;
-    const uintptr_t bytes = static_cast<uintptr_t>(shape(p.name, b).numel()) * dtype_size(p.dtype);
+    const Shape ps = eval_shape(x, p.shape, v, [&] { return "'" + p.name + "'"; }, caller);
+    const uintptr_t bytes = static_cast<uintptr_t>(ps.numel()) * dtype_size(p.dtype);
     next += (bytes + 127) / 64 * 64;
     return reinterpret_cast<void*>(at);
   };

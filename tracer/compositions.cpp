@@ -180,6 +180,23 @@ Tensor Tensor::argmax() const { return arg_extreme_all(*this, true, "argmax"); }
 Tensor Tensor::argmin(int axis, bool keepdim) const { return arg_extreme(*this, axis, keepdim, false, "argmin"); }
 Tensor Tensor::argmin() const { return arg_extreme_all(*this, false, "argmin"); }
 
+namespace {
+// max(x, lo), then min(.., hi); an undefined bound is none. An operand's
+// error (an integer bound x's type cannot hold) names op first.
+Tensor clamp_between(const Tensor& x, const Tensor& lo, const Tensor& hi, const char* op) {
+  checked(x, op);
+  try {
+    const Tensor y = lo.defined() ? maximum(x, lo) : x;
+    return hi.defined() ? minimum(y, hi) : y;
+  } catch (const Error& e) {
+    throw Error(std::string(op) + ": " + e.what());
+  }
+}
+}  // namespace
+
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) { return clamp_between(x, lo, hi, "clamp"); }
+Tensor clamp_min(const Tensor& x, const Tensor& lo) { return clamp_between(x, lo, Tensor(), "clamp_min"); }
+Tensor clamp_max(const Tensor& x, const Tensor& hi) { return clamp_between(x, Tensor(), hi, "clamp_max"); }
 Tensor clamp(const Tensor& x, float lo, float hi) { return minimum(maximum(checked(x, "clamp"), lo), hi); }
 Tensor clamp_min(const Tensor& x, float lo) { return maximum(checked(x, "clamp_min"), lo); }
 Tensor clamp_max(const Tensor& x, float hi) { return minimum(checked(x, "clamp_max"), hi); }
@@ -283,6 +300,19 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (ks[ks.rank() - 1] != E || vs[vs.rank() - 2] != S)
     throw Error(std::string(op) + ": q " + describe(q) + ", k " + describe(k) + " and v " + describe(v) +
                 " do not fit (expected k [..., S, E] with q's E, and v [..., S, Ev] with k's S)");
+  if (q.dtype() != k.dtype() || q.dtype() != v.dtype())
+    throw Error(std::string(op) + ": q " + describe(q) + ", k " + describe(k) + " and v " + describe(v) +
+                " are of different types (expected one floating type, as torch)");
+  // The batch dimensions broadcast, and the mask to the scores [..., L, S]:
+  // checked here so that the error names this op and the caller's shapes.
+  auto batch = [](const Shape& s) { return Shape(std::vector<int64_t>(s.begin(), s.end() - 2)); };
+  const Shape qb = batch(qs), kb = batch(ks), vb = batch(vs);
+  if (!detail::broadcastable(qb, kb) || !detail::broadcastable(qb, vb) || !detail::broadcastable(kb, vb))
+    throw Error(std::string(op) + ": the batch dimensions of q " + describe(q) + ", k " + describe(k) + " and v " +
+                describe(v) + " do not broadcast (expected equal extents or 1)");
+  Shape scores_shape = detail::broadcast_shapes(op, detail::broadcast_shapes(op, qb, kb), vb);
+  scores_shape.push_back(L);
+  scores_shape.push_back(S);
   if (attn_mask.defined() && is_causal)
     throw Error(std::string(op) + ": both attn_mask and is_causal given (torch refuses this too)");
   if (attn_mask.defined()) {
@@ -290,11 +320,20 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     if (attn_mask.dtype() != Dtype::Bool && !is_floating(attn_mask.dtype()))
       throw Error(std::string(op) + ": attn_mask of type " + dtype_name(attn_mask.dtype()) +
                   "; expected bool (true takes part) or a floating type (added to the scores), as torch");
+    bool fits = attn_mask.shape().rank() <= scores_shape.rank() && detail::broadcastable(attn_mask.shape(), scores_shape);
+    for (int i = 1; fits && i <= attn_mask.shape().rank(); ++i)  // (the mask's 1s broadcast, the scores' must not)
+      fits = attn_mask.shape()[attn_mask.shape().rank() - i] == scores_shape[scores_shape.rank() - i] ||
+             attn_mask.shape()[attn_mask.shape().rank() - i] == 1;
+    if (!fits)
+      throw Error(std::string(op) + ": attn_mask " + describe(attn_mask) + " does not broadcast to the scores " +
+                  scores_shape.to_string() + " of q " + describe(q) + " and k " + describe(k) +
+                  " (expected [..., L, S] extents or 1)");
   }
   if (detail::CaptureHooks* g = detail::capture(); g && scale <= 0.0f && g->symbolic(E)) [[unlikely]]
     throw Error(std::string(op) + ": the default scale 1/sqrt(E) of a symbolic E, in a " + g->what() +
                 ": not supported yet (pass the scale)");
-  const float sc = scale > 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(E)));
+  // Only scale <= 0 asks for the default: a NaN scale gives NaN scores, as torch's.
+  const float sc = scale <= 0.0f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(E))) : scale;
   // 16-bit operands: the scores and the probabilities stay float32 and only
   // the result is rounded (as torch's CPU kernel keeps them in float); the
   // products widen the operands exactly.

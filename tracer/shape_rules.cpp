@@ -76,6 +76,12 @@ void check_extents(const char* op, const Shape& s, const std::string& context) {
                                    : std::string()));
 }
 
+bool broadcastable(const Shape& a, const Shape& b) {
+  for (int ia = a.rank() - 1, ib = b.rank() - 1; ia >= 0 && ib >= 0; --ia, --ib)
+    if (a[ia] != b[ib] && a[ia] != 1 && b[ib] != 1) return false;
+  return true;
+}
+
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   if (a == b) return a;  // the common case; a's extents were checked when it was made
   const int rank = std::max(a.rank(), b.rank());

@@ -18,6 +18,9 @@ bool extents_fit(const Shape& s);
 void check_extents(const char* op, const Shape& s, const std::string& context = "");
 // numpy broadcasting of two shapes.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+// Whether a and b broadcast (each pair of aligned extents equal, or one 1),
+// whatever the size of the result.
+bool broadcastable(const Shape& a, const Shape& b);
 // Axis in [-rank, rank) to [0, rank). With scalar_ok a 0-d tensor takes axis
 // 0 or -1 as torch does (it wraps axes as a shape [1] would) and gets 0.
 int normalize_axis(const char* op, int axis, int rank, const Shape& shape, bool scalar_ok = false);

@@ -651,13 +651,13 @@ Tensor Tensor::from_blob(const void* data, Shape shape, Dtype dtype) {
   return t;
 }
 
-Tensor Tensor::copy_of(const void* values, int64_t count, Shape shape, Dtype dtype) {
-  check_shape("from_vector", shape);
-  detail::check_dtype("from_vector", dtype);
+Tensor Tensor::copy_of(const void* values, int64_t count, Shape shape, Dtype dtype, const char* op) {
+  check_shape(op, shape);
+  detail::check_dtype(op, dtype);
   if (count != shape.numel())
-    throw Error("from_vector: " + std::to_string(count) + " values for shape " + shape.to_string() + " (expected " +
-                std::to_string(shape.numel()) + ")");
-  Tensor t = detail::new_leaf(shape, "from_vector", dtype);
+    throw Error(std::string(op) + ": " + std::to_string(count) + " values for shape " + shape.to_string() +
+                " (expected " + std::to_string(shape.numel()) + ")");
+  Tensor t = detail::new_leaf(shape, op, dtype);
   if (count > 0) std::memcpy(t.node()->storage->data, values, static_cast<size_t>(count) * dtype_size(dtype));
   if (dtype == Dtype::Bool) {  // one canonical byte per element: 0 or 1
     auto* b = static_cast<uint8_t*>(t.node()->storage->data);
@@ -669,7 +669,7 @@ Tensor Tensor::copy_of(const void* values, int64_t count, Shape shape, Dtype dty
 Tensor Tensor::from_copy(const void* data, Shape shape, Dtype dtype) {
   check_shape("from_copy", shape);
   if (!data && shape.numel() > 0) throw Error("from_copy: null data for shape " + shape.to_string());
-  return copy_of(data, shape.numel(), shape, dtype);
+  return copy_of(data, shape.numel(), shape, dtype, "from_copy");
 }
 
 Tensor Tensor::from_vector(const std::vector<float>& values, Shape shape) {
@@ -1219,19 +1219,26 @@ Tensor logical_not(const Tensor& x) {
   need(x, "logical_not");
   return eq(x, 0.0f);
 }
+namespace {
+// A logical op's operands, checked under its own name before the masks
+// are recorded.
+void logical_operands(const Tensor& a, const Tensor& b, const char* op) {
+  const Node* x = need(a, op);
+  const Node* y = need(b, op);
+  (void)detail::broadcast_shapes(op, x->shape, y->shape);
+}
+}  // namespace
+
 Tensor logical_and(const Tensor& a, const Tensor& b) {
-  need(a, "logical_and");
-  need(b, "logical_and");
+  logical_operands(a, b, "logical_and");
   return bitwise_and(ne(a, 0.0f), ne(b, 0.0f));
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
-  need(a, "logical_or");
-  need(b, "logical_or");
+  logical_operands(a, b, "logical_or");
   return bitwise_or(ne(a, 0.0f), ne(b, 0.0f));
 }
 Tensor logical_xor(const Tensor& a, const Tensor& b) {
-  need(a, "logical_xor");
-  need(b, "logical_xor");
+  logical_operands(a, b, "logical_xor");
   return ne(ne(a, 0.0f), ne(b, 0.0f));
 }
 
@@ -1315,13 +1322,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Shape& sb = B.shape();
   const int64_t M = sa[sa.rank() - 2], N = sb[sb.rank() - 1];
   const Shape ba = leading(sa, 2), bb = leading(sb, 2);
-  Shape batch;
-  try {
-    batch = detail::broadcast_shapes("matmul", ba, bb);
-  } catch (const Error&) {
+  if (!detail::broadcastable(ba, bb))
     throw Error("matmul: the batch dimensions of " + describe(x) + " and " + describe(y) + " (" + ba.to_string() +
                 " and " + bb.to_string() + ") do not broadcast (expected equal extents or 1)");
-  }
+  const Shape batch = detail::broadcast_shapes("matmul", ba, bb);  // (names a result too large)
   const Shape out = concat(batch, {M, N});
   detail::check_extents("matmul", out);
   Tensor r;

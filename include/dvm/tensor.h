@@ -224,7 +224,7 @@ class Tensor {
   static Tensor integer_scalar(int64_t value, bool too_large);
   static Tensor bool_scalar(bool value);
   static Tensor full_integer(Shape shape, int64_t value, bool too_large, Dtype dtype);
-  static Tensor copy_of(const void* values, int64_t count, Shape shape, Dtype dtype);
+  static Tensor copy_of(const void* values, int64_t count, Shape shape, Dtype dtype, const char* op = "from_vector");
   // The element count of a tensor op reads as `expected` on the host: a
   // dvm::Error naming op if it is undefined or of another type.
   size_t host_elements(Dtype expected, const char* op) const;
@@ -323,17 +323,22 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
 Tensor clamp(const Tensor& x, float lo, float hi);
 Tensor clamp_min(const Tensor& x, float lo);
 Tensor clamp_max(const Tensor& x, float hi);
+// Tensor bounds (torch.clamp's): broadcast, promoted as maximum and minimum
+// promote; an undefined bound is none.
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
+Tensor clamp_min(const Tensor& x, const Tensor& lo);
+Tensor clamp_max(const Tensor& x, const Tensor& hi);
 // Integer bounds are integer scalars (Tensor(int)): clamp(ids, 0, n - 1) of
 // int32 ids stays int32, as in torch.
 template <class L, class H,
           std::enable_if_t<std::is_integral_v<L> && !std::is_same_v<L, bool> && std::is_integral_v<H> &&
                                !std::is_same_v<H, bool>,
                            int> = 0>
-Tensor clamp(const Tensor& x, L lo, H hi) { return minimum(maximum(x, Tensor(lo)), Tensor(hi)); }
+Tensor clamp(const Tensor& x, L lo, H hi) { return clamp(x, Tensor(lo), Tensor(hi)); }
 template <class L, std::enable_if_t<std::is_integral_v<L> && !std::is_same_v<L, bool>, int> = 0>
-Tensor clamp_min(const Tensor& x, L lo) { return maximum(x, Tensor(lo)); }
+Tensor clamp_min(const Tensor& x, L lo) { return clamp_min(x, Tensor(lo)); }
 template <class H, std::enable_if_t<std::is_integral_v<H> && !std::is_same_v<H, bool>, int> = 0>
-Tensor clamp_max(const Tensor& x, H hi) { return minimum(x, Tensor(hi)); }
+Tensor clamp_max(const Tensor& x, H hi) { return clamp_max(x, Tensor(hi)); }
 // torch.nn.functional.silu: x * sigmoid(x). Floating types.
 Tensor silu(const Tensor& x);
 // torch's masked_fill: value where the bool mask (broadcast to x's shape)

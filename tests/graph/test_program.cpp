@@ -236,6 +236,13 @@ TEST(GraphProgram, MemoryQueriesTouchNoBuffers) {
   if (before > 0) {
     EXPECT_LT(peak_rss_bytes() - before, int64_t{256} << 20) << "memory() touched buffers of the binding's size";
   }
+  // A binding too large to plan names memory(), the call made.
+  try {
+    (void)exe.memory({{"B", int64_t{1} << 60}, {"S", 1}});
+    ADD_FAILURE() << "memory() at B = 2^60 planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Executable::memory"), std::string::npos) << e.what();
+  }
   for (int64_t n : {3, 6}) {  // B = S again: the program memory() made
     const std::vector<float> x = values(n * n * 4, 8);
     std::vector<float> y(static_cast<size_t>(n * 4));

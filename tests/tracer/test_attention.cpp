@@ -122,6 +122,31 @@ TEST(AttentionErrors, NameTheOpAndTheShapes) {
   mi.sync();
   expect_error("an int32 mask", [&] { (void)scaled_dot_product_attention(q, v, v, mi); },
                {"scaled_dot_product_attention", "int32", "bool", "floating"});
+  // Batches that do not broadcast, a mask that does not fit the scores and
+  // mixed types name this op and the caller's shapes (not matmul's view of
+  // a transposed k, nor add or masked_fill).
+  const Tensor q2 = Tensor::zeros(Shape{2, 2, 4}), k3 = Tensor::zeros(Shape{3, 3, 4}), k1 = Tensor::zeros(Shape{1, 3, 4});
+  const Tensor mask22 = Tensor::zeros(Shape{2, 2}), k16 = k1.to(Dtype::F16);
+  const Tensor bool22 = gt(mask22, 0.0f);
+  for (const Tensor* t : {&q2, &k3, &k1, &mask22, &k16, &bool22}) t->sync();
+  expect_error("batches", [&] { (void)scaled_dot_product_attention(q2, k3, k3); },
+               {"scaled_dot_product_attention", "batch", "float32[2, 2, 4]", "float32[3, 3, 4]"});
+  expect_error("a float mask", [&] { (void)scaled_dot_product_attention(q2, k1, k1, mask22); },
+               {"scaled_dot_product_attention", "attn_mask float32[2, 2]", "[2, 2, 3]"});
+  expect_error("a bool mask", [&] { (void)scaled_dot_product_attention(q2, k1, k1, bool22); },
+               {"scaled_dot_product_attention", "attn_mask bool[2, 2]", "[2, 2, 3]"});
+  expect_error("mixed types", [&] { (void)scaled_dot_product_attention(q2, k16, k1); },
+               {"scaled_dot_product_attention", "float32[2, 2, 4]", "float16[1, 3, 4]", "one floating type"});
+}
+
+// scale <= 0 asks for 1/sqrt(E); a NaN scale is a scale, whose scores are
+// NaN (as torch's), not the default.
+TEST(AttentionErrors, ANanScaleIsNotTheDefault) {
+  const Tensor q = Tensor::uniform({1, 2, 4}, 1), k = Tensor::uniform({1, 3, 4}, 2), v = Tensor::uniform({1, 3, 4}, 3);
+  for (float y : scaled_dot_product_attention(q, k, v, Tensor(), false, std::nanf("")).to_vector())
+    EXPECT_TRUE(std::isnan(y));
+  EXPECT_EQ(scaled_dot_product_attention(q, k, v, Tensor(), false, -1.0f).to_vector(),
+            scaled_dot_product_attention(q, k, v, Tensor(), false, 0.5f).to_vector());
 }
 
 INSTANTIATE_TEST_SUITE_P(Target, Attention, ::testing::ValuesIn(kTargets), target_name);

@@ -76,6 +76,41 @@ TEST_F(Errors, CompositionsNameThemselves) {
                {"index_select", "exactly one"});
 }
 
+// Ops built from others name the call the user made: the logical ops (ne
+// and the bitwise ops), clamp with integer bounds (maximum, minimum),
+// from_copy; and a matmul whose batches broadcast to too many elements
+// says so rather than that they do not broadcast.
+TEST_F(Errors, DerivedOpsNameTheCall) {
+  const Tensor a = Tensor::ones({2}), b = Tensor::ones({3}), u8 = Tensor::full({2}, 1, Dtype::U8);
+  expect_error("logical_and", [&] { (void)logical_and(a, b); }, {"logical_and:", "[2] and [3]"});
+  expect_error("logical_or", [&] { (void)logical_or(a, b); }, {"logical_or:", "[2] and [3]"});
+  expect_error("logical_xor", [&] { (void)logical_xor(a, b); }, {"logical_xor:", "[2] and [3]"});
+  expect_error("clamp", [&] { (void)clamp(u8, -1000, 5); }, {"clamp:", "-1000", "uint8"});
+  expect_error("clamp_min", [&] { (void)clamp_min(u8, 300); }, {"clamp_min:", "300", "uint8"});
+  expect_error("clamp_max", [&] { (void)clamp_max(u8, -300); }, {"clamp_max:", "-300", "uint8"});
+  const float buf[4] = {};
+  expect_error("from_copy", [&] { (void)Tensor::from_copy(buf, {4}, static_cast<Dtype>(200)); }, {"from_copy:", "200"});
+  const int64_t g = int64_t{1} << 40;
+  const Tensor x = Tensor::ones({1, 1, 1}).expand({g, 1, 1}), y = Tensor::ones({1, 1, 1, 1}).expand({g, 1, 1, 1});
+  expect_error_message("matmul of batches too large", [&] { (void)matmul(x, y); }, {"matmul", "too many elements"});
+  EXPECT_EQ(matmul(Tensor::ones({3, 1, 1}), Tensor::ones({3, 1, 1, 1})).shape(), (Shape{3, 3, 1, 1}));
+}
+
+// Tensor bounds clamp as torch.clamp's: broadcast, either one may be
+// undefined (no bound), and integer tensors stay integers.
+TEST_F(Errors, ClampTakesTensorBounds) {
+  const Tensor x = Tensor::from_vector({-3, -1, 0, 2, 5, 9}, {2, 3});
+  const Tensor lo = Tensor::from_vector({-2, 0, 1}, {3});
+  EXPECT_EQ(clamp(x, lo, Tensor::from_vector({4, 4}, {2, 1})).to_vector(), (std::vector<float>{-2, 0, 1, 2, 4, 4}));
+  EXPECT_EQ(clamp_min(x, lo).to_vector(), (std::vector<float>{-2, 0, 1, 2, 5, 9}));
+  EXPECT_EQ(clamp(x, Tensor(), Tensor::full({}, 1.5f)).to_vector(), (std::vector<float>{-3, -1, 0, 1.5, 1.5, 1.5}));
+  const Tensor ids = Tensor::from_vector(std::vector<int32_t>{-7, 3, 12}, {3});
+  const Tensor top = Tensor::from_vector(std::vector<int32_t>{10, 2, 11}, {3});
+  const Tensor c = clamp_max(ids, top);
+  ASSERT_EQ(c.dtype(), Dtype::I32);
+  EXPECT_EQ(c.to_vector<int32_t>(), (std::vector<int32_t>{-7, 2, 11}));
+}
+
 TEST_F(Errors, BadAxis) {
   expect_error("sum(2)", [&] { x23.sum(2); }, {"sum", "axis 2", "[2, 3]"});
   expect_error("sum(-3)", [&] { x23.sum(-3); }, {"sum", "-3", "[2, 3]"});
