@@ -692,19 +692,24 @@ Tensor Tensor::full(Shape shape, float value) {
   return Tensor(make_const(shape, value));
 }
 
+namespace {
+// A finite value beyond a floating type's largest is refused, as torch's
+// checked conversion of a scalar refuses it (an infinity passes).
+void check_float_fits(const char* op, Dtype dtype, double value) {
+  if (!is_floating(dtype) || !std::isfinite(value)) return;
+  const double most = dtype == Dtype::F16 ? 65504.0 : dtype == Dtype::BF16 ? 3.3895313892515355e38 : FLT_MAX;
+  if (std::fabs(value) > most) {
+    char text[192];
+    std::snprintf(text, sizeof text, "%s: value %.9g does not fit %s (expected -%.9g to %.9g, or an infinity)", op,
+                  value, dtype_name(dtype), most, most);
+    throw Error(text);
+  }
+}
+}  // namespace
+
 Tensor Tensor::full(Shape shape, double value, Dtype dtype) {
   detail::check_dtype("full", dtype);
-  // A finite value beyond a floating type's largest is refused, as torch's
-  // checked conversion of a scalar refuses it (an infinity passes).
-  if (is_floating(dtype) && std::isfinite(value)) {
-    const double most = dtype == Dtype::F16 ? 65504.0 : dtype == Dtype::BF16 ? 3.3895313892515355e38 : FLT_MAX;
-    if (std::fabs(value) > most) {
-      char text[192];
-      std::snprintf(text, sizeof text, "full: value %.9g does not fit %s (expected -%.9g to %.9g, or an infinity)",
-                    value, dtype_name(dtype), most, most);
-      throw Error(text);
-    }
-  }
+  check_float_fits("full", dtype, value);
   if (dtype == Dtype::F32) return full(shape, static_cast<float>(value));
   Tensor t = detail::new_leaf(shape, "full", dtype);
   void* d = t.node()->storage->data;
@@ -744,6 +749,10 @@ Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
     throw Error("arange: " + std::to_string(start) + " to " + std::to_string(end) + " by " + std::to_string(step) +
                 " has too many elements (expected at most " + std::to_string(kMaxElements) + ")");
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
+  if (count > 0) {  // the values run from start to the last one: both ends fit, or neither does
+    check_float_fits("arange", dtype, start);
+    check_float_fits("arange", dtype, start + static_cast<double>(count - 1) * step);
+  }
   if (detail::CaptureHooks* g = detail::capture(); g && g->symbolic(count)) [[unlikely]] {
     // A graph's run fills it at the bound length: pending, like an input.
     Node* leaf = detail::new_node(NodeKind::Leaf, OpKind::None, dtype, Shape{count});

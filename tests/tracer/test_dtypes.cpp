@@ -111,6 +111,13 @@ TEST_P(Dtypes, FullAndArangeConvertTheirValues) {
   expect_error("full f16 65520", [] { Tensor::full({2}, 65520.0, Dtype::F16); }, {"full", "float16", "65520"});
   expect_error("full bf16 3.4e38", [] { Tensor::full({2}, -3.4e38, Dtype::BF16); }, {"full", "bfloat16"});
   expect_error("full f32 1e39", [] { Tensor::full({2}, 1e39, Dtype::F32); }, {"full", "float32"});
+  // arange converts as full does: its last value past float16's largest too.
+  expect_error("arange f16 past 65504", [] { Tensor::arange(65500.0, 65530.0, 8.0, Dtype::F16); },
+               {"arange", "float16", "65524"});
+  expect_error("arange f16 from below", [] { Tensor::arange(-70000.0, 0.0, 10000.0, Dtype::F16); },
+               {"arange", "float16", "-70000"});
+  EXPECT_EQ(read16(Tensor::arange(65496.0, 65505.0, 8.0, Dtype::F16)),
+            (std::vector<uint16_t>{to_half(65496.0f).bits, to_half(65504.0f).bits}));
   const Tensor mask = Tensor::from_vector(std::vector<bool>{true, false}, Shape{2});
   expect_error("masked_fill f16 1e6", [&] { (void)masked_fill(Tensor::full({2}, 7.0, Dtype::F16), mask, 1e6f); },
                {"masked_fill", "float16"});
