@@ -320,10 +320,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     if (attn_mask.dtype() != Dtype::Bool && !is_floating(attn_mask.dtype()))
       throw Error(std::string(op) + ": attn_mask of type " + dtype_name(attn_mask.dtype()) +
                   "; expected bool (true takes part) or a floating type (added to the scores), as torch");
-    bool fits = attn_mask.shape().rank() <= scores_shape.rank() && detail::broadcastable(attn_mask.shape(), scores_shape);
-    for (int i = 1; fits && i <= attn_mask.shape().rank(); ++i)  // (the mask's 1s broadcast, the scores' must not)
-      fits = attn_mask.shape()[attn_mask.shape().rank() - i] == scores_shape[scores_shape.rank() - i] ||
-             attn_mask.shape()[attn_mask.shape().rank() - i] == 1;
+    // Each of the mask's extents equals the scores' or is 1 (it broadcasts to
+    // the scores, never the scores to it).
+    const Shape& ms = attn_mask.shape();
+    bool fits = ms.rank() <= scores_shape.rank();
+    for (int i = 1; fits && i <= ms.rank(); ++i)
+      fits = ms[ms.rank() - i] == scores_shape[scores_shape.rank() - i] || ms[ms.rank() - i] == 1;
     if (!fits)
       throw Error(std::string(op) + ": attn_mask " + describe(attn_mask) + " does not broadcast to the scores " +
                   scores_shape.to_string() + " of q " + describe(q) + " and k " + describe(k) +
