@@ -45,16 +45,27 @@ Tensor variance(const Tensor& x, const std::vector<int>& axes, int64_t correctio
     throw Error(std::string(op) + ": over axes whose extents are symbols, in a " + g->what() +
                 ": not supported yet (its divisor, count - correction, is not a product of extents)");
   const Tensor xf = x.dtype() == Dtype::F32 ? x : x.to(Dtype::F32);
-  const Tensor d = xf - xf.mean(norm, true);
   // At or below zero degrees of freedom the divide gives inf or NaN (torch).
   const double dof = static_cast<double>(std::max<int64_t>(0, count - correction));
+  if (count == 0) {
+    const Tensor d = xf - xf.mean(norm, true);
+    return (d * d).sum(norm, keepdim) / static_cast<float>(dof);
+  }
+  // Values all equal take that value as their mean, exactly (as layer_norm
+  // does): a mean a few ulps off made 70001 copies of 0.1f a negative
+  // variance, and 1e30 ones overflow d * d.
+  const Tensor hi = xf.max(norm, true), lo = xf.min(norm, true);
+  const Tensor d = xf - where(eq(hi, lo), hi, xf.mean(norm, true));
   const Tensor squares = (d * d).sum(norm, keepdim);
-  if (count == 0) return squares / static_cast<float>(dof);
   // The corrected two-pass form: the float32 mean is off by some e, which
   // adds n * e^2 to the squares; (sum of d)^2 / n takes it back out (values
-  // of mean 1e6 lost three digits without it).
+  // of mean 1e6 lost three digits without it). Rounding can take the
+  // difference below zero, which a variance never is; and squares that
+  // overflow give inf, not inf - inf.
   const Tensor sum = d.sum(norm, keepdim);
-  return (squares - sum * sum / static_cast<float>(count)) / static_cast<float>(dof);
+  const Tensor corrected = maximum(squares - sum * sum / static_cast<float>(count), 0.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  return where(eq(squares, inf), squares, corrected) / static_cast<float>(dof);
 }
 
 }  // namespace

@@ -1373,6 +1373,19 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return matmul(a, b);
 }
 
+namespace {
+// An operand t broadcast along a kernel's rows (a bias, a weight), as that
+// kernel's member reads it: t's own shape when t has values, else a view
+// of t expanded to `shape`. The view makes t's producer store it and the
+// consumer join the kernel that computes its other operand (a product's
+// epilogue, layer_norm's row kernel), so a 16-bit result is still rounded
+// once; a pending t of a smaller shape would have the consumer start a
+// kernel of its own, and that operand stored (rounded) first.
+Tensor rowwise_operand(const Tensor& t, const Shape& shape) {
+  return t.node()->pending && !(t.shape() == shape) ? t.expand(shape) : t;
+}
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Node* n = need(x, "linear");
   Node* w = need(weight, "linear");
@@ -1386,7 +1399,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     throw Error("linear: bias " + describe(need(bias, "linear")) + " must have the input's type " +
                 dtype_name(n->dtype) + " (convert it with .to())");
   Tensor y = matmul(x, weight.transpose(0, 1));
-  return bias.defined() ? y + bias : y;
+  return bias.defined() ? y + rowwise_operand(bias, y.shape()) : y;
 }
 
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, float alpha) {
@@ -1413,7 +1426,10 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, 
   }
   if (!(detail::broadcast_shapes("addmm", in->shape, p.shape()) == p.shape()))
     throw Error("addmm: input " + describe(in) + " must broadcast to the product's shape " + p.shape().to_string());
-  return beta == 1.0f ? p + input : p + input * beta;
+  // beta * input of the product's shape: it joins the product's epilogue
+  // (a [N] input's product with beta would be a kernel of its own).
+  const Tensor in_full = input.shape() == p.shape() ? input : input.expand(p.shape());
+  return beta == 1.0f ? p + rowwise_operand(input, p.shape()) : p + in_full * beta;
 }
 
 // ---------------------------------------------------------------------------
@@ -1507,8 +1523,8 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
   const Tensor dev = x - m;
   const Tensor var = rowsum(dev * dev) * inv;
   Tensor y = dev * rsqrt(var + eps);
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
+  if (weight.defined()) y = y * rowwise_operand(weight, n->shape);
+  if (bias.defined()) y = y + rowwise_operand(bias, n->shape);
   return y.dtype() == n->dtype ? y : y.to(n->dtype);  // float32 parameters of a 16-bit input
 }
 

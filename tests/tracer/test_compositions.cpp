@@ -135,6 +135,34 @@ TEST(Compositions, VarOfValuesFarFromZeroKeepsItsDigits) {
   }
 }
 
+// Equal values have variance 0 exactly, whatever their count or size (a
+// mean a few ulps off made 70001 copies of 0.1f negative, and 1e30 ones
+// NaN); a variance is never negative; squares past float32's range give
+// inf, not NaN; a NaN stays NaN.
+TEST(Compositions, VarOfEqualValuesIsZeroAndNeverNegative) {
+  std::mt19937 rng(77);
+  for (int64_t n : {2, 3, 1025, 4097, 70001}) {
+    for (int k = 0; k < 6; ++k) {
+      const float v = k == 0 ? 0.1f : k == 1 ? 1e30f : k == 2 ? -3e38f : std::uniform_real_distribution<float>(-9, 9)(rng);
+      const Tensor row = Tensor::from_vector(std::vector<float>(static_cast<size_t>(n), v), {1, n});
+      const Tensor col = Tensor::from_vector(std::vector<float>(static_cast<size_t>(n) * 3, v), {n, 3});
+      EXPECT_EQ(row.var(1).item(), 0.0f) << n << " x " << v;
+      EXPECT_EQ(row.std(1, 0).item(), 0.0f) << n << " x " << v;
+      for (float g : col.var(0).to_vector()) EXPECT_EQ(g, 0.0f) << n << " x " << v << " by columns";
+    }
+    // One element an ulp above the rest: a tiny variance, never below zero.
+    std::vector<float> near(static_cast<size_t>(n), 3.3f);
+    near[static_cast<size_t>(n / 2)] = std::nextafter(3.3f, 4.0f);
+    const float g = Tensor::from_vector(near, {n}).var().item();
+    EXPECT_GE(g, 0.0f) << n;
+    EXPECT_FALSE(std::isnan(Tensor::from_vector(near, {n}).std().item())) << n;
+  }
+  EXPECT_EQ(Tensor::from_vector({-1e30f, 3e20f, 1e30f}).var().item(), kInf);
+  EXPECT_EQ(Tensor::from_vector({1e30f, 1e30f, -1e30f}).std().item(), kInf);
+  EXPECT_TRUE(std::isnan(Tensor::from_vector({1.0f, kNaN, 2.0f}).var().item()));
+  EXPECT_TRUE(std::isnan(Tensor::from_vector({kInf, kInf}).var().item()));  // inf - inf, as torch
+}
+
 TEST(Compositions, VarOverTheLastAxisIsOneKernel) {
   const Tensor x = Tensor::from_vector(std::vector<float>(64 * 33, 1.5f), {64, 33});
   x.sync();

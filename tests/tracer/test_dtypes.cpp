@@ -485,6 +485,11 @@ TEST(DtypePromotion, LayerNormTakesTorchsTypes) {
     // The same float32 computation on the same values, rounded once.
     EXPECT_EQ(y.to_vector(), layer_norm(x.to(Dtype::F32), {40}, w, b).to(t).to_vector()) << dtype_name(t);
     EXPECT_EQ(layer_norm(x, {40}, w.to(t), b.to(t)).dtype(), t);
+    // Parameters still pending are read as stored ones are: one rounding.
+    const Tensor w16 = w.to(t), b16s = b.to(t);
+    EXPECT_EQ(layer_norm(x, {40}, w16 * 1.0f, b16s + 0.0f).to_vector(),
+              layer_norm(x.to(Dtype::F32), {40}, w16.to(Dtype::F32), b16s.to(Dtype::F32)).to(t).to_vector())
+        << dtype_name(t);
     EXPECT_EQ(layer_norm(x, {40}, Tensor(), b).dtype(), t);
     const Dtype other = t == Dtype::F16 ? Dtype::BF16 : Dtype::F16;
     const Tensor w_other = w.to(other), b16 = b.to(t);
@@ -890,6 +895,14 @@ TEST_P(Dtypes, SixteenBitProductsAreTheF32ProductRoundedOnce) {
                                      << " i=" << i;
       };
       same(linear(x, w, bias), linear(x32, w32, b32), "linear (W transposed)");
+      // A bias still pending, and addmm's scaled input: the product's
+      // epilogue takes them, rounded once as a stored bias is.
+      same(linear(x, w, bias * 1.0f), linear(x32, w32, b32), "linear, pending bias");
+      if (c.M > 0 && c.N > 0) {
+        const Tensor wt = w.transpose(0, 1), wt32 = w32.transpose(0, 1);
+        same(addmm(bias, x, wt, -1.5f, 0.25f), addmm(b32, x32, wt32, -1.5f, 0.25f), "addmm, beta and alpha");
+        same(addmm(bias * 1.0f, x, wt), addmm(b32, x32, wt32), "addmm, pending input");
+      }
       same(gelu(linear(x, w), GeluApprox::Tanh) * 0.5f, gelu(linear(x32, w32), GeluApprox::Tanh) * 0.5f,
            "gelu(linear) * 0.5");
       same(matmul(x, w.transpose(0, 1).contiguous()), matmul(x32, w32.transpose(0, 1).contiguous()), "matmul");
