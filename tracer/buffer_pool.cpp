@@ -1,9 +1,10 @@
 // Caching allocator: size classes of four steps per power of two (at most
 // 25% slack), a mutex-guarded free list per class, and a cap on what is kept.
 // Shapes that change call after call leave blocks in classes nothing asks
-// for any more: when a request must go to the system, the classes not asked
-// for in the last kStaleRequests requests give their blocks back first, so
-// the cache follows the working set instead of every size ever seen.
+// for any more: when a request must go to the system (and every
+// kStaleCheckRequests requests otherwise), the classes not asked for in the
+// last kStaleRequests requests give their blocks back, so the cache follows
+// the working set instead of every size ever seen.
 // Tensor buffers may also take one of the last few blocks freed, up to twice
 // their size, or four times where the block is small enough to sit in a
 // core's L2 cache: with sizes that change call after call (W8), a block of
@@ -47,6 +48,8 @@ namespace {
 constexpr size_t kMaxCachedBytes = size_t{512} << 20;
 constexpr int kClasses = 4 * 48;
 constexpr uint64_t kStaleRequests = 1024;
+// How often a reuse looks for stale classes (a new block always does).
+constexpr uint64_t kStaleCheckRequests = 256;
 constexpr int kRecent = 4;        // blocks freed last, remembered for reuse
 constexpr int kRecentClasses = 4;  // a block up to 4 classes (2x) larger
 constexpr int kRecentSmallClasses = 8;  // up to 8 classes (4x) for a block of
@@ -257,7 +260,14 @@ std::atomic<int64_t> g_limit{0};  // 0: none
 
 }  // namespace
 
-void pool_set_limit(int64_t bytes) { g_limit.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed); }
+void pool_set_limit(int64_t bytes) {
+  g_limit.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
+  // The cap holds from now on: cached blocks above it are given back (a
+  // later request would reuse them past it, unchecked).
+  Pool& p = pool();
+  std::lock_guard<SpinLock> lock(p.mu);
+  if (bytes > 0 && p.live + p.cached > static_cast<size_t>(bytes)) p.trim();
+}
 int64_t pool_limit() { return g_limit.load(std::memory_order_relaxed); }
 
 void pool_fail_after(int64_t after) { t_fail_after = after; }
@@ -288,6 +298,8 @@ void* allocate(size_t bytes, size_t* block_bytes) {
       p.live += cb;
       ++p.reuses;
       if (block_bytes) *block_bytes = cb;
+      // A loop whose every request is a reuse still gives stale classes back.
+      if (p.requests % kStaleCheckRequests == 0) p.release_stale();
       return b;
     }
   }

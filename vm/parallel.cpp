@@ -16,9 +16,9 @@ namespace dvm::vm {
 namespace {
 
 // set_num_threads() may run while other threads launch: each parallel launch
-// holds its own reference to the arena it runs in, so replacing the arena
-// never frees one in use (the last launch out frees it). Only launches big
-// enough to split take the lock; they run for tens of microseconds.
+// holds its own reference to the arena it runs in (the arenas are kept, one
+// per concurrency). Only launches big enough to split take the lock; they
+// run for tens of microseconds.
 std::mutex g_mu;
 std::atomic<int> g_threads{0};  // 0: the caller's arena
 std::shared_ptr<tbb::task_arena> g_arena;
@@ -60,13 +60,22 @@ int num_threads() {
 
 void set_num_threads(int n) {
   n = std::max(0, n);
-  std::shared_ptr<tbb::task_arena> arena;  // the old one is released after the lock
   // TBB cannot run more workers than the machine has (it warns on stderr
   // when asked): the arena has at most that many, and launches still cut
-  // their work for n threads.
-  if (n > 0) arena = std::make_shared<tbb::task_arena>(std::min(n, tbb::info::default_concurrency()));
+  // their work for n threads. One arena per concurrency, made once and
+  // kept: a host that sets the count every frame would otherwise make and
+  // drop an arena each time, and TBB keeps memory from every one.
+  // (Never destroyed: a launch may still run on one at exit.)
+  static auto* arenas = new std::vector<std::shared_ptr<tbb::task_arena>>;  // by concurrency; guarded by g_mu
   std::lock_guard<std::mutex> lock(g_mu);
-  g_arena.swap(arena);
+  std::shared_ptr<tbb::task_arena> arena;
+  if (n > 0) {
+    const size_t c = static_cast<size_t>(std::min(n, tbb::info::default_concurrency()));
+    if (arenas->size() <= c) arenas->resize(c + 1);
+    if (!(*arenas)[c]) (*arenas)[c] = std::make_shared<tbb::task_arena>(static_cast<int>(c));
+    arena = (*arenas)[c];
+  }
+  g_arena = std::move(arena);
   g_threads.store(n, std::memory_order_release);
 }
 

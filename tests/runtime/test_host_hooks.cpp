@@ -140,6 +140,38 @@ TEST(NumThreads, MoreThanTheMachineHasRunQuietlyWithTheSameBits) {
   set_num_threads(before);
 }
 
+#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+int64_t resident_kib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? static_cast<int64_t>(resident) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
+}
+
+// A host may set the thread count every frame: each count's arena is made
+// once. (A new TBB arena per call, with a launch that splits, kept about
+// 6 KiB of resident memory per frame.)
+TEST(NumThreads, SettingTheCountEveryFrameKeepsMemoryFlat) {
+  const int before = num_threads();
+  std::vector<float> a(size_t{1} << 16, 0.5f);
+  const Tensor x = Tensor::from_blob(a.data(), {int64_t{1} << 16});
+  auto frames = [&](int count) {
+    for (int f = 0; f < count; ++f) {
+      set_num_threads(2 + f % 2);
+      ASSERT_EQ((x * 2.0f).data()[12345], 1.0f);
+    }
+  };
+  frames(500);  // warm: the arenas and the pool's blocks exist
+  const int64_t start = resident_kib();
+  ASSERT_GT(start, 0);
+  frames(3000);
+  EXPECT_LT(resident_kib() - start, 2048) << "KiB more resident after 3000 frames";
+  set_num_threads(before);
+}
+#endif
+
 // KernelStats::total_ns sums the launches' time (counted in the CPU's
 // time-stamp ticks and converted when read): for a kernel whose launches
 // are most of a loop's wall time, it lies between half that time and the

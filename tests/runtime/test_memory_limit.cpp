@@ -77,6 +77,31 @@ TEST(MemoryLimit, TheLimitHoldsWhileALoopRuns) {
   }
 }
 
+// A limit set below what the cache holds gives the cache back at once, so
+// a request cannot reuse a cached block past the cap (whether it failed
+// depended on what happened to be cached).
+TEST(MemoryLimit, ALimitBelowTheCacheGivesItBack) {
+  LimitGuard guard;
+  trim();
+  const int64_t base = memory_stats().live_bytes;
+  const std::vector<float> v(static_cast<size_t>(kN), 1.0f);
+  Tensor::from_vector(v, {kN}).sync();  // its 4 MiB block is cached once it dies
+  ASSERT_GE(memory_stats().cached_bytes, kN * 4);
+  set_memory_limit(base + kN);  // 1 MiB above what tensors hold
+  EXPECT_EQ(memory_stats().cached_bytes, 0);
+  try {
+    Tensor::from_vector(v, {kN}).sync();
+    FAIL() << "a 4 MiB tensor was made under a limit 1 MiB above the live bytes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("memory limit"), std::string::npos) << e.what();
+  }
+  set_memory_limit(0);
+  const Tensor x = Tensor::uniform({kN}, 4);
+  (x * 2.0f).sync();  // its block is cached once it dies
+  set_memory_limit(memory_stats().live_bytes + memory_stats().cached_bytes);  // at what is held: kept
+  EXPECT_GT(memory_stats().cached_bytes, 0);
+}
+
 TEST(MemoryLimit, NegativeLimitsAreRefused) {
   EXPECT_THROW(set_memory_limit(-1), Error);
   EXPECT_EQ(memory_limit(), 0);
