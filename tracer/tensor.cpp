@@ -744,6 +744,10 @@ Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
     throw Error("arange: start, end and step must be finite and step non-zero (got " + std::to_string(start) + ", " +
                 std::to_string(end) + ", " + std::to_string(step) + ")");
+  if ((step > 0 && end < start) || (step < 0 && end > start))  // torch refuses it too
+    throw Error("arange: from " + std::to_string(start) + " to " + std::to_string(end) + " by " + std::to_string(step) +
+                ": the step's sign does not lead from start to end (expected end >= start for a positive step, "
+                "end <= start for a negative one)");
   const double n = std::ceil((end - start) / step);
   if (!(n <= static_cast<double>(kMaxElements)))
     throw Error("arange: " + std::to_string(start) + " to " + std::to_string(end) + " by " + std::to_string(step) +

@@ -65,7 +65,9 @@ enum { DVM_ALL_AXES = -1000 };
  * a value outside its enum is DVM_INVALID_ARGUMENT, never undefined
  * behaviour. */
 
-/* This thread's message for its last failed call ("" if none failed yet). */
+/* This thread's message for its last failed call ("" if none failed yet).
+ * The pointer stays valid until this thread's next failing call; copy the
+ * message to keep it longer. */
 const char* dvm_last_error(void);
 /* "MAJOR.MINOR.PATCH" of the linked library. */
 const char* dvm_version(void);

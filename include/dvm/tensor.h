@@ -90,7 +90,8 @@ class Tensor {
   static Tensor arange(int64_t n) { return arange(0.0f, static_cast<float>(n), 1.0f); }
   static Tensor arange(float start, float end, float step = 1.0f);
   // start + i * step for i < ceil((end - start) / step), computed in double
-  // and converted to dtype as full() converts.
+  // and converted to dtype as full() converts. A step whose sign leads away
+  // from end (arange(0, 10, -1), arange(-5)) is a dvm::Error, as in torch.
   static Tensor arange(double start, double end, double step, Dtype dtype);
   // Seeded, reproducible on every machine.
   static Tensor uniform(Shape shape, uint64_t seed, float lo = 0.0f, float hi = 1.0f);

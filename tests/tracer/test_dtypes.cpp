@@ -114,6 +114,12 @@ TEST_P(Dtypes, FullAndArangeConvertTheirValues) {
   // arange converts as full does: its last value past float16's largest too.
   expect_error("arange f16 past 65504", [] { Tensor::arange(65500.0, 65530.0, 8.0, Dtype::F16); },
                {"arange", "float16", "65524"});
+  // A step leading away from end is refused, as torch refuses it; an empty
+  // range (end == start) is not.
+  expect_error("arange 0 to 10 by -1", [] { Tensor::arange(0.0, 10.0, -1.0, Dtype::I32); }, {"arange", "sign"});
+  expect_error("arange(-5)", [] { Tensor::arange(int64_t{-5}); }, {"arange", "sign"});
+  EXPECT_EQ(Tensor::arange(3.0, 3.0, -1.0, Dtype::I64).numel(), 0);
+  EXPECT_EQ(Tensor::arange(5.0, 0.0, -2.0, Dtype::I64).to_vector<int64_t>(), (std::vector<int64_t>{5, 3, 1}));
   expect_error("arange f16 from below", [] { Tensor::arange(-70000.0, 0.0, 10000.0, Dtype::F16); },
                {"arange", "float16", "-70000"});
   EXPECT_EQ(read16(Tensor::arange(65496.0, 65505.0, 8.0, Dtype::F16)),
