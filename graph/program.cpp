@@ -668,7 +668,11 @@ bool run_program(const detail::ExecutableState& x, const Program& p, const int64
   const int64_t arena = arena_bytes(x, p, v, s, true);
   if (arena < 0) return false;
   if (check) check_reach(x, p, v, s);
-  if (static_cast<size_t>(arena) > s.arena_bytes) {
+  // The arena grows to the largest run's, and shrinks when a run needs
+  // under a quarter of it, so one large binding does not hold its bytes
+  // for good (the pool caches the block given back).
+  const size_t need = static_cast<size_t>(arena);
+  if (need > s.arena_bytes || need < s.arena_bytes / 4) {
     if (s.arena) detail::pool_free(s.arena, s.arena_bytes);
     s.arena = nullptr;
     s.arena_bytes = 0;

@@ -162,7 +162,10 @@ class Executable {
   // The bytes of dvm memory a run at this binding uses for the graph's
   // intermediates: one arena, in which values whose lifetimes do not
   // overlap share bytes (inputs and outputs are the caller's buffers), and
-  // the values of aranges of symbolic length. The first time a binding's
+  // the values of aranges of symbolic length. The executable keeps its
+  // arena between runs (counted in memory_stats' live bytes): it grows to
+  // a run that needs more and is replaced by a smaller one when a run
+  // needs under a quarter of it. The first time a binding's
   // relations (which extents are 1, which equal) are seen it plans a run of
   // them: nothing is computed and no buffer is allocated, at any size. -1 for a graph whose
   // runs rebuild their ops every time (a plan it cannot replay).

@@ -139,6 +139,15 @@ TEST(GraphProgram, ArenaReusesTheBytesOfDeadValues) {
     for (int i = 0; i < 6; ++i) r = tanh(matmul(r, w));
     EXPECT_EQ(y, r.to_vector()) << "N " << n;
   }
+  // The arena the run at 2000 left is replaced by a small one when a run
+  // needs under a quarter of it: the live bytes fall by about its size.
+  {
+    const int64_t held = memory_stats().live_bytes;
+    const std::vector<float> x = values(7 * 64, 4);
+    std::vector<float> y(7 * 64);
+    exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"N", 7}});
+    EXPECT_LE(memory_stats().live_bytes, held - 2 * 2000 * 64 * 4 + 4096);
+  }
   // Outputs no kernel computes (an input, a view of one) are copied after
   // the launches, from the caller's buffers: no arena at all.
   Executable same;
