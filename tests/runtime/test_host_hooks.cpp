@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "tests/resident_memory.h"
 
 namespace dvm {
 namespace {
@@ -141,14 +142,6 @@ TEST(NumThreads, MoreThanTheMachineHasRunQuietlyWithTheSameBits) {
 }
 
 #if defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-int64_t resident_kib() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return -1;
-  long size = 0, resident = 0;
-  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
-  std::fclose(f);
-  return got == 2 ? static_cast<int64_t>(resident) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
-}
 
 // A host may set the thread count every frame: each count's arena is made
 // once. (A new TBB arena per call, with a launch that splits, kept about
@@ -164,10 +157,10 @@ TEST(NumThreads, SettingTheCountEveryFrameKeepsMemoryFlat) {
     }
   };
   frames(500);  // warm: the arenas and the pool's blocks exist
-  const int64_t start = resident_kib();
+  const int64_t start = testing::resident_bytes();
   ASSERT_GT(start, 0);
   frames(3000);
-  EXPECT_LT(resident_kib() - start, 2048) << "KiB more resident after 3000 frames";
+  EXPECT_LT(testing::resident_bytes() - start, int64_t{2} << 20) << "bytes more resident after 3000 frames";
   set_num_threads(before);
 }
 #endif

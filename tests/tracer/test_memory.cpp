@@ -14,6 +14,7 @@
 #endif
 
 #include "dvm/dvm.h"
+#include "tests/resident_memory.h"
 #include "tracer/buffer_pool.h"
 #include "tracer/node.h"
 
@@ -242,15 +243,7 @@ TEST(Memory, PoolGivesBackClassesNoLongerAskedFor) {
 }
 
 #if defined(__linux__)
-// Resident bytes of this process, from /proc/self/statm.
-int64_t resident_bytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return -1;
-  long size = 0, resident = 0;
-  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
-  std::fclose(f);
-  return got == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : -1;
-}
+using testing::resident_bytes;
 
 // Blocks of 128 KiB and more are the system's pages while the pool holds
 // them and no longer once it gives them back: trim() lowers the process's
