@@ -1,6 +1,8 @@
 // Plan cache: structural signatures and their plans.
 #include "fuser/plan_cache.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace dvm::fuser {
@@ -11,8 +13,14 @@ namespace {
 
 constexpr size_t kMaxPlans = 1024;
 
+// The most words one node adds: its two, a view's shape and strides (or a
+// write's layout word), and per input a leaf's word, shape and strides.
+constexpr size_t kMaxNodeWords = 2 + 2 * (kMaxRank + 1) + 3 * (1 + 2 * (kMaxRank + 1));
+
+// Writes words through a raw cursor: the caller reserves kMaxNodeWords
+// before each node, so no write checks capacity.
 struct SigBuilder {
-  std::vector<uint64_t>& w;
+  uint64_t* w;
   std::vector<int64_t>& sizes;        // distinct extents > 1, by first appearance
   std::vector<const Node*>& leaves;   // distinct leaves, by first appearance
 
@@ -24,8 +32,8 @@ struct SigBuilder {
     return 1 + sizes.size();
   }
   void shape(const Shape& s) {
-    w.push_back(static_cast<uint64_t>(s.rank()));
-    for (int i = 0; i < s.rank(); ++i) w.push_back(extent_class(s[i]));
+    *w++ = static_cast<uint64_t>(s.rank());
+    for (int i = 0; i < s.rank(); ++i) *w++ = extent_class(s[i]);
   }
   // Explicit strides (a non-contiguous leaf's, a view's), and which of
   // them continue the next non-1 dim linearly (stride == next stride times
@@ -33,8 +41,8 @@ struct SigBuilder {
   // lowering chooses follows from these relations, and with extents only
   // classified, equal literal strides alone could still hide a changed one.
   void strides(const Shape& s, const int64_t* st) {
-    for (int k = s.rank() - 1; k >= 0; --k) w.push_back(static_cast<uint64_t>(st[k]));
-    w.push_back(linear_bits(s, st));
+    for (int k = s.rank() - 1; k >= 0; --k) *w++ = static_cast<uint64_t>(st[k]);
+    *w++ = linear_bits(s, st);
   }
   static uint64_t linear_bits(const Shape& s, const int64_t* st) {
     uint64_t linear = 0;
@@ -51,57 +59,89 @@ struct SigBuilder {
     std::memcpy(&b, &f, 4);
     return b;
   }
+  // An input computed in this flush, or a leaf seen before: one word,
+  // written inline.
   void input(const Node* x, int32_t index) {
-    if (x->pending && x->needed) {
-      w.push_back(1 | static_cast<uint64_t>(index - x->index) << 8);
+    if (x->pending && x->needed) [[likely]] {
+      *w++ = 1 | static_cast<uint64_t>(index - x->index) << 8;
       return;
     }
+    for (size_t id = 0; id < leaves.size(); ++id)
+      if (leaves[id] == x) {  // seen before: its id says everything
+        *w++ = 5 | id << 16;
+        return;
+      }
+    new_input(x);
+  }
+  [[gnu::noinline]] void new_input(const Node* x) {
     if (x->kind == NodeKind::Const && !x->storage) {
       // A user's value is a scalar parameter: not part of the structure.
-      w.push_back(2 | static_cast<uint64_t>(x->immediate) << 7 | (x->immediate ? bits(x->value) << 8 : 0));
+      *w++ = 2 | static_cast<uint64_t>(x->immediate) << 7 | (x->immediate ? bits(x->value) << 8 : 0);
       shape(x->shape);
       return;
     }
-    size_t id = 0;
-    while (id < leaves.size() && leaves[id] != x) ++id;
-    if (id < leaves.size()) {  // seen before: its id says everything
-      w.push_back(5 | id << 16);
-      return;
-    }
+    const size_t id = leaves.size();
     leaves.push_back(x);
     const bool contiguous = x->is_contiguous();
-    w.push_back((contiguous ? 3 : 4) | static_cast<uint64_t>(x->dtype) << 8 | id << 16);
+    *w++ = (contiguous ? 3 : 4) | static_cast<uint64_t>(x->dtype) << 8 | id << 16;
     shape(x->shape);
     if (!contiguous) strides(x->shape, x->strides);
   }
 };
 
+// A node's kind, op, dtype, keepdim and reduced axes in one load: the eight
+// bytes from `kind` to `red_end`, less `pending` and `failed` (flush state,
+// not structure).
+static_assert(offsetof(Node, op) == offsetof(Node, kind) + 1 && offsetof(Node, dtype) == offsetof(Node, kind) + 2 &&
+              offsetof(Node, keepdim) == offsetof(Node, kind) + 3 &&
+              offsetof(Node, pending) == offsetof(Node, kind) + 4 &&
+              offsetof(Node, failed) == offsetof(Node, kind) + 5 &&
+              offsetof(Node, red_begin) == offsetof(Node, kind) + 6 &&
+              offsetof(Node, red_end) == offsetof(Node, kind) + 7);
+uint64_t head_word(const Node* n) {
+  uint64_t head;
+  std::memcpy(&head, &n->kind, 8);
+  return head & ~(uint64_t{0xffff} << 32);
+}
+
 }  // namespace
 
+void Signature::reserve(size_t words) {
+  if (words <= capacity_) return;
+  const size_t cap = std::max(words, 2 * capacity_);
+  std::unique_ptr<uint64_t[]> grown(new uint64_t[cap]);
+  if (size_) std::memcpy(grown.get(), buf_.get(), size_ * sizeof(uint64_t));
+  buf_ = std::move(grown);
+  capacity_ = cap;
+}
+
 void make_signature(const std::vector<Node*>& nodes, Signature* out) {
-  out->words.clear();
-  out->words.reserve(nodes.size() * 8);
+  out->size_ = 0;
   // Kept per thread: their capacity stays from flush to flush (no malloc).
   thread_local std::vector<int64_t> sizes;
   thread_local std::vector<const Node*> leaves;
   sizes.clear();
   leaves.clear();
-  SigBuilder b{out->words, sizes, leaves};
+  out->reserve(nodes.size() * 8 + kMaxNodeWords);
+  SigBuilder b{out->buf_.get(), sizes, leaves};
+  uint64_t* limit = out->buf_.get() + out->capacity_;
   // Record order is topological: an input's index is set before its
   // consumer reads it.
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node* n = nodes[i];
     if (i + 8 < nodes.size()) __builtin_prefetch(nodes[i + 8]);
+    if (static_cast<size_t>(limit - b.w) < kMaxNodeWords) [[unlikely]] {
+      out->size_ = static_cast<size_t>(b.w - out->buf_.get());
+      out->reserve(out->size_ + (nodes.size() - i) * 8 + kMaxNodeWords);
+      b.w = out->buf_.get() + out->size_;
+      limit = out->buf_.get() + out->capacity_;
+    }
     n->index = static_cast<int32_t>(i);
-    b.w.push_back(static_cast<uint64_t>(n->kind) | static_cast<uint64_t>(n->op) << 8 |
-                  static_cast<uint64_t>(n->dtype) << 16 | static_cast<uint64_t>(n->nin) << 24 |
-                  static_cast<uint64_t>(static_cast<uint8_t>(n->scalar_pos)) << 32 |
-                  static_cast<uint64_t>(n->keepdim) << 40 |
-                  static_cast<uint64_t>(static_cast<uint8_t>(n->red_begin)) << 48 |
-                  static_cast<uint64_t>(static_cast<uint8_t>(n->red_end)) << 56);
+    *b.w++ = head_word(n);
     const bool imm = n->scalar_pos >= 0 && n->immediate;
-    b.w.push_back(static_cast<uint64_t>(n->user_refs() > 0) | static_cast<uint64_t>(imm) << 33 |
-                  (imm ? SigBuilder::bits(n->value) << 1 : 0));
+    *b.w++ = static_cast<uint64_t>(n->user_refs() > 0) | (imm ? SigBuilder::bits(n->value) << 1 : 0) |
+             static_cast<uint64_t>(imm) << 33 | static_cast<uint64_t>(n->nin) << 34 |
+             static_cast<uint64_t>(static_cast<uint8_t>(n->scalar_pos)) << 36;
     // An op's shape follows from its inputs' shapes and its attributes; only
     // a view's shape and strides are parameters of their own.
     if (n->kind == NodeKind::View) {
@@ -118,18 +158,26 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
           unit = n->strides[k] == 1;
           break;
         }
-      b.w.push_back(SigBuilder::linear_bits(n->shape, n->strides) | unit << 63);
+      *b.w++ = SigBuilder::linear_bits(n->shape, n->strides) | unit << 63;
     }
-    for (int k = 0; k < n->nin; ++k) b.input(n->in[k], static_cast<int32_t>(i));
+    const int32_t at = static_cast<int32_t>(i);
+    switch (n->nin) {
+      case 3: b.input(n->in[0], at); b.input(n->in[1], at); b.input(n->in[2], at); break;
+      case 2: b.input(n->in[0], at); b.input(n->in[1], at); break;
+      case 1: b.input(n->in[0], at); break;
+      default: break;
+    }
   }
+  out->size_ = static_cast<size_t>(b.w - out->buf_.get());
   // Four independent lanes so the multiplies overlap.
   uint64_t h[4] = {1469598103934665603ull, 0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull};
-  const std::vector<uint64_t>& w = out->words;
+  const uint64_t* w = out->buf_.get();
+  const size_t size = out->size_;
   size_t i = 0;
-  for (; i + 4 <= w.size(); i += 4)
+  for (; i + 4 <= size; i += 4)
     for (int k = 0; k < 4; ++k) h[k] = (h[k] ^ w[i + static_cast<size_t>(k)]) * 0x100000001B3ull;
-  for (; i < w.size(); ++i) h[0] = (h[0] ^ w[i]) * 0x100000001B3ull;
-  uint64_t r = h[0] ^ (h[1] >> 7) ^ (h[2] << 11) ^ (h[3] >> 17) ^ w.size();
+  for (; i < size; ++i) h[0] = (h[0] ^ w[i]) * 0x100000001B3ull;
+  uint64_t r = h[0] ^ (h[1] >> 7) ^ (h[2] << 11) ^ (h[3] >> 17) ^ size;
   out->hash = r ^ (r >> 29);
 }
 
@@ -140,15 +188,18 @@ PlanCache& PlanCache::current() {
 
 const CachedPlan* PlanCache::find(const Signature& sig) const {
   auto [lo, hi] = entries_.equal_range(sig.hash);
-  for (auto it = lo; it != hi; ++it)
-    if (it->second.sig.words == sig.words) return &it->second.plan;
+  for (auto it = lo; it != hi; ++it) {
+    const std::vector<uint64_t>& w = it->second.words;
+    if (w.size() == sig.size() && std::memcmp(w.data(), sig.data(), w.size() * sizeof(uint64_t)) == 0)
+      return &it->second.plan;
+  }
   return nullptr;
 }
 
-const CachedPlan& PlanCache::insert(Signature sig, CachedPlan plan) {
+const CachedPlan& PlanCache::insert(const Signature& sig, CachedPlan plan) {
   if (entries_.size() >= kMaxPlans) entries_.clear();  // rare: a program with very many structures
-  uint64_t h = sig.hash;
-  return entries_.emplace(h, Entry{std::move(sig), std::move(plan)})->second.plan;
+  return entries_.emplace(sig.hash, Entry{std::vector<uint64_t>(sig.data(), sig.data() + sig.size()), std::move(plan)})
+      ->second.plan;
 }
 
 }  // namespace dvm::fuser

@@ -22,9 +22,19 @@
 
 namespace dvm::fuser {
 
-struct Signature {
-  std::vector<uint64_t> words;
+// Built in a buffer of its own that keeps its capacity from flush to flush
+// (make_signature writes it through a raw cursor).
+class Signature {
+ public:
+  const uint64_t* data() const { return buf_.get(); }
+  size_t size() const { return size_; }
   uint64_t hash = 0;
+
+ private:
+  friend void make_signature(const std::vector<detail::Node*>& nodes, Signature* out);
+  void reserve(size_t words);
+  std::unique_ptr<uint64_t[]> buf_;
+  size_t size_ = 0, capacity_ = 0;
 };
 
 // Signature of `nodes` (a flush's needed nodes in record order). Numbers
@@ -51,14 +61,14 @@ class PlanCache {
  public:
   static PlanCache& current();  // per thread, like the trace
   const CachedPlan* find(const Signature& sig) const;
-  const CachedPlan& insert(Signature sig, CachedPlan plan);
+  const CachedPlan& insert(const Signature& sig, CachedPlan plan);
   int64_t hits = 0, misses = 0;
   size_t size() const { return entries_.size(); }
   void clear() { entries_.clear(); }
 
  private:
   struct Entry {
-    Signature sig;
+    std::vector<uint64_t> words;  // the signature's
     CachedPlan plan;
   };
   std::unordered_multimap<uint64_t, Entry> entries_;
