@@ -298,18 +298,24 @@ void attach_input(Node* n, int i, Node* input, bool counted) {
 }
 }  // namespace
 
+// Every recorded op comes through here: the node is taken from the free
+// list and written in one frame (no nested call), its edge bits at once.
 Node* new_node(NodeKind kind, OpKind op, Dtype dtype, const Shape& shape, Node* const* inputs, int k) {
-  bool counted[3];
-  for (int i = 0; i < k; ++i) counted[i] = count_edge(inputs[i]);
-  Node* n;
+  uint8_t uncounted = 0;
+  for (int i = 0; i < k; ++i)
+    if (!count_edge(inputs[i])) uncounted = static_cast<uint8_t>(uncounted | 1u << i);
+  void* block = nullptr;
   try {
-    n = new_node(kind, op, dtype, shape);
-  } catch (...) {
+    block = Node::operator new(sizeof(Node));
+  } catch (const std::bad_alloc&) {
     for (int i = 0; i < k; ++i)
-      if (counted[i]) inputs[i]->release();
-    throw;
+      if (!(uncounted >> i & 1)) inputs[i]->release();
+    out_of_memory_node(op);
   }
-  for (int i = 0; i < k; ++i) attach_input(n, i, inputs[i], counted[i]);
+  Node* n = ::new (block) Node(kind, op, dtype, shape);
+  for (int i = 0; i < k; ++i) n->in[i] = inputs[i];
+  n->nin = static_cast<uint8_t>(k);
+  n->uncounted = uncounted;
   return n;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "tracer/capture.h"
@@ -332,14 +333,14 @@ Tensor elementwise(OpKind op, std::initializer_list<const Tensor*> ins) {
   Node* nodes[3] = {};
   int k = 0;
   const Shape* shape = nullptr;
-  Shape broadcast;
+  std::optional<Shape> broadcast;  // engaged only when shapes differ (no zeroing per op)
   for (const Tensor* t : ins) {
     nodes[k] = need(*t, name);
     if (k == 0) {
       shape = &nodes[0]->shape;
     } else if (!(*shape == nodes[k]->shape)) {
-      broadcast = detail::broadcast_shapes(name, *shape, nodes[k]->shape);
-      shape = &broadcast;
+      broadcast.emplace(detail::broadcast_shapes(name, *shape, nodes[k]->shape));
+      shape = &*broadcast;
     }
     ++k;
   }
