@@ -260,11 +260,13 @@ class Runner {
   }
 
   void run_alone(const Group& g, const Lowered& low, const vm::Kernel& k, bool corrupt) {
-    vm::Launch l = bind(low);
+    vm::Launch& l = alone_launch_;  // reused: its argument vectors keep their capacity
+    bind(low, &l);
     if (corrupt) unbind_first_output(low, &l);
     detail::count(detail::Count::KernelsLaunched, 1);
     detail::count(detail::Count::KernelsRun, 1);
-    auto t0 = std::chrono::steady_clock::now();
+    const bool timed = log_ || profile_;
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     bool jit = false;
     try {
       jit = vm::launch(k, l);
@@ -276,7 +278,7 @@ class Runner {
       }
       throw;
     }
-    if (!log_ && !profile_) return;
+    if (!timed) return;
     auto t1 = std::chrono::steady_clock::now();
     KernelRun run;
     run.hash = k.hash();
@@ -312,6 +314,7 @@ class Runner {
 
   bool log_ = false, profile_ = false;
   std::deque<vm::Launch> launches_;  // stable addresses for the entries
+  vm::Launch alone_launch_;          // the launch of a kernel that runs alone
   size_t used_launches_ = 0;         // launches_ in use by this flush
   std::vector<std::shared_ptr<vm::Kernel>> kernels_;
   std::vector<vm::StackEntry> entries_;

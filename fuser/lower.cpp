@@ -936,12 +936,6 @@ void read_b_by_rows(detail::Storage* storage, int64_t offset, Dtype dtype, vm::O
   b.stride[vm::kC] = 1;
 }
 
-vm::Launch bind(const Lowered& low) {
-  vm::Launch l;
-  bind(low, &l);
-  return l;
-}
-
 void bind(const Lowered& low, vm::Launch* out) {
   vm::Launch& l = *out;
   const Space& sp = low.space;

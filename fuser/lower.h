@@ -98,9 +98,8 @@ bool try_lower(const Group& g, const std::vector<Placement>& placement, Lowered*
 void replay(const Group& g, const ReplayPlan& rp, const std::vector<ScalarOrigin>& scalars,
             const std::vector<detail::Node*>& nodes, Lowered* out);
 
-// The launch for a lowered group once every output node has its buffer.
-vm::Launch bind(const Lowered& low);
-// The same into an existing launch, reusing its argument storage.
+// The launch for a lowered group once every output node has its buffer,
+// into an existing launch (reusing its argument storage).
 void bind(const Lowered& low, vm::Launch* out);
 
 // Points a product's operand B (argument `arg` of launch l, read from
