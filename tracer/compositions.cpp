@@ -37,6 +37,7 @@ void need_floating(const Tensor& t, const char* op) {
 // var over normalized axes: the mean taken out first (two passes over the
 // values; in one row kernel when the axes are the innermost), in float32.
 Tensor variance(const Tensor& x, const std::vector<int>& axes, int64_t correction, bool keepdim, const char* op) {
+  const detail::RecordTogether together;  // one flush for every op below
   need_floating(x, op);
   const std::vector<int> norm = detail::normalize_axes(op, axes, x.shape());
   int64_t count = 1;  // (norm lists every axis for an empty list; none for a 0-d x)
@@ -213,6 +214,7 @@ Tensor clamp_min(const Tensor& x, float lo) { return maximum(checked(x, "clamp_m
 Tensor clamp_max(const Tensor& x, float hi) { return minimum(checked(x, "clamp_max"), hi); }
 
 Tensor silu(const Tensor& x) {
+  const detail::RecordTogether together;  // one flush for every op below
   need_floating(x, "silu");
   return x * sigmoid(x);
 }
@@ -299,6 +301,7 @@ Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, fa
 // bmm, then one row kernel (scale, mask, softmax), then bmm.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     bool is_causal, float scale) {
+  const detail::RecordTogether together;  // one flush for every op below
   const char* op = "scaled_dot_product_attention";
   need_floating(q, op);
   need_floating(k, op);

@@ -1130,6 +1130,7 @@ void check_mean_operand(const Tensor& x) {
 }  // namespace
 
 Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
+  const detail::RecordTogether together;  // one flush for every op below
   check_mean_operand(*this);
   if (dtype() == Dtype::Bool) return to(Dtype::F32).mean(axes, keepdim);  // the fraction of trues
   const std::vector<int> norm = detail::normalize_axes("mean", axes, shape());
@@ -1144,6 +1145,7 @@ Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   return m.dtype() == s.dtype() ? m : m.to(s.dtype());  // a 0-d sum: as mean() above
 }
 Tensor Tensor::mean() const {
+  const detail::RecordTogether together;  // one flush for every op below
   check_mean_operand(*this);
   if (dtype() == Dtype::Bool) return to(Dtype::F32).mean();
   Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
@@ -1392,6 +1394,7 @@ Tensor rowwise_operand(const Tensor& t, const Shape& shape) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const detail::RecordTogether together;  // one flush for every op below
   Node* n = need(x, "linear");
   Node* w = need(weight, "linear");
   if (w->shape.rank() != 2 || n->shape.rank() == 0 || n->shape[n->shape.rank() - 1] != w->shape[1])
@@ -1408,6 +1411,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, float alpha) {
+  const detail::RecordTogether together;  // one flush for every op below
   Node* x = need(a, "addmm");
   Node* y = need(b, "addmm");
   if (x->shape.rank() != 2 || y->shape.rank() != 2 || x->shape[1] != y->shape[0])
@@ -1455,6 +1459,7 @@ bool sixteen_bit_off_last_axis(const Node* n, int axis) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int axis) {
+  const detail::RecordTogether together;  // one flush for every op below
   Node* n = need(x, "softmax");
   need_floating_softmax(n, "softmax");
   axis = detail::normalize_axis("softmax", axis, n->shape.rank(), n->shape, true);
@@ -1470,6 +1475,7 @@ Tensor softmax(const Tensor& x, int axis) {
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
+  const detail::RecordTogether together;  // one flush for every op below
   Node* n = need(x, "log_softmax");
   need_floating_softmax(n, "log_softmax");
   axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape, true);
@@ -1481,6 +1487,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
 
 Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight, const Tensor& bias,
                   float eps) {
+  const detail::RecordTogether together;  // one flush for every op below
   Node* n = need(x, "layer_norm");
   const int k = normalized_shape.rank(), rank = n->shape.rank();
   bool ok = k >= 1 && k <= rank;

@@ -99,7 +99,8 @@ void Trace::record(Node* n) {
   n->pending = true;
   n->owner.store(this, std::memory_order_relaxed);
   // A graph being captured is never flushed (it is computed by its runs).
-  if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_ && !capture()) [[unlikely]] flush();
+  if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_ && together_ == 0 && !capture()) [[unlikely]]
+    flush();
 }
 
 std::vector<Node*> mark_needed(const std::vector<Node*>& nodes) {

@@ -58,6 +58,7 @@ class Trace {
   int64_t limit;  // flush when this many nodes are pending
 
  private:
+  friend class RecordTogether;
   bool pin_new(Node* x);
   // Drops the pins of a list of nodes once they left the trace.
   static void unpin(std::vector<Node*>& pins);
@@ -72,6 +73,24 @@ class Trace {
   Node* pin_cache_[4] = {};  // recent entries of pinned_
   uint32_t pin_next_ = 0;
   bool flushing_ = false;
+  int together_ = 0;  // live RecordTogether scopes: the limit waits
+};
+
+// While one lives on the thread, reaching the trace limit does not flush:
+// the ops of a composition reach the fuser in one flush, whatever was
+// pending before it. Split by a flush, a value the fused kernel keeps in
+// float32 (a 16-bit softmax's row sums, a product before its bias) would be
+// stored in the 16-bit type and rounded twice. The first op recorded after
+// the scope flushes if the limit was passed.
+class RecordTogether {
+ public:
+  RecordTogether() : trace_(Trace::current()) { ++trace_.together_; }
+  ~RecordTogether() { --trace_.together_; }
+  RecordTogether(const RecordTogether&) = delete;
+  RecordTogether& operator=(const RecordTogether&) = delete;
+
+ private:
+  Trace& trace_;
 };
 
 // Marks (Node::needed) and returns, in record order, the pending nodes a
