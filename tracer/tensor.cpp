@@ -897,12 +897,28 @@ void Tensor::copy_to(void* out, Dtype expected, const char* op) const {
   detail::copy_values(n, out);
 }
 
+namespace {
+bool zeros_and_ones(const void* bytes, int64_t count) {
+  const auto* b = static_cast<const uint8_t*>(bytes);
+  uint8_t above = 0;
+  for (int64_t i = 0; i < count; ++i) above |= static_cast<uint8_t>(b[i] & 0xfe);
+  return above == 0;
+}
+}  // namespace
+
 const void* Tensor::typed_data(Dtype expected) const {
   Node* n = need(*this, "data");
   if (n->dtype != expected) wrong_type("data", n, expected);
   detail::materialize(n);
-  if (n->storage && n->is_contiguous()) return n->storage->at(n->offset);
-  // A constant or a strided view: a contiguous copy kept beside the node
+  if (n->storage && n->is_contiguous()) {
+    const void* p = n->storage->at(n->offset);
+    // A user's bool buffer may hold any byte (nonzero is true), and a bool
+    // other than 0 or 1 is undefined behaviour to read: such a buffer is
+    // handed out through a copy of 0s and 1s (dvm's own buffers hold no other).
+    if (n->dtype != Dtype::Bool || n->storage->owned || zeros_and_ones(p, n->shape.numel())) return p;
+  }
+  // A constant, a strided view or a user's bool buffer of other bytes: a
+  // contiguous copy kept beside the node
   // (never a write to the node's layout or to this handle, which other
   // threads may be reading). The first copy stored wins; it lives as long
   // as the node.
@@ -920,6 +936,10 @@ const void* Tensor::typed_data(Dtype expected) const {
   if (!copy) {  // other types are copied as bytes: no conversion on the way
     copy = detail::Storage::allocate(n->shape.numel(), n->dtype);
     detail::copy_values(n, copy->data);
+    if (n->dtype == Dtype::Bool) {
+      auto* b = static_cast<uint8_t*>(copy->data);
+      for (int64_t i = 0; i < n->shape.numel(); ++i) b[i] = b[i] != 0;
+    }
   }
   detail::Storage* expected_copy = nullptr;
   if (!n->dense.compare_exchange_strong(expected_copy, copy, std::memory_order_acq_rel, std::memory_order_acquire)) {

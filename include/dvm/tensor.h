@@ -48,8 +48,8 @@ class Tensor {
   // 16-byte alignment splits AVX-512 loads over two cache lines).
   static Tensor from_blob(const float* data, Shape shape);
   // Any element type: data holds shape.numel() elements of dtype (bool: one
-  // byte each, 0 or 1). T is float, Half, BFloat16, int32_t, int64_t,
-  // uint8_t or bool.
+  // byte each, any nonzero byte true; data<bool>() hands out 0s and 1s).
+  // T is float, Half, BFloat16, int32_t, int64_t, uint8_t or bool.
   static Tensor from_blob(const void* data, Shape shape, Dtype dtype);
   template <class T>
   static Tensor from_blob(const T* data, Shape shape) {

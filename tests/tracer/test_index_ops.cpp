@@ -187,5 +187,24 @@ TEST(IndexOps, BoolRowsCopiedFromAnyBytesHoldZeroOrOne) {
   EXPECT_EQ(bytes(index_select(m.reshape({3, 2}), 1, make(Dtype::I32, {1}))), (std::vector<uint8_t>{1, 1, 0}));
 }
 
+// data<bool>() hands out 0s and 1s, also of a user's buffer holding other
+// nonzero bytes (read through a canonical copy; a bool of another byte is
+// undefined behaviour to read) and of a strided view of it; a buffer of 0s
+// and 1s is handed out as it is, without a copy.
+TEST(IndexOps, DataOfABoolBufferOfAnyBytesHoldsZeroOrOne) {
+  static const uint8_t raw[6] = {2, 0, 3, 255, 1, 0};
+  const Tensor m = Tensor::from_blob(static_cast<const void*>(raw), Shape{2, 3}, Dtype::Bool);
+  auto bytes = [](const Tensor& t) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(t.data<bool>());
+    return std::vector<uint8_t>(p, p + t.numel());
+  };
+  EXPECT_EQ(bytes(m), (std::vector<uint8_t>{1, 0, 1, 1, 1, 0}));
+  EXPECT_EQ(bytes(m.transpose(0, 1)), (std::vector<uint8_t>{1, 1, 0, 1, 1, 0}));
+  EXPECT_EQ(bytes(m.transpose(0, 1).contiguous()), (std::vector<uint8_t>{1, 1, 0, 1, 1, 0}));
+  static const uint8_t canonical[3] = {1, 0, 1};
+  const Tensor c = Tensor::from_blob(static_cast<const void*>(canonical), Shape{3}, Dtype::Bool);
+  EXPECT_EQ(reinterpret_cast<const void*>(c.data<bool>()), static_cast<const void*>(canonical));
+}
+
 }  // namespace
 }  // namespace dvm::testing
