@@ -183,8 +183,9 @@ Tensor Graph::input(const std::string& name, const std::vector<Dim>& shape, Dtyp
   for (const Dim& d : shape) {
     Monomial m;
     if (!graph::factor(d, static_cast<int>(s_->symbols.size()), &m) || m.coeff < 1)
-      throw Error("dvm::Graph::input '" + name + "': an extent is not a positive product of this graph's symbols "
-                  "and a constant");
+      throw Error("dvm::Graph::input '" + name + "': extent " + std::to_string(d) +
+                  " is not a positive product of this graph's symbols and a constant" +
+                  graph::probe_collision(d, s_->symbols));
     s.push_back(d);
   }
   detail::check_extents("dvm::Graph::input", s, " (input '" + name + "')");
@@ -232,7 +233,8 @@ struct Describe {
                   detail::node_label(n->kind, n->op) +
                   " " + detail::describe(n) +
                   " is not a product of the graph's symbols and a constant (sums and differences of symbols, "
-                  "such as S - 1 or a cat along a symbolic axis, are not supported yet)");
+                  "such as S - 1 or a cat along a symbolic axis, are not supported yet)" +
+                  graph::probe_collision(v, g.symbols));
     return m;
   }
   std::vector<Monomial> read_shape(const Node* n) {
@@ -645,7 +647,13 @@ bool outputs_overlap(const detail::ExecutableState& x, const int64_t* v, const s
 
 // Two outputs whose bytes overlap are a dvm::Error: which value would the
 // shared bytes hold? (An output over an input is allowed: outputs_overlap.)
-void check_outputs_apart(const detail::ExecutableState& x, const int64_t* v, const std::vector<void*>& out) {
+void check_outputs_apart(const detail::ExecutableState& x, const std::vector<int64_t>& binding,
+                         const std::vector<void*>& out) {
+  // Each port's extents fit first: a count that overflows would make any
+  // two ranges overlap.
+  for (const std::vector<detail::Port>* ports : {&x.inputs, &x.outputs})
+    for (const detail::Port& p : *ports) (void)eval_shape(x, p.shape, binding, [&] { return "'" + p.name + "'"; });
+  const int64_t* v = binding.data();
   for (size_t o = 1; o < out.size(); ++o) {
     const ByteRange w = port_bytes(x.outputs[o], out[o], v);
     for (size_t p = 0; p < o; ++p)
@@ -943,7 +951,7 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   bind(x, bindings, "run", &v);
   by_port(x.inputs, inputs, "input", &in_ptr);
   by_port(x.outputs, outputs, "output", &out_ptr);
-  check_outputs_apart(x, v.data(), out_ptr);
+  check_outputs_apart(x, v, out_ptr);
   if (detail::capture())
     throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
   try {

@@ -103,6 +103,20 @@ bool factor(int64_t v, int symbols, Monomial* out) {
   return true;
 }
 
+std::string probe_collision(int64_t v, const std::vector<std::string>& names) {
+  const int64_t r = v < 0 ? -v : v;
+  for (size_t i = 0; i < names.size() && i < kMaxSymbols; ++i) {
+    const int64_t p = probe(static_cast<int>(i));
+    if (!near_multiple(r, p, 16)) continue;
+    const int64_t k = (r + p / 2) / p;
+    return " (if " + std::to_string(v) + " is a constant of yours: it lies within 16 of " +
+           (k > 1 ? std::to_string(k) + " * " : "") + std::to_string(p) + ", the number " + names[i] +
+           " stands for during the capture, so it cannot be told from a sum with " + names[i] +
+           "; a graph takes no constant extent within 16 of up to 16 times a symbol's number)";
+  }
+  return "";
+}
+
 bool derived_length(int64_t v, int64_t axis) {
   if (v <= 0 || v >= axis) return false;
   if (axis - v <= 2048) return true;

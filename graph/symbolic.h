@@ -41,6 +41,11 @@ inline Monomial constant(int64_t c) {
 // sum or a difference, such as S - 1 or 2 * S + 3.
 bool factor(int64_t v, int symbols, Monomial* out);
 
+// Why factor() refused v when v is a constant that merely lies near a
+// symbol's probe (a size of the user's, say 40030): a sentence naming the
+// symbol (names[i]) and its number, else empty.
+std::string probe_collision(int64_t v, const std::vector<std::string>& names);
+
 // Whether v, a constant length (no product of symbols) taken along an axis
 // whose extent `axis` involves symbols, is likely made from that extent by
 // a difference or a division, which a graph cannot follow: S - 20, or

@@ -8,7 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "dvm/error.h"
 #include "dvm/tensor.h"
+#include "tracer/capture.h"
 #include "tracer/node.h"
 #include "tracer/operands.h"
 #include "tracer/row_copies.h"
@@ -58,6 +60,14 @@ Tensor view_of_buffer(const Tensor& last, Storage* buf, const Shape& shape, cons
   return detail::record(v);
 }
 
+// A graph cannot write into buffers yet: refused when recorded, before a
+// buffer is allocated at the capture's sizes (numbers above 40000 per symbol).
+void refuse_in_capture(const char* op) {
+  if (const detail::CaptureHooks* g = detail::capture()) [[unlikely]]
+    throw Error(std::string(op) + ": in a " + g->what() +
+                ": writes into a buffer (cat, stack, KVCache::append) are not supported in a graph yet");
+}
+
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int axis) {
@@ -85,6 +95,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int axis) {
   }
   detail::check_extents("cat", out);
   if (in.size() == 1) return tensors[0].to(dtype);
+  refuse_in_capture("cat");
   int64_t strides[kMaxRank];
   detail::contiguous_strides(out, strides);
   Storage* buf = Storage::allocate(out.numel(), dtype);
@@ -184,6 +195,7 @@ Tensor KVCache::append(const Tensor& rows) {
   // one cannot be ordered before it (the rows it writes would be read unwritten).
   if (last_write_.defined()) (void)detail::need(last_write_, "KVCache::append");
   if (s[axis_] == 0) return values();
+  refuse_in_capture("KVCache::append");
   if (!buffer_) buffer_ = Storage::allocate(shape_.numel(), dtype_);
   int64_t strides[kMaxRank];
   detail::contiguous_strides(shape_, strides);

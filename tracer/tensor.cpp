@@ -466,11 +466,13 @@ Tensor binary(OpKind op, const Tensor& a, const Tensor& b) {
 // Whether a view (shape, offset) of values that exist is recorded as a
 // graph's op rather than made at once: its extents or its offset involve a
 // symbol of the graph being captured (wpe.narrow(0, P, S)), so each run
-// makes its own. Only of a contiguous leaf, whose buffer layout is the one
-// a pending node's view is relative to.
+// makes its own. Only of values stored contiguously from their buffer's
+// start (a leaf, or an op's result computed before the graph, such as a
+// weight converted with to()), whose layout is the one a pending node's view
+// is relative to; not of a view, whose buffer belongs to another node.
 bool captured_view_of_values(const Node* x, const Shape& shape, int64_t offset) {
   const detail::CaptureHooks* g = detail::capture();
-  if (!g || x->kind != NodeKind::Leaf || x->offset != 0 || !x->is_contiguous()) [[likely]]
+  if (!g || x->kind == NodeKind::View || x->offset != 0 || !x->is_contiguous()) [[likely]]
     return false;
   if (offset != 0 && g->symbolic(offset)) return true;
   for (int64_t d : shape)

@@ -353,11 +353,14 @@ TEST(Graph, CaptureErrors) {
     const Dim B = g.symbol("B");
     const Tensor w = g.input("w", {B, S * 2});
     expect_error("a product of symbols", [&] { (void)w.reshape({7}); }, {"reshape", "[B, S*2]"});
+    // Writes into buffers are refused when recorded, before a buffer of the
+    // capture's sizes (numbers above 40000 per symbol) is allocated.
     KVCache cache({16, 4}, 0);
-    expect_error("a write", [&] {
-      g.output("k", cache.append(x.narrow(0, 0, 2)));
-      (void)g.compile();
-    }, {"written into a buffer", "not supported"});
+    expect_error("a write", [&] { (void)cache.append(x.narrow(0, 0, 2)); },
+                 {"KVCache::append", "writes into a buffer", "not supported"});
+    const Tensor big = g.input("big", {S, S, 2});
+    expect_error("a cat of symbolic extents", [&] { (void)cat({big, big}, -1); },
+                 {"cat", "writes into a buffer", "not supported"});
   }
   // After a failed compile (or a destroyed graph) the thread records lazily again.
   const Tensor t = Tensor::full({3}, 2.0f) * 2.0f;
@@ -435,50 +438,54 @@ TEST(Graph, RangesOfSymbolicLengthAreFilledPerRun) {
 
 // A view of a constant whose extents are symbols (the position rows of a
 // sequence, wpe.narrow(0, 0, S)) is made by each run at its extents, and
-// checked against the constant's bounds.
+// checked against the constant's bounds: of a leaf, and of an op's result
+// computed before the graph (a weight scaled or converted first).
 TEST(Graph, ViewsOfConstantsWithSymbolicExtents) {
-  const Tensor wpe = Tensor::normal({40, 8}, 9);
-  wpe.sync();
-  auto model = [&](const Tensor& x, int64_t S) {
-    return std::vector<Tensor>{x + wpe.narrow(0, 0, S), wpe.narrow(0, 3, S).transpose(0, 1) * 2.0f,
-                               wpe.narrow(0, 1, S)};
-  };
-  Executable exe;
-  {
-    Graph g;
-    const Dim S = g.symbol("S");
-    const std::vector<Tensor> outs = model(g.input("x", {S, 8}), S);
-    for (size_t i = 0; i < outs.size(); ++i) g.output(port_name(i), outs[i]);
-    exe = g.compile();
-  }
-  const std::string path = ::testing::TempDir() + "dvm_const_views.dvmx";
-  for (int pass = 0; pass < 3; ++pass) {
-    if (pass == 2) {
-      exe.save(path);
-      exe = Executable::load(path);
-      std::remove(path.c_str());
+  for (const bool computed : {false, true}) {
+    SCOPED_TRACE(computed ? "computed before the graph" : "a leaf");
+    const Tensor wpe = computed ? Tensor::normal({40, 8}, 9) * 0.5f + 0.25f : Tensor::normal({40, 8}, 9);
+    wpe.sync();
+    auto model = [&](const Tensor& x, int64_t S) {
+      return std::vector<Tensor>{x + wpe.narrow(0, 0, S), wpe.narrow(0, 3, S).transpose(0, 1) * 2.0f,
+                                 wpe.narrow(0, 1, S)};
+    };
+    Executable exe;
+    {
+      Graph g;
+      const Dim S = g.symbol("S");
+      const std::vector<Tensor> outs = model(g.input("x", {S, 8}), S);
+      for (size_t i = 0; i < outs.size(); ++i) g.output(port_name(i), outs[i]);
+      exe = g.compile();
     }
-    const int64_t replays = graph::program_stats().replays;
-    for (int64_t S : {5, 1, 37, 12}) {
-      const std::vector<float> xv = values(S * 8, static_cast<uint32_t>(S));
-      const std::vector<Tensor> lazy = model(Tensor::from_blob(xv.data(), {S, 8}), S);
-      std::vector<std::vector<float>> got(lazy.size(), std::vector<float>(static_cast<size_t>(S * 8) + 4, -5.0f));
-      exe.run({{"x", xv.data()}}, {{"o0", got[0].data()}, {"o1", got[1].data()}, {"o2", got[2].data()}}, {{"S", S}});
-      for (size_t o = 0; o < lazy.size(); ++o) {
-        const std::vector<float> want = lazy[o].to_vector();
-        for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_EQ(std::bit_cast<uint32_t>(got[o][i]), std::bit_cast<uint32_t>(want[i])) << "S " << S << " output " << o;
-        for (size_t i = want.size(); i < got[o].size(); ++i) ASSERT_EQ(got[o][i], -5.0f) << "S " << S;
+    const std::string path = ::testing::TempDir() + "dvm_const_views.dvmx";
+    for (int pass = 0; pass < 3; ++pass) {
+      if (pass == 2) {
+        exe.save(path);
+        exe = Executable::load(path);
+        std::remove(path.c_str());
       }
+      const int64_t replays = graph::program_stats().replays;
+      for (int64_t S : {5, 1, 37, 12}) {
+        const std::vector<float> xv = values(S * 8, static_cast<uint32_t>(S));
+        const std::vector<Tensor> lazy = model(Tensor::from_blob(xv.data(), {S, 8}), S);
+        std::vector<std::vector<float>> got(lazy.size(), std::vector<float>(static_cast<size_t>(S * 8) + 4, -5.0f));
+        exe.run({{"x", xv.data()}}, {{"o0", got[0].data()}, {"o1", got[1].data()}, {"o2", got[2].data()}}, {{"S", S}});
+        for (size_t o = 0; o < lazy.size(); ++o) {
+          const std::vector<float> want = lazy[o].to_vector();
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[o][i]), std::bit_cast<uint32_t>(want[i])) << "S " << S << " output " << o;
+          for (size_t i = want.size(); i < got[o].size(); ++i) ASSERT_EQ(got[o][i], -5.0f) << "S " << S;
+        }
+      }
+      if (pass > 0) {
+        EXPECT_EQ(graph::program_stats().replays, replays + 4) << "pass " << pass << " replays every binding";
+      }
+      std::vector<float> x(38 * 8), y(38 * 8 + 4, -5.0f), y1(y), y2(y);
+      expect_error("past the constant", [&] {
+        exe.run({{"x", x.data()}}, {{"o0", y.data()}, {"o1", y1.data()}, {"o2", y2.data()}}, {{"S", 38}});
+      }, {"S = 38", "outside"});
+      EXPECT_EQ(y[0], -5.0f);
     }
-    if (pass > 0) {
-      EXPECT_EQ(graph::program_stats().replays, replays + 4) << "pass " << pass << " replays every binding";
-    }
-    std::vector<float> x(38 * 8), y(38 * 8 + 4, -5.0f), y1(y), y2(y);
-    expect_error("past the constant", [&] {
-      exe.run({{"x", x.data()}}, {{"o0", y.data()}, {"o1", y1.data()}, {"o2", y2.data()}}, {{"S", 38}});
-    }, {"S = 38", "outside"});
-    EXPECT_EQ(y[0], -5.0f);
   }
 }
 
@@ -544,6 +551,19 @@ TEST(Graph, ConstantExtentsAreNotTakenForSums) {
     g.output("y", x.narrow(0, 0, n));
     expect_error("a sum", [&] { (void)g.compile(); }, {"not a product of the graph's symbols"});
   }
+  // A constant within 16 of a multiple of a symbol's number cannot be told
+  // from a sum: refused, naming the symbol and its number.
+  for (int64_t c : {int64_t{40030}, int64_t{40047}, 2 * int64_t{40031} + 5}) {
+    Graph g;
+    const Dim S = g.symbol("S");
+    expect_error("a constant next to S's number", [&] { (void)g.input("x", {S, c}); },
+                 {"'x'", std::to_string(c), "40031", "S stands for"});
+    const Tensor x = g.input("x", {S, 4});
+    const Tensor w = Tensor::zeros({c, 4});
+    g.output("y", linear(x, w));
+    expect_error("a weight next to S's number", [&] { (void)g.compile(); },
+                 {std::to_string(c), "40031", "S stands for"});
+  }
 }
 
 TEST(Graph, GraphTensorsHaveNoValuesAfterCompile) {
@@ -596,6 +616,23 @@ TEST(Graph, RunErrorsNameTheProblemAndWriteNothing) {
   expect_error("shape overflow", [&] { (void)exe.shape("y", {{"N", int64_t{1} << 62}}); },
                {"dvm::Executable::shape", "N = 4611686018427387904"});
   for (float v : y) EXPECT_EQ(v, 7.0f);
+  // Two outputs at a binding whose element counts overflow: the extents are
+  // the error, not an overlap of the outputs' (unbounded) byte ranges.
+  {
+    Graph g;
+    const Dim B = g.symbol("B"), S = g.symbol("S");
+    const Tensor a = g.input("a", {B, S});
+    g.output("p", a + 1.0f);
+    g.output("q", a * 2.0f);
+    const Executable two = g.compile();
+    std::vector<float> p(8, 7.0f), q(8, 7.0f);
+    for (const auto& [b, sv] : std::vector<std::pair<int64_t, int64_t>>{{int64_t{1} << 40, int64_t{1} << 30},
+                                                                         {INT64_MAX / 2, 3}})
+      expect_error("counts that overflow", [&] {
+        two.run({{"a", x.data()}}, {{"p", p.data()}, {"q", q.data()}}, {{"B", b}, {"S", sv}});
+      }, {"too many elements", "B = " + std::to_string(b)});
+    for (float v : p) EXPECT_EQ(v, 7.0f);
+  }
   Executable moved = std::move(exe);
   expect_error("moved from", [&] { exe.run(in, out, {{"N", 2}}); }, {"empty executable"});
   moved.run(in, out, {{"N", 4}});
