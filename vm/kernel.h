@@ -20,7 +20,9 @@ namespace dvm::vm {
 
 // What one backend made of a kernel, filled in by the tiering policy.
 struct BackendSlot {
-  enum State : uint8_t { None = 0, Compiling = 1, Ready = 2, Failed = 3 };
+  // Queued: a background compile was submitted and has not started (an
+  // eager launch may take it over); Compiling: a thread is compiling it.
+  enum State : uint8_t { None = 0, Compiling = 1, Ready = 2, Failed = 3, Queued = 4 };
   std::atomic<uint8_t> state{None};
   std::unique_ptr<CompiledKernel> code;  // valid once state == Ready
   std::string failure;                   // valid once state == Failed

@@ -205,21 +205,39 @@ Tier select_tier(const Kernel& k, int64_t calls, backends::Isa isa) {
   BackendSlot& slot = k.slot(machine.slot);
   uint8_t state = slot.state.load(std::memory_order_acquire);
   if (state == BackendSlot::Ready) return {machine.backend, slot.code.get()};
-  if (state != BackendSlot::None) return interp;
-  if (mode == TierMode::Auto && calls + 1 < jit_threshold()) return interp;
-  uint8_t expected = BackendSlot::None;
-  if (!slot.state.compare_exchange_strong(expected, BackendSlot::Compiling, std::memory_order_acq_rel))
-    return interp;  // another launch started it
   if (mode == TierMode::Eager) {
-    compile_now(k, *machine.backend, slot);
-    return slot.state.load(std::memory_order_acquire) == BackendSlot::Ready
-               ? Tier{machine.backend, slot.code.get()}
-               : interp;
+    // Compiled before this launch whoever compiles it: a compile not yet
+    // started is taken over, one under way on another thread (an eager
+    // launch, or the background compiler) is waited for.
+    for (;;) {
+      if (state == BackendSlot::Ready) return {machine.backend, slot.code.get()};
+      if (state == BackendSlot::Failed) return interp;
+      if ((state == BackendSlot::None || state == BackendSlot::Queued) &&
+          slot.state.compare_exchange_strong(state, BackendSlot::Compiling, std::memory_order_acq_rel)) {
+        compile_now(k, *machine.backend, slot);
+        state = slot.state.load(std::memory_order_acquire);
+        continue;
+      }
+      if (state == BackendSlot::Compiling) {
+        std::this_thread::yield();
+        state = slot.state.load(std::memory_order_acquire);
+      }
+    }
   }
-  // The task keeps the kernel alive even if the cache evicts it meanwhile.
+  if (state != BackendSlot::None) return interp;
+  if (calls + 1 < jit_threshold()) return interp;
+  uint8_t expected = BackendSlot::None;
+  if (!slot.state.compare_exchange_strong(expected, BackendSlot::Queued, std::memory_order_acq_rel))
+    return interp;  // another launch started it
+  // The task keeps the kernel alive even if the cache evicts it meanwhile;
+  // an eager launch that took the compile over meanwhile leaves it nothing.
   std::shared_ptr<const Kernel> keep = k.shared_from_this();
   const Backend* b = machine.backend;
-  compiler().submit([keep, b, &slot] { compile_now(*keep, *b, slot); });
+  compiler().submit([keep, b, &slot] {
+    uint8_t queued = BackendSlot::Queued;
+    if (slot.state.compare_exchange_strong(queued, BackendSlot::Compiling, std::memory_order_acq_rel))
+      compile_now(*keep, *b, slot);
+  });
   return interp;
 }
 

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -512,6 +513,74 @@ TEST(WarmUp, TheFirstFrameAfterItRunsOnMachineCode) {
   const WarmUpReport again = warm_up([&] { frame(555, 2.0f); });
   EXPECT_EQ(again.compiled, 0);
   EXPECT_EQ(again.kernels, r.kernels);
+}
+
+// A kernel whose background compile waits in the host's queue (not
+// started) is compiled by warm_up itself before its launch, and the queued
+// job then finds nothing to do. (Two threads warming up the same new kernels
+// met this: the second one's launch found the first one's compile under way
+// and ran on the interpreter.)
+TEST(WarmUp, ACompileQueuedElsewhereIsTakenOverBeforeTheLaunch) {
+  SKIP_WITHOUT_MACHINE_CODE();
+  vm::KernelCache::global().clear();
+  fuser::PlanCache::current().clear();
+  HostCompiles host;
+  std::vector<double> want;
+  // The first call queues the compile in the host's queue and runs on the interpreter.
+  for (const std::string& t : launch_tiers([&] { expect_chain_close(run_chain(900, 0.3f, &want), want); }))
+    EXPECT_EQ(t, "interp");
+  ASSERT_EQ(host.q.submitted, 1);
+  const int64_t compiles = stats().jit_compiles;
+  std::vector<std::string> tiers;
+  // warm_up waits for every compile before it returns, the host's too: the
+  // host runs its queue once the frame is done (the queued job then finds
+  // nothing left to compile).
+  std::atomic<bool> frame_done{false};
+  std::thread host_thread([&] {
+    while (!frame_done.load()) std::this_thread::yield();
+    host.q.drain_on_another_thread();
+  });
+  const WarmUpReport r = warm_up([&] {
+    tiers = launch_tiers([&] { expect_chain_close(run_chain(901, 0.4f, &want), want); });
+    frame_done = true;
+  });
+  host_thread.join();
+  ASSERT_FALSE(tiers.empty());
+  for (const std::string& t : tiers) EXPECT_EQ(t, "jit");
+  EXPECT_EQ(r.compiled, 1);
+  EXPECT_TRUE(wait_for_jit(0.0));
+  EXPECT_EQ(stats().jit_compiles, compiles + 1);
+}
+
+// Two threads warming up frames that make the same new kernels at once:
+// every launch of both runs on machine code.
+TEST(WarmUp, TwoThreadsWarmingUpTheSameKernelsBothRunMachineCode) {
+  SKIP_WITHOUT_MACHINE_CODE();
+  Restore restore;
+  set_tier_mode(TierMode::Auto);
+  set_jit_threshold(1000);
+  constexpr int kRounds = 40;
+  std::atomic<int> arrived{0}, on_interp{0};
+  auto body = [&](int seed) {
+    for (int round = 1; round <= kRounds; ++round) {
+      // Both threads start each round together.
+      arrived.fetch_add(1);
+      while (arrived.load() < 2 * round) std::this_thread::yield();
+      std::vector<std::string> tiers;
+      (void)warm_up([&] {
+        tiers = launch_tiers([&] {
+          Tensor x = Tensor::uniform({64, 64}, static_cast<uint64_t>(seed));
+          for (int k = 0; k < round; ++k) x = tanh(x) * 1.5f;  // a kernel new to both each round
+          x.sync();
+        });
+      });
+      for (const std::string& t : tiers) on_interp += t != "jit";
+    }
+  };
+  std::thread a(body, 1), b(body, 2);
+  a.join();
+  b.join();
+  EXPECT_EQ(on_interp.load(), 0);
 }
 
 TEST(WarmUp, TierOffCompilesNothingAndStillRunsTheFrame) {
