@@ -17,11 +17,12 @@ struct NamedTensor {
 // Writes tensors, in order, to path (created or truncated). Each must be
 // float32, float16 or bfloat16, of any shape and layout (views and pending
 // results are computed and written contiguous, row-major); names must be
-// 1 to 4096 bytes of UTF-8 without NUL, and unique. Everything is checked
-// before path is opened. Errors (dvm::Error) name save_weights, the path
-// and the tensor; a failure once writing has begun (a full disk, a pending
-// tensor whose computation fails) leaves a truncated file, which
-// load_weights rejects.
+// 1 to 4096 bytes of UTF-8 without NUL, and unique. A regular file (or a
+// new one) is written beside path (path + ".partial-..."), then renamed to
+// path: on any error (dvm::Error naming save_weights, the path and the
+// tensor), a bad argument, a full disk or a pending tensor whose
+// computation fails, path is left as it was and the partial file removed.
+// A symbolic link, a device or a pipe is written in place.
 void save_weights(const std::string& path, const std::vector<NamedTensor>& tensors);
 
 // Reads a file in that format: its tensors in file order, as new dvm-owned

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "dvm/weights_file.h"
 #include "tests/tracer/tracer_testing.h"
@@ -446,6 +447,25 @@ TEST_F(WeightsFile, BadTensorsAreRefusedBeforeTheFileIsOpened) {
   // The longest name is fine.
   save_weights(file, {{std::string(4096, 'x'), f}});
   EXPECT_EQ(load_weights(file)[0].name, std::string(4096, 'x'));
+}
+
+// A failure once writing has begun (here a tensor whose recording thread
+// ended before computing it, the second of two) leaves an existing file as
+// it was, and no partial file beside it.
+TEST_F(WeightsFile, AFailedSaveLeavesTheExistingFileAsItWas) {
+  const std::string file = path("kept.dvmw");
+  save_weights(file, small_tensors());
+  const std::string before = read_file(file);
+  Tensor orphan;
+  std::thread([&] { orphan = Tensor::uniform({8}, 3) * 2.0f; }).join();  // never computed
+  expect_error("a tensor without values", [&] {
+    save_weights(file, {{"first", Tensor::from_vector(std::vector<float>{1, 2, 3})}, {"orphan", orphan}});
+  }, {"save_weights", file, "tensor 1 (\"orphan\")"});
+  EXPECT_EQ(read_file(file), before);
+  int entries = 0;
+  for ([[maybe_unused]] const fs::directory_entry& e : fs::directory_iterator(dir_)) ++entries;
+  EXPECT_EQ(entries, 1) << "a partial file was left beside " << file;
+  EXPECT_EQ(load_weights(file).size(), small_tensors().size());
 }
 
 TEST_F(WeightsFile, UnwritablePathsAreErrors) {
