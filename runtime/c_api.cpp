@@ -120,6 +120,7 @@ dvm_status spread(const char* fn, bool std, dvm_tensor x, const int* axes, int n
   DVM_NEED(x, fn);
   DVM_NEED(out, fn);
   if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes)) return invalid(fn, "naxes must be 0..8 with an axes array");
+  if (keepdim != 0 && keepdim != 1) return invalid(fn, "keepdim must be 0 or 1");
   return guarded([&] {
     const std::vector<int> a(axes, axes + naxes);
     give(std ? x->t.std(a, correction, keepdim != 0) : x->t.var(a, correction, keepdim != 0), out);
@@ -144,6 +145,7 @@ dvm_status join(const char* fn, bool stack, const dvm_tensor* tensors, int n, in
 dvm_status arg_extreme(const char* fn, bool max, dvm_tensor x, int axis, int keepdim, dvm_tensor* out) {
   DVM_NEED(x, fn);
   DVM_NEED(out, fn);
+  if (keepdim != 0 && keepdim != 1) return invalid(fn, "keepdim must be 0 or 1");
   return guarded([&] {
     const dvm::Tensor& t = x->t;
     if (axis != DVM_ALL_AXES) {
@@ -368,6 +370,7 @@ dvm_status dvm_reduce(int op, dvm_tensor x, const int* axes, int naxes, int keep
   if (op < 0 || op > DVM_MIN) return invalid("dvm_reduce", "unknown op");
   if (naxes < 0 || naxes > DVM_MAX_RANK || (naxes > 0 && !axes))
     return invalid("dvm_reduce", "naxes must be 0..8 with an axes array");
+  if (keepdim != 0 && keepdim != 1) return invalid("dvm_reduce", "keepdim must be 0 or 1");
   return guarded([&] {
     const dvm::Tensor& t = x->t;
     if (naxes == 0) {

@@ -36,7 +36,9 @@ KernelStats kernel_figures(const vm::Kernel& k, backends::Isa isa) {
   if (const vm::BackendRef machine = vm::machine_code_for(isa)) {
     const vm::BackendSlot& slot = k.slot(machine.slot);
     const uint8_t state = slot.state.load(std::memory_order_acquire);
-    if (state == vm::BackendSlot::Ready) s.tier = "jit";
+    // Machine code serves launches unless the tier mode is Off (then the
+    // code is kept, and serves again once the mode allows it).
+    if (state == vm::BackendSlot::Ready && vm::tier_mode() != TierMode::Off) s.tier = "jit";
     if (state == vm::BackendSlot::Ready || state == vm::BackendSlot::Failed) s.compile_ns = slot.compile_ns;
     if (state == vm::BackendSlot::Failed) s.jit_failure = slot.failure;
   }

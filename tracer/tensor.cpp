@@ -742,18 +742,27 @@ Tensor Tensor::full_integer(Shape shape, int64_t value, bool too_large, Dtype dt
   return t;
 }
 
+namespace {
+// A double as an error shows it: every digit it needs (1e-30 is not 0.000000).
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+}  // namespace
+
 Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
   detail::check_dtype("arange", dtype);
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
-    throw Error("arange: start, end and step must be finite and step non-zero (got " + std::to_string(start) + ", " +
-                std::to_string(end) + ", " + std::to_string(step) + ")");
+    throw Error("arange: start, end and step must be finite and step non-zero (got " + number(start) + ", " +
+                number(end) + ", " + number(step) + ")");
   if ((step > 0 && end < start) || (step < 0 && end > start))  // torch refuses it too
-    throw Error("arange: from " + std::to_string(start) + " to " + std::to_string(end) + " by " + std::to_string(step) +
+    throw Error("arange: from " + number(start) + " to " + number(end) + " by " + number(step) +
                 ": the step's sign does not lead from start to end (expected end >= start for a positive step, "
                 "end <= start for a negative one)");
   const double n = std::ceil((end - start) / step);
   if (!(n <= static_cast<double>(kMaxElements)))
-    throw Error("arange: " + std::to_string(start) + " to " + std::to_string(end) + " by " + std::to_string(step) +
+    throw Error("arange: " + number(start) + " to " + number(end) + " by " + number(step) +
                 " has too many elements (expected at most " + std::to_string(kMaxElements) + ")");
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
   if (count > 0) {  // the values run from start to the last one: both ends fit, or neither does

@@ -113,7 +113,8 @@ dvm_status dvm_binary_scalar(int op, dvm_tensor a, float s, int scalar_first, dv
 /* The same with an integer scalar (as ids + 1 in C++: an int32 a stays int32). */
 dvm_status dvm_binary_scalar_int(int op, dvm_tensor a, int64_t s, int scalar_first, dvm_tensor* out);
 dvm_status dvm_where(dvm_tensor mask, dvm_tensor a, dvm_tensor b, dvm_tensor* out);
-/* Over axes[0..naxes) (negative counts from the end); naxes = 0: all axes. */
+/* Over axes[0..naxes) (negative counts from the end); naxes = 0: all axes.
+ * keepdim (here and in dvm_var, dvm_std, dvm_argmax, dvm_argmin) is 0 or 1. */
 dvm_status dvm_reduce(int op, dvm_tensor x, const int* axes, int naxes, int keepdim, dvm_tensor* out);
 dvm_status dvm_softmax(dvm_tensor x, int axis, dvm_tensor* out);
 dvm_status dvm_log_softmax(dvm_tensor x, int axis, dvm_tensor* out);

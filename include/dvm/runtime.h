@@ -36,6 +36,8 @@ void set_isa(const std::string& name);
 // Small launches (under ~64K elements) always run on the calling thread.
 // Results are bit-identical for every thread count.
 void set_num_threads(int n);
+// The threads launches use now: n as set, or with 0 the caller's arena's
+// concurrency (a host's pool's workers under set_parallel_for). Never 0.
 int num_threads();
 
 // Runs launches on the host's job system instead of TBB. dvm calls
@@ -176,7 +178,7 @@ int64_t kernel_cache_capacity();
 struct KernelStats {
   uint64_t hash = 0;        // bytecode hash
   std::string form;         // elementwise, row_reduce, col_reduce
-  std::string tier;         // "jit" once machine code serves the active ISA, else "interp"
+  std::string tier;         // "jit" while machine code serves the active ISA (not under TierMode::Off), else "interp"
   int64_t calls = 0;
   int64_t total_ns = 0;     // time in launches
   int64_t compile_ns = 0;   // JIT compile time (0 if never compiled)

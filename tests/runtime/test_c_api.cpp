@@ -255,6 +255,11 @@ TEST(CApi, BadInputIsAStatusAndAMessageNeverAnOutput) {
   EXPECT_NE(std::string(dvm_last_error()).find("scalar_first"), std::string::npos) << dvm_last_error();
   EXPECT_EQ(dvm_binary_scalar(DVM_ADD, x.t, 1.0f, -1, &out), DVM_INVALID_ARGUMENT);
   EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, nullptr, 2, 0, &out), DVM_INVALID_ARGUMENT);
+  // keepdim is 0 or 1, as every flag.
+  EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, nullptr, 0, 2, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dvm_last_error()).find("keepdim"), std::string::npos) << dvm_last_error();
+  EXPECT_EQ(dvm_argmax(x.t, 0, -1, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_EQ(dvm_var(x.t, nullptr, 0, 1, 3, &out), DVM_INVALID_ARGUMENT);
   const int bad_axis[1] = {5};
   EXPECT_EQ(dvm_reduce(DVM_SUM, x.t, bad_axis, 1, 0, &out), DVM_ERROR);
   EXPECT_EQ(out, nullptr);

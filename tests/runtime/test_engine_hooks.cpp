@@ -583,6 +583,32 @@ TEST(WarmUp, TwoThreadsWarmingUpTheSameKernelsBothRunMachineCode) {
   EXPECT_EQ(on_interp.load(), 0);
 }
 
+// kernel_stats' tier says what serves the kernel's launches: "jit" once
+// compiled, "interp" while the tier mode is Off (its code kept), "jit" again
+// after.
+TEST(KernelStatsTier, TierOffReportsTheInterpreter) {
+  SKIP_WITHOUT_MACHINE_CODE();
+  Restore restore;
+  std::vector<KernelRun> runs;
+  (void)warm_up([&] {
+    set_kernel_log(true);
+    (void)(erf(Tensor::uniform({321}, 5)) * 1.25f - 0.5f).to_vector();
+    runs = take_kernel_log();
+    set_kernel_log(false);
+  });
+  ASSERT_EQ(runs.size(), 1u);
+  auto tier = [&] {
+    for (const KernelStats& k : kernel_stats())
+      if (k.hash == runs[0].hash) return k.tier;
+    return std::string("(not in the cache)");
+  };
+  EXPECT_EQ(tier(), "jit");
+  set_tier_mode(TierMode::Off);
+  EXPECT_EQ(tier(), "interp");
+  set_tier_mode(TierMode::Auto);
+  EXPECT_EQ(tier(), "jit");
+}
+
 TEST(WarmUp, TierOffCompilesNothingAndStillRunsTheFrame) {
   Restore restore;
   set_tier_mode(TierMode::Off);

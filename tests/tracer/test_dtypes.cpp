@@ -118,6 +118,9 @@ TEST_P(Dtypes, FullAndArangeConvertTheirValues) {
   // range (end == start) is not.
   expect_error("arange 0 to 10 by -1", [] { Tensor::arange(0.0, 10.0, -1.0, Dtype::I32); }, {"arange", "sign"});
   expect_error("arange(-5)", [] { Tensor::arange(int64_t{-5}); }, {"arange", "sign"});
+  // The values in the error are the caller's, every digit (not 0.000000).
+  expect_error("arange by 1e-30", [] { Tensor::arange(0.0, 1.0, 1e-30, Dtype::F32); },
+               {"arange: 0 to 1 by 1.0000000000000001e-30", "too many elements"});
   EXPECT_EQ(Tensor::arange(3.0, 3.0, -1.0, Dtype::I64).numel(), 0);
   EXPECT_EQ(Tensor::arange(5.0, 0.0, -2.0, Dtype::I64).to_vector<int64_t>(), (std::vector<int64_t>{5, 3, 1}));
   expect_error("arange f16 from below", [] { Tensor::arange(-70000.0, 0.0, 10000.0, Dtype::F16); },
