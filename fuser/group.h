@@ -33,6 +33,12 @@ struct Group {
   // A conversion (a Copy node of another dtype): its value must be rounded
   // to its type, which only its store does, so nothing else joins its group.
   bool sealed = false;
+  // A member computes or reads int64 values (its kernel then folds whole
+  // rows: int64 lanes are never split), or sums floats (whose order a split
+  // launch changes). Never both: a float sum's bits would then depend on
+  // what it was fused with (an argmax of the same value in the same flush).
+  bool int64_values = false;
+  bool float_sum = false;
   bool alive = true;      // false once merged into another group...
   int merged_into = -1;   // ...this one
 };

@@ -97,6 +97,17 @@ uint32_t linear_splits(const Shape& full, int k, const int64_t* strides) {
 
 namespace {
 
+// Whether n computes or reads int64 values (int64 lanes in its kernel).
+bool int64_values(const Node* n) {
+  if (n->dtype == Dtype::I64) return true;
+  for (int i = 0; i < n->data_inputs(); ++i)
+    if (n->in[i] && n->in[i]->dtype == Dtype::I64) return true;
+  return false;
+}
+// Whether n sums floats: its kernel's result depends on how a launch splits
+// the rows (vm/split_launch.cpp).
+bool float_sum(const Node* n) { return n->kind == NodeKind::Reduce && n->op == detail::OpKind::Sum && is_floating(n->dtype); }
+
 class Partitioner {
  public:
   Plan plan;
@@ -196,10 +207,17 @@ class Partitioner {
     if (std::find(deps.begin(), deps.end(), on) == deps.end()) deps.push_back(on);
   }
 
+  // Whether n may join group g: not int64 values beside a float sum.
+  bool lanes_agree(const Node* n, const Group& g) const {
+    return !((g.int64_values || int64_values(n)) && (g.float_sum || float_sum(n)));
+  }
+
   void join(Node* n, int g, Domain d) {
     at(n).group = g;
     at(n).domain = d;
     G(g).members.push_back(n);
+    G(g).int64_values |= int64_values(n);
+    G(g).float_sum |= float_sum(n);
     // Inputs from other groups (stored there) and from views of pending nodes.
     for (int i = 0; i < n->nin; ++i) {
       Node* x = n->in[i];
@@ -271,6 +289,7 @@ class Partitioner {
     if (depends(a, b) || depends(b, a)) return -1;
     Group* ga = &G(a);
     Group* gb = &G(b);
+    if ((ga->int64_values || gb->int64_values) && (ga->float_sum || gb->float_sum)) return -1;
     if (ga->form == vm::Form::Elementwise && gb->form != vm::Form::Elementwise) {
       std::swap(a, b);
       std::swap(ga, gb);
@@ -296,6 +315,8 @@ class Partitioner {
       ga->members.push_back(m);
     }
     for (int d : gb->deps) add_dep(a, d);
+    ga->int64_values |= gb->int64_values;
+    ga->float_sum |= gb->float_sum;
     gb->members.clear();
     gb->deps.clear();
     gb->alive = false;
@@ -340,29 +361,38 @@ class Partitioner {
         else target = m;
       }
     }
-    if (target >= 0 && ok) {
-      const Group& g = G(target);
-      Domain dn;
-      ok = domain_in(g, n->shape, &dn) && !would_cycle(n, target);
-      uint32_t splits = g.row_splits;
-      if (ok && g.form == vm::Form::RowReduce && dn == Domain::Reduced) {
-        splits &= row_splits_of(g, n, target, target);
-        ok = splits != 0;
-      }
-      for (int i = 0; i < n->nin && ok; ++i) {
-        const Node* x = n->in[i];
-        if (joinable(x)) {
-          ok = readable(g, x, at(x).domain, dn) &&
-               (dn == Domain::Reduced || at(x).domain == Domain::Reduced || x->shape == g.full);
-        }
-      }
-      if (ok) {
-        G(target).row_splits = splits;
-        join(n, target, dn);
-        return;
+    if (target >= 0 && ok && try_join(n, target)) return;
+    // The inputs' groups cannot become one (a product and a reduction of
+    // its result: softmax's x - max(x) over a product's scores): join one of
+    // them, reading the others' values from memory, before a group of its own.
+    if (!ok)
+      for (int i = n->nin - 1; i >= 0; --i)
+        if (joinable(n->in[i]) && try_join(n, find(at(n->in[i]).group))) return;
+    join(n, new_group(vm::Form::Elementwise, n->shape, 0, 0), Domain::Full);
+  }
+
+  // Joins n to group `target` when its shape, its inputs' domains and the
+  // dependencies allow; inputs of other groups are read from memory.
+  bool try_join(Node* n, int target) {
+    const Group& g = G(target);
+    Domain dn;
+    bool ok = lanes_agree(n, g) && domain_in(g, n->shape, &dn) && !would_cycle(n, target);
+    uint32_t splits = g.row_splits;
+    if (ok && g.form == vm::Form::RowReduce && dn == Domain::Reduced) {
+      splits &= row_splits_of(g, n, target, target);
+      ok = splits != 0;
+    }
+    for (int i = 0; i < n->nin && ok; ++i) {
+      const Node* x = n->in[i];
+      if (joinable(x) && find(at(x).group) == target) {
+        ok = readable(g, x, at(x).domain, dn) &&
+             (dn == Domain::Reduced || at(x).domain == Domain::Reduced || x->shape == g.full);
       }
     }
-    join(n, new_group(vm::Form::Elementwise, n->shape, 0, 0), Domain::Full);
+    if (!ok) return false;
+    G(target).row_splits = splits;
+    join(n, target, dn);
+    return true;
   }
 
   // A product starts its own Contraction group: its operands are read from
@@ -498,7 +528,7 @@ class Partitioner {
     if (joinable(x) && at(x).domain == Domain::Full) {
       int gi = find(at(x).group);
       Group& g = G(gi);
-      if (g.full == x->shape && !would_cycle(n, gi)) {
+      if (g.full == x->shape && lanes_agree(n, g) && !would_cycle(n, gi)) {
         bool ok = false;
         if (g.form == vm::Form::Elementwise) {
           g.form = form;

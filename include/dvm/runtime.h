@@ -90,7 +90,7 @@ enum class LogLevel { Debug, Info, Warning };
 using LogFn = void (*)(void* ctx, LogLevel level, const char* message);
 void set_log_callback(LogFn fn, void* ctx);
 
-// While on, each JIT compile appends "<address> <size> dvm_<form>_<hash>" to
+// While on, each JIT compile appends "<address> <size> dvm_<form>_<hash>_<isa>" to
 // /tmp/perf-<pid>.map, so `perf report` names the kernels' machine code.
 // Off by default; environment DVM_PERF_MAP=1. The file is appended to, never
 // truncated (perf reads it after the process exits).
@@ -177,7 +177,7 @@ int64_t kernel_cache_capacity();
 // Per-kernel statistics, one entry per kernel in the cache.
 struct KernelStats {
   uint64_t hash = 0;        // bytecode hash
-  std::string form;         // elementwise, row_reduce, col_reduce
+  std::string form;         // elementwise, row_reduce, col_reduce, contraction
   std::string tier;         // "jit" while machine code serves the active ISA (not under TierMode::Off), else "interp"
   int64_t calls = 0;
   int64_t total_ns = 0;     // time in launches
@@ -204,7 +204,7 @@ struct Stats {
 // One kernel launch, as recorded when the kernel log is on.
 struct KernelRun {
   uint64_t hash = 0;      // the kernel's bytecode hash
-  std::string form;       // elementwise, row_reduce, col_reduce
+  std::string form;       // elementwise, row_reduce, col_reduce, contraction
   std::string tier;       // interp or jit
   int ops = 0;            // fused ops in the kernel
   int64_t ns = 0;         // launch time

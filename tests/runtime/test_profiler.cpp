@@ -309,7 +309,10 @@ std::vector<float> known_program(int64_t n) {
   Tensor x = Tensor::uniform({n, n}, 1, -1.0f, 1.0f);
   Tensor a = Tensor::uniform({n, n}, 2, -1.0f, 1.0f);
   Tensor b = Tensor::uniform({n, n}, 3, -1.0f, 1.0f);
-  Tensor y = softmax(relu(x), 1) + matmul(a, b);
+  // Three kernels of three forms: the product (its epilogue takes the add,
+  // reading softmax's stored result), relu + softmax's row kernel, and the
+  // scale, which reads the sum through a transpose.
+  Tensor y = (softmax(relu(x), 1) + matmul(a, b)).transpose(0, 1) * 2.0f;
   return y.to_vector();
 }
 
@@ -680,7 +683,7 @@ TEST_F(Profiler, FusionDumpHasOneClusterPerKernel) {
   dump_fusion(path);
   Dot d;
   parse_dot(read_file(path), &d);
-  // The matmul, relu + softmax's row kernel, and the add.
+  // The matmul with the add, relu + softmax's row kernel, and the scale.
   EXPECT_EQ(kernels, 3);
   ASSERT_EQ(static_cast<int64_t>(d.clusters.size()), kernels);
   EXPECT_EQ(d.clusters, (std::vector<std::string>{"cluster_k0", "cluster_k1", "cluster_k2"}));
@@ -692,7 +695,7 @@ TEST_F(Profiler, FusionDumpHasOneClusterPerKernel) {
     forms.insert(form);
   }
   EXPECT_EQ(forms, (std::set<std::string>{"row_reduce", "contraction", "elementwise"}));
-  // Ops (ellipses) sit in clusters, leaves (boxes: x, a, b) outside.
+  // Ops (ellipses) sit in clusters, leaves (boxes: x, a, b, the view) outside.
   int ops = 0, leaves = 0;
   for (const auto& [n, c] : d.node_cluster) {
     if (n.rfind("op", 0) == 0) {
@@ -705,8 +708,8 @@ TEST_F(Profiler, FusionDumpHasOneClusterPerKernel) {
       EXPECT_EQ(d.node_shape[n], "box");
     }
   }
-  EXPECT_EQ(ops, 9);  // matmul; relu, max, sub, exp, sum, reciprocal, mul; add
-  EXPECT_EQ(leaves, 3);
+  EXPECT_EQ(ops, 10);  // matmul, add; relu, max, sub, exp, sum, reciprocal, mul; mul
+  EXPECT_EQ(leaves, 4);  // x, a, b and the transpose the scale reads
   // Every edge joins declared nodes; the add reads the other kernels' outputs.
   bool across = false;
   for (const auto& [from, to] : d.edges) {

@@ -427,5 +427,15 @@ TEST(ArgmaxErrors, AnEmptyOtherAxisIsNoError) {
   EXPECT_EQ(Tensor::zeros({3, 0}).argmin(0, true).shape(), (Shape{1, 0}));
 }
 
+// A 16-bit sum computed in argmax's kernel is rounded before it is
+// compared, so argmax sees torch's ties: float16 1 + 2^-11 rounds to 1, and
+// the first of two equal maxima wins (DTYPES.md).
+TEST(Argmax, ASixteenBitValueComputedInTheKernelComparesAsStored) {
+  const std::vector<Half> a = {to_half(1.0f), to_half(1.0f)}, b = {to_half(0.0f), to_half(std::ldexp(1.0f, -11))};
+  const Tensor sum = Tensor::from_vector(a, {2}) + Tensor::from_vector(b, {2});
+  EXPECT_EQ(sum.argmax().to_vector<int64_t>(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(sum.argmax(0, false).to_vector<int64_t>(), (std::vector<int64_t>{0}));
+}
+
 }  // namespace
 }  // namespace dvm::testing

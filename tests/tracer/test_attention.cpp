@@ -110,6 +110,30 @@ TEST_P(Attention, DecodeStepsThroughACacheMatchFullAttention) {
   }
 }
 
+// Softmax over a product's scores is one row kernel after the product,
+// whatever the scores' rank: x - max(x) cannot join the product's epilogue
+// (max reads the product's result), so it joins max's row kernel and reads
+// the scores from memory. Attention without a mask is three kernels (a
+// product with its scale, the row kernel, a product), with a mask the mask
+// joins the first product's epilogue (plus a kernel for a mask computed
+// from a smaller shape). Values are checked against double above.
+TEST(AttentionKernels, SoftmaxOverAProductIsOneRowKernel) {
+  auto kernels = [](const std::function<Tensor()>& f) {
+    const int64_t before = dvm::stats().kernels_run;
+    f().sync();
+    return dvm::stats().kernels_run - before;
+  };
+  const Tensor q2 = Tensor::normal({5, 8}, 1), k2 = Tensor::normal({7, 8}, 2);
+  const Tensor q = Tensor::normal({2, 3, 5, 8}, 3), k = Tensor::normal({2, 3, 7, 8}, 4), v = Tensor::normal({2, 3, 7, 6}, 5);
+  for (const Tensor* t : {&q2, &k2, &q, &k, &v}) t->sync();
+  EXPECT_EQ(kernels([&] { return softmax(matmul(q2, k2.transpose(0, 1)), -1); }), 2);
+  EXPECT_EQ(kernels([&] { return softmax(matmul(q2, k2.transpose(0, 1)) * 0.5f, -1); }), 2);
+  EXPECT_EQ(kernels([&] { return softmax(matmul(q, k.transpose(-2, -1)), -1); }), 2);
+  EXPECT_EQ(kernels([&] { return scaled_dot_product_attention(q, k, v, Tensor(), false, 0.0f); }), 3);
+  const Tensor mask = Tensor::from_vector(std::vector<bool>(35, true), {5, 7});
+  EXPECT_EQ(kernels([&] { return scaled_dot_product_attention(q, k, v, mask, false, 0.0f); }), 4);
+}
+
 TEST(AttentionErrors, NameTheOpAndTheShapes) {
   const Tensor q = Tensor::zeros(Shape{2, 3, 4}), k = Tensor::zeros(Shape{2, 5, 6}), v = Tensor::zeros(Shape{2, 5, 4});
   const Tensor m = Tensor::zeros(Shape{3, 5});

@@ -349,6 +349,38 @@ TEST_F(Laziness, ALimitFlushNeverSplitsACompositionOfSixteenBitValues) {
   }
 }
 
+// A float sum is never fused with int64 values (an argmax of the same
+// value): a kernel with int64 lanes folds its rows whole, while a long row
+// alone is split (vm/split_launch.cpp), so the sum's bits would depend on
+// what else the flush held. Rows past the split length, in one flush with
+// an argmax and each op alone.
+TEST_F(Laziness, AFloatSumsBitsDoNotDependOnAnArgmaxInTheSameFlush) {
+  TraceLimitGuard guard;
+  for (int64_t n : {int64_t{262145}, int64_t{300007}}) {
+    const Tensor x = Tensor::normal({n}, 61);
+    x.sync();
+    auto run = [&](bool with_argmax) {
+      const Tensor s = x * 0.5f;
+      Tensor am;
+      if (with_argmax) am = s.argmax();
+      std::vector<float> v = {s.sum().item(), s.mean().item(), s.var().item(),
+                              dvm::layer_norm(s.reshape({1, n}), {n}, Tensor(), Tensor()).sum().item()};
+      if (with_argmax) v.push_back(static_cast<float>(am.to_vector<int64_t>()[0]));
+      return v;
+    };
+    dvm::set_trace_limit(4096);
+    const std::vector<float> fused = run(true);
+    const std::vector<float> alone = run(false);
+    dvm::set_trace_limit(1);
+    const std::vector<float> split = run(true);
+    for (size_t i = 0; i + 1 < fused.size(); ++i) {
+      EXPECT_TRUE(same_float(fused[i], alone[i])) << "n " << n << " value " << i << ": " << fstr(fused[i]) << " vs " << fstr(alone[i]);
+      EXPECT_TRUE(same_float(split[i], alone[i])) << "n " << n << " value " << i << ": " << fstr(split[i]) << " vs " << fstr(alone[i]);
+    }
+    EXPECT_EQ(fused.back(), split.back());
+  }
+}
+
 // Each thread has its own trace: another thread's flush neither computes nor
 // drops this thread's pending work.
 TEST_F(Laziness, ThreadsHaveTheirOwnTraces) {
