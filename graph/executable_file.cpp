@@ -20,6 +20,7 @@
 #include "graph/executable_state.h"
 #include "graph/program.h"
 #include "tracer/node.h"
+#include "tracer/replace_file.h"
 #include "vm/kernel_cache.h"
 
 namespace dvm {
@@ -407,8 +408,11 @@ void Executable::save(const std::string& path) const {
     w.count(x.programs.size());
     for (const auto& p : x.programs) w.program(*p);
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error("dvm::Executable::save: cannot open '" + path + "' for writing: " + std::strerror(errno));
+  detail::ReplaceFile file(path);  // path is replaced only once the file is complete
+  std::ofstream& f = file.out();
+  if (!f)
+    throw Error("dvm::Executable::save: cannot open '" + path + "' for writing" +
+                (file.beside() ? " (a file beside it, '" + file.written() + "')" : "") + ": " + std::strerror(errno));
   f.write(kMagic, sizeof kMagic);
   const uint32_t version = kVersion;
   const uint64_t bytes = w.out.size(), sum = fnv1a(w.out.data(), w.out.size());
@@ -416,7 +420,8 @@ void Executable::save(const std::string& path) const {
   f.write(reinterpret_cast<const char*>(&bytes), sizeof bytes);
   f.write(w.out.data(), static_cast<std::streamsize>(w.out.size()));
   f.write(reinterpret_cast<const char*>(&sum), sizeof sum);
-  if (!f.flush()) throw Error("dvm::Executable::save: writing '" + path + "' failed: " + std::strerror(errno));
+  if (!f || !file.commit())
+    throw Error("dvm::Executable::save: writing '" + path + "' failed: " + std::strerror(errno));
 }
 
 Executable Executable::load(const std::string& path) {

@@ -1,22 +1,22 @@
 // save_weights and load_weights: named tensors in the weights file format
-// (docs/WEIGHTS.md). Only the public Tensor API is used: values leave
-// through to_vector<T> and come back through from_copy. Loading validates
+// (docs/WEIGHTS.md). Values leave through to_vector<T> and come back
+// through from_copy (the public Tensor API); a file is written beside its
+// path and renamed into place (tracer/replace_file.h). Loading validates
 // the whole file (every header, against the file's size) before it reads
 // any data, so a corrupt header is an error, never an allocation.
 #include "dvm/weights_file.h"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
-#include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "tracer/replace_file.h"
 
 namespace dvm {
 
@@ -279,50 +279,31 @@ void save_weights(const std::string& path, const std::vector<NamedTensor>& tenso
       fail(tensor + dtype_name(t.tensor.dtype()) + " is not float32, float16 or bfloat16");
   }
 
-  // A regular file (or a new one) is written beside path and renamed into
-  // place: a failure while writing (a full disk, a tensor whose computation
-  // fails) leaves path as it was. Anything else that exists (a symbolic
-  // link, a device, a pipe) is written in place, as it is: a rename would
-  // replace it.
-  std::error_code ec;
-  const std::filesystem::file_status link = std::filesystem::symlink_status(path, ec);
-  const bool beside = ec || !std::filesystem::exists(link) || std::filesystem::is_regular_file(link);
-  static std::atomic<uint64_t> saves{0};
-  const std::string temp =
-      beside ? path + ".partial-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) +
-                   "-" + std::to_string(saves.fetch_add(1, std::memory_order_relaxed))
-             : path;
-  std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-  if (!out) fail(beside ? "cannot open a file for writing beside it (" + temp + ")" : "cannot open the file for writing");
-  try {
-    std::string header(kMagic, sizeof kMagic);
-    put(header, kVersion, 4);
-    put(header, tensors.size(), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const NamedTensor& t = tensors[i];
-      const std::string h = tensor_header(t);
-      out.write(h.data(), static_cast<std::streamsize>(h.size()));
-      try {
-        switch (t.tensor.dtype()) {
-          case Dtype::F32: write_elements<float>(out, t.tensor); break;
-          case Dtype::F16: write_elements<Half>(out, t.tensor); break;
-          default: write_elements<BFloat16>(out, t.tensor); break;  // BF16: the others were refused above
-        }
-      } catch (const Error& e) {  // computing a pending tensor failed (a memory limit, say)
-        fail(tensor_label(i, &t.name) + ": " + e.what());
+  detail::ReplaceFile file(path);  // path is replaced only once the file is complete
+  std::ofstream& out = file.out();
+  if (!out)
+    fail(file.beside() ? "cannot open a file for writing beside it (" + file.written() + ")"
+                       : "cannot open the file for writing");
+  std::string header(kMagic, sizeof kMagic);
+  put(header, kVersion, 4);
+  put(header, tensors.size(), 8);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const NamedTensor& t = tensors[i];
+    const std::string h = tensor_header(t);
+    out.write(h.data(), static_cast<std::streamsize>(h.size()));
+    try {
+      switch (t.tensor.dtype()) {
+        case Dtype::F32: write_elements<float>(out, t.tensor); break;
+        case Dtype::F16: write_elements<Half>(out, t.tensor); break;
+        default: write_elements<BFloat16>(out, t.tensor); break;  // BF16: the others were refused above
       }
-      if (!out) fail(tensor_label(i, &t.name) + ": writing the tensor failed (is the disk full?)");
+    } catch (const Error& e) {  // computing a pending tensor failed (a memory limit, say)
+      fail(tensor_label(i, &t.name) + ": " + e.what());
     }
-    out.close();  // flushes: a full disk may only show here
-    if (!out) fail("writing the file failed (is the disk full?)");
-    if (beside && std::rename(temp.c_str(), path.c_str()) != 0)
-      fail("cannot rename the file written beside it (" + temp + ") to it");
-  } catch (...) {
-    if (out.is_open()) out.close();
-    if (beside) std::remove(temp.c_str());
-    throw;
+    if (!out) fail(tensor_label(i, &t.name) + ": writing the tensor failed (is the disk full?)");
   }
+  if (!file.commit()) fail("writing the file failed (is the disk full?)");
 }
 
 std::vector<NamedTensor> load_weights(const std::string& path) {

@@ -174,6 +174,8 @@ class Executable {
   // Writes the executable to a file (docs/EXECUTABLES.md): its symbols,
   // inputs, outputs, constants (weights included) and the launch programs
   // its runs have made so far, with the format's version and a checksum.
+  // A regular file is written beside path and renamed over it once
+  // complete, so a failed save (a full disk) leaves path as it was.
   void save(const std::string& path) const;
   // An executable from a file save() wrote, which runs without recording or
   // fusing anything: it replays the saved programs (a binding under

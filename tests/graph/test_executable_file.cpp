@@ -228,6 +228,31 @@ TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
   std::remove(path.c_str());
 }
 
+// A save replaces a regular file only once complete (written beside it and
+// renamed) and leaves nothing beside it; a symbolic link stays a link, the
+// file it names rewritten (tracer/replace_file.h).
+TEST(ExecutableFile, ASaveReplacesTheFileWholeAndKeepsALink) {
+  namespace fs = std::filesystem;
+  const fs::path dir = temp_path("replace_dir");
+  fs::create_directories(dir);
+  const std::string path = (dir / "exe.dvmx").string();
+  write_file(path, std::string(100000, 'x'));  // longer than the executable: a truncating rewrite would show
+  const Executable exe = small_executable();
+  exe.save(path);
+  const std::string saved = read_file(path);
+  EXPECT_NO_THROW((void)Executable::load(path));
+  int entries = 0;
+  for ([[maybe_unused]] const fs::directory_entry& e : fs::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1) << "a partial file was left beside " << path;
+  const std::string link = (dir / "link.dvmx").string();
+  fs::create_symlink(path, link);
+  write_file(path, "stale");
+  exe.save(link);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_file(path), saved);
+  fs::remove_all(dir);
+}
+
 // The checksum guards against accidents, not against a changed file that
 // carries a valid one: the loader checks every index, type and kernel, and
 // each run checks where its arguments reach. Payloads with random bytes
