@@ -649,11 +649,16 @@ bool outputs_overlap(const detail::ExecutableState& x, const int64_t* v, const s
 // shared bytes hold? (An output over an input is allowed: outputs_overlap.)
 void check_outputs_apart(const detail::ExecutableState& x, const std::vector<int64_t>& binding,
                          const std::vector<void*>& out) {
-  // Each port's extents fit first: a count that overflows would make any
-  // two ranges overlap.
-  for (const std::vector<detail::Port>* ports : {&x.inputs, &x.outputs})
-    for (const detail::Port& p : *ports) (void)eval_shape(x, p.shape, binding, [&] { return "'" + p.name + "'"; });
+  // Each port's element count fits first: one that overflows would make
+  // any two ranges overlap. (Its product is all a run evaluates; only a
+  // port that does not fit is evaluated extent by extent, for the error.)
   const int64_t* v = binding.data();
+  for (const std::vector<detail::Port>* ports : {&x.inputs, &x.outputs})
+    for (const detail::Port& p : *ports) {
+      int64_t n = 0;
+      if (!p.numel.eval(v, &n) || n >= kMaxElements) [[unlikely]]
+        (void)eval_shape(x, p.shape, binding, [&] { return "'" + p.name + "'"; });
+    }
   for (size_t o = 1; o < out.size(); ++o) {
     const ByteRange w = port_bytes(x.outputs[o], out[o], v);
     for (size_t p = 0; p < o; ++p)
