@@ -921,14 +921,19 @@ void read_b_by_rows(detail::Storage* storage, int64_t offset, Dtype dtype, vm::O
                     vm::Launch& l, bool one_row) {
   vm::ArgBinding& b = l.args[static_cast<size_t>(arg)];
   const int64_t K = l.K(), N = l.C();
-  if (l.R() > kRowCopyMaxRows || K < 2 || N < 2 || K * N < kRowCopyMinElems) return;
+  if (K < 2 || N < 2 || K * N < kRowCopyMinElems) return;
+  const bool many_rows = l.R() > kRowCopyMaxRows;
   const int64_t budget = l.R() == 1 && !one_row && vm::one_row_reads_columns() ? kOneRowCopyBytes : -1;
   // Columns contiguous in k and apart (no overlap), one matrix for every batch.
   if (b.stride[vm::kK] != 1 || b.stride[vm::kC] < K || (l.P() > 1 && b.stride[vm::kP] != 0)) return;
   if (!storage || access == vm::Op::LDG || dtype != Dtype::F32 || !b.in) return;
   if (dry_run()) return;  // its buffers have no values to copy
   int64_t ld = 0;
-  const float* copy = detail::row_copy(storage, offset, K, N, b.stride[vm::kC], vm::copy_by_rows, &ld, budget);
+  // Many rows amortize packing B by columns and make no copy, but read one
+  // that small products made: a prompt and the decoder steps after it then
+  // keep one matrix in the caches, not two.
+  const float* copy = many_rows ? detail::existing_row_copy(storage, offset, K, N, b.stride[vm::kC], &ld)
+                                : detail::row_copy(storage, offset, K, N, b.stride[vm::kC], vm::copy_by_rows, &ld, budget);
   if (!copy) return;
   b.in = copy;
   b.stride[vm::kP] = 0;

@@ -94,6 +94,18 @@ const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t 
   return dst;
 }
 
+const float* existing_row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t cs, int64_t* ld) {
+  RowCopies* c = s->row_copies.load(std::memory_order_acquire);
+  if (!c) return nullptr;
+  std::lock_guard<std::mutex> lock(c->mu);
+  for (const RowCopies::Entry& e : c->entries)
+    if (e.offset == offset && e.K == K && e.N == N && e.cs == cs && e.data) {
+      *ld = e.ld;
+      return e.data;
+    }
+  return nullptr;
+}
+
 void free_row_copies(Storage* s) {
   // The storage's last reference is going: nothing else can set its copies
   // now, so a load tells whether there are any (an exchange is an atomic

@@ -32,6 +32,10 @@ using FillRows = void (*)(const float* src, int64_t cs, int64_t K, int64_t N, fl
 const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t cs, FillRows fill,
                       int64_t* ld, int64_t budget = -1);
 
+// The copy row_copy made of that matrix, if one exists (never makes one,
+// and does not count as a request).
+const float* existing_row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t cs, int64_t* ld);
+
 // The row stride of a copy of N columns: whole cache lines (16 floats), and
 // off multiples of 4 KiB (rows that far apart share L1 sets, and the cube
 // reads many of them at once).

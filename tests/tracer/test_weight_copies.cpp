@@ -110,6 +110,59 @@ TEST(WeightCopies, GeneratedLinearsKeepTheirBitsOnTheCopy) {
   }
 }
 
+// A product of many rows makes no copy but reads one that small products
+// made (a prompt after decoder steps): the same bits as before the copy, for
+// generated sizes around the cube's blocks, batched or not.
+TEST(WeightCopies, ManyRowProductsReadAnExistingCopyWithTheSameBits) {
+  Restore restore;
+  set_weight_copies(true);
+  std::mt19937 rng(20261129);
+  for (int t = 0; t < 16; ++t) {
+    const int64_t M = std::uniform_int_distribution<int64_t>(17, 130)(rng);
+    const int64_t K = std::uniform_int_distribution<int64_t>(9, 300)(rng);
+    int64_t N = std::uniform_int_distribution<int64_t>(2, 300)(rng);
+    if (K * N < 4096) N = (4096 + K - 1) / K;
+    const int64_t batch = t % 4 == 3 ? 2 : 1;
+    const std::string what = "linear M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" +
+                             std::to_string(N) + " batch=" + std::to_string(batch);
+    const std::vector<float> w = random_vec(N * K, static_cast<uint32_t>(t * 5 + 1));
+    const std::vector<float> x = random_vec(batch * M * K, static_cast<uint32_t>(t * 5 + 2));
+    const Tensor W = Tensor::from_blob(w.data(), {N, K});
+    const Tensor X = batch == 1 ? Tensor::from_blob(x.data(), {M, K}) : Tensor::from_blob(x.data(), {batch, M, K});
+    const Tensor X1 = Tensor::from_blob(x.data(), {1, K});
+    const int64_t before = memory_stats().weight_copy_bytes;
+    const std::vector<float> first = linear(X, W).to_vector();
+    for (int64_t b = 0; b < batch; ++b) {
+      const std::vector<float> xb(x.begin() + b * M * K, x.begin() + (b + 1) * M * K);
+      const std::vector<float> yb(first.begin() + b * M * N, first.begin() + (b + 1) * M * N);
+      expect_linear(yb, xb, w.data(), K, M, K, N, what);
+    }
+    (void)linear(X, W).to_vector();
+    EXPECT_EQ(memory_stats().weight_copy_bytes, before) << what << ": many rows made a copy";
+    (void)linear(X1, W).to_vector();
+    (void)linear(X1, W).to_vector();  // the second small product makes it
+    ASSERT_EQ(memory_stats().weight_copy_bytes - before, K * copy_row_stride(N) * 4) << what << ": no copy";
+    EXPECT_TRUE(same_bits(linear(X, W).to_vector(), first)) << what << ": other bits on the copy";
+  }
+}
+
+// Seen by breaking from_blob's contract on purpose: once a copy exists, a
+// product of many rows multiplies the values it holds.
+TEST(WeightCopies, ManyRowProductsReadTheCopyOnceThereIsOne) {
+  Restore restore;
+  set_weight_copies(true);
+  const int64_t M = 40, K = 128, N = 64;
+  std::vector<float> w = random_vec(N * K, 51);
+  const std::vector<float> x = random_vec(M * K, 52), w_old = w;
+  const Tensor W = Tensor::from_blob(w.data(), {N, K});
+  const Tensor X1 = Tensor::from_blob(x.data(), {1, K});
+  (void)linear(X1, W).to_vector();
+  (void)linear(X1, W).to_vector();  // makes the copy
+  for (float& v : w) v = -v;
+  expect_linear(linear(Tensor::from_blob(x.data(), {M, K}), W).to_vector(), x, w_old.data(), K, M, K, N,
+                "40 rows after the copy");
+}
+
 // What the products read once the copy exists: the copy. Seen by breaking
 // from_blob's contract on purpose (its memory changes while a tensor reads
 // it): from the third product on, the old values are the ones multiplied.
