@@ -56,9 +56,11 @@ Lanes lanes_of(Dtype t) {
 
 // Whether member n is a reduction of integers: sums of int32, uint8 and
 // int64 values give int64 (torch's type), max and min of int32 and int64
-// their own type; they fold in int64 lanes.
+// their own type; they fold in int64 lanes. So does a sum of bool (a count
+// in int64: float32 lanes would lose ones past 2^24).
 bool int_reduction(const Node* n) {
-  return n->kind == NodeKind::Reduce && lanes_of(n->in[0]->dtype) != Lanes::F32 && lanes_of(n->dtype) != Lanes::F32;
+  if (n->kind != NodeKind::Reduce || lanes_of(n->dtype) == Lanes::F32) return false;
+  return lanes_of(n->in[0]->dtype) != Lanes::F32 || n->in[0]->dtype == Dtype::Bool;
 }
 
 // The lanes member n's value lives in: an integer copied from an integer

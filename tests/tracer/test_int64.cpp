@@ -330,6 +330,19 @@ TEST_P(Int64Lanes, ReductionsGiveTorchsTypes) {
   expect_error("i64 mean", [&] { (void)i.mean(); }, {"mean", "int64[4]", "floating"});
 }
 
+// A count past 2^24, where float32 lanes would lose ones: every element
+// true, and a fused comparison true at every third element (closed forms).
+TEST_P(Int64Lanes, BoolSumsStayExactPastTwoToTheTwentyFour) {
+  const int64_t n = (int64_t{1} << 24) + 3;
+  std::vector<uint8_t> ones(static_cast<size_t>(n), 1);
+  const Tensor mask = Tensor::from_blob(ones.data(), {n}, Dtype::Bool);
+  EXPECT_EQ(read(mask.sum()), (std::vector<int64_t>{n}));
+  EXPECT_EQ(read(mask.reshape({n, 1}).sum(0)), (std::vector<int64_t>{n}));
+  const Tensor idx = Tensor::arange(0, static_cast<double>(n), 1, Dtype::I32);
+  const Tensor three = Tensor::full({}, 3, Dtype::I32), zero = Tensor::full({}, 0, Dtype::I32);
+  EXPECT_EQ(read(dvm::eq(dvm::remainder(idx, three), zero).sum()), (std::vector<int64_t>{(n + 2) / 3}));
+}
+
 // A sum of bool counts the trues in int64 (torch's type), over the same
 // axes as above, from a comparison fused into the counting kernel and from
 // stored masks whose bytes are any nonzero value (true); mean is the
