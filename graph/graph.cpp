@@ -237,6 +237,42 @@ struct Describe {
                   graph::probe_collision(v, g.symbols));
     return m;
   }
+  // A view's offset in its operand's contiguous layout, from the
+  // coordinates of its first element: each coordinate (a number, or a
+  // symbol's: narrow(0, P, 1)) times the operand's stride along it. The
+  // number alone cannot tell 48 * A + 3 (two axes sliced) from a constant.
+  Monomial view_offset(const Node* n) {
+    const Node* in = n->in[0];
+    const int rank = in->shape.rank();
+    if (n->offset == 0 || in->shape.numel() == 0) return read(n->offset, n, "offset");
+    const std::vector<Monomial> dims = read_shape(in);
+    std::vector<Monomial> terms;
+    int64_t rest = n->offset, inner = in->shape.numel();
+    for (int d = 0; d < rank; ++d) {
+      inner /= in->shape[d];
+      const int64_t c = rest / inner;
+      rest -= c * inner;
+      if (c == 0) continue;
+      Monomial t = read(c, n, "offset coordinate");
+      for (int e = d + 1; e < rank && t.coeff != 0; ++e)
+        if (!graph::multiply(t, dims[static_cast<size_t>(e)], &t)) return read(n->offset, n, "offset");
+      auto same = std::find_if(terms.begin(), terms.end(), [&](const Monomial& u) { return u.exp == t.exp; });
+      if (same == terms.end()) terms.push_back(t);
+      else if (__builtin_add_overflow(same->coeff, t.coeff, &same->coeff)) return read(n->offset, n, "offset");
+    }
+    std::erase_if(terms, [](const Monomial& t) { return t.coeff == 0; });
+    if (rest != 0 || terms.empty()) return read(n->offset, n, "offset");
+    if (terms.size() > 1) {
+      std::string sum;
+      for (const Monomial& t : terms) sum += (sum.empty() ? "" : " + ") + t.to_string(g.symbols);
+      throw Error("dvm::Graph::compile: " + detail::node_label(n->kind, n->op) + " " + detail::describe(n) +
+                  " starts at offset " + sum + " of its operand " + detail::describe(in) +
+                  ", a sum of terms of different symbols (such as slices of two axes, one of them past a symbolic "
+                  "one): not supported yet; slice one axis, make the result contiguous (a copy, such as * 1.0f), "
+                  "then slice the other");
+    }
+    return terms.front();
+  }
   std::vector<Monomial> read_shape(const Node* n) {
     std::vector<Monomial> s;
     for (int64_t d : n->shape) s.push_back(read(d, n, "extent"));
@@ -316,7 +352,7 @@ struct Describe {
     gn.shape = read_shape(n);
     if (n->kind == NodeKind::View) {
       for (int i = 0; i < n->shape.rank(); ++i) gn.strides.push_back(read(n->strides[i], n, "stride"));
-      gn.offset = read(n->offset, n, "offset");
+      gn.offset = view_offset(n);
     }
     for (int i = 0; i < n->nin; ++i) gn.in[i] = ref(n->in[i]);
     x.nodes.push_back(std::move(gn));
