@@ -198,8 +198,20 @@ namespace {
 Tensor clamp_between(const Tensor& x, const Tensor& lo, const Tensor& hi, const char* op) {
   checked(x, op);
   try {
-    const Tensor y = lo.defined() ? maximum(x, lo) : x;
-    return hi.defined() ? minimum(y, hi) : y;
+    // torch promotes the three together: each operand converted to their
+    // common type first, not x and lo, then that and hi (a uint8 x with an
+    // int -7 bound and a float16 one is float16, the -7 no wrapped 249).
+    const detail::Node* nodes[3] = {detail::need(x, op)};
+    int k = 1;
+    for (const Tensor* b : {&lo, &hi})
+      if (b->defined()) nodes[k++] = detail::need(*b, op);
+    const Dtype t = detail::result_type(nodes, k);
+    auto in_type = [&](const Tensor& v) {
+      return !v.defined() || v.dtype() == t || detail::wrapped_scalar(v.node()) ? v : v.to(t);
+    };
+    const Tensor xt = in_type(x), lt = in_type(lo), ht = in_type(hi);
+    const Tensor y = lt.defined() ? maximum(xt, lt) : xt;
+    return ht.defined() ? minimum(y, ht) : y;
   } catch (const Error& e) {
     throw Error(std::string(op) + ": " + e.what());
   }

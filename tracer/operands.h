@@ -51,6 +51,14 @@ inline Tensor record(Node* n) {
   return t;
 }
 
+// torch's result_type of n operands (tensors, 0-d tensors, and the
+// wrapped scalars of 2.0f and Tensor(int)), as the binary ops promote.
+Dtype result_type(const Node* const* nodes, int n);
+
+// Whether n is a wrapped scalar (2.0f, Tensor(int)), which takes the type
+// of the op it is an operand of.
+bool wrapped_scalar(const Node* n);
+
 // "dtype[shape]" of n, as error messages name tensors.
 std::string describe(const Node* n);
 

@@ -182,6 +182,20 @@ struct Promotion {
   }
 };
 
+}  // namespace
+
+Dtype detail::result_type(const Node* const* nodes, int n) {
+  Promotion pr;
+  for (int i = 0; i < n; ++i) pr.add(nodes[i]);
+  return pr.result();
+}
+
+bool detail::wrapped_scalar(const Node* n) {
+  return n->int_scalar || (n->kind == NodeKind::Const && !n->storage && n->shape.rank() == 0);
+}
+
+namespace {
+
 // Whether converting t to u loses values (torch converts every operand to
 // the computation type first: an int64 0-d operand of an int32 tensor's op
 // keeps its low 32 bits, an int32 one of a uint8 tensor's its low 8).

@@ -324,8 +324,9 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
 Tensor clamp(const Tensor& x, float lo, float hi);
 Tensor clamp_min(const Tensor& x, float lo);
 Tensor clamp_max(const Tensor& x, float hi);
-// Tensor bounds (torch.clamp's): broadcast, promoted as maximum and minimum
-// promote; an undefined bound is none.
+// Tensor bounds (torch.clamp's): broadcast; x and both bounds promote
+// together (torch's result_type of the three) and clamp in that type; an
+// undefined bound is none.
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
 Tensor clamp_min(const Tensor& x, const Tensor& lo);
 Tensor clamp_max(const Tensor& x, const Tensor& hi);

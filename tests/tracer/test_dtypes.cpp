@@ -233,6 +233,53 @@ TEST(DtypePromotion, FloatScalarsKeepAZeroDimTensorsFloatType) {
   EXPECT_EQ((Tensor::full(Shape{3}, 1.5, Dtype::F16) * Tensor::full(Shape{}, 2.0, Dtype::F32)).dtype(), Dtype::F16);
 }
 
+// clamp with tensor bounds promotes x and both bounds together (torch's
+// result_type of the three), then clamps in that type: for every triple of
+// types with dimensions, the result type is the pairwise promotion of all
+// three and each value min(max(x, lo), hi) of the operands converted to it
+// (the values are small integers, exact in every type). Then 0-d bounds and
+// wrapped scalars of a higher category.
+TEST(DtypePromotion, ClampPromotesTheOperandAndBothBoundsTogether) {
+  const Dtype types[] = {Dtype::Bool, Dtype::U8, Dtype::I32, Dtype::I64, Dtype::F16, Dtype::BF16, Dtype::F32};
+  std::mt19937 rng(1129);
+  auto make = [&](Dtype t, int64_t lo, int64_t hi, std::vector<double>* v) {
+    std::vector<float> f(8);
+    for (float& e : f) {
+      e = static_cast<float>(std::uniform_int_distribution<int64_t>(lo, hi)(rng));
+      if (t == Dtype::Bool) e = e > 0 ? 1.0f : 0.0f;
+      if (t == Dtype::U8 && e < 0) e = -e;
+    }
+    v->assign(f.begin(), f.end());
+    return Tensor::from_vector(f, Shape{8}).to(t);
+  };
+  for (Dtype tx : types)
+    for (Dtype tl : types)
+      for (Dtype th : types) {
+        const Dtype want = promote_types(promote_types(tx, tl), th);
+        const std::string what = std::string("clamp(") + dtype_name(tx) + ", " + dtype_name(tl) + ", " +
+                                 dtype_name(th) + ")";
+        std::vector<double> x, lo, hi;
+        const Tensor X = make(tx, -9, 9, &x), L = make(tl, -6, 2, &lo), H = make(th, 0, 6, &hi);
+        const Tensor y = clamp(X, L, H);
+        ASSERT_EQ(y.dtype(), want) << what;
+        const std::vector<float> got = y.to(Dtype::F32).to_vector();
+        for (size_t i = 0; i < got.size(); ++i) {
+          const double r = std::min(std::max(x[i], lo[i]), hi[i]);
+          ASSERT_EQ(got[i], static_cast<float>(want == Dtype::Bool ? r != 0 : r)) << what << " element " << i;
+        }
+      }
+  const Tensor u8 = Tensor::from_vector(std::vector<float>{19, 10}, Shape{2}).to(Dtype::U8);
+  const Tensor f16_hi = Tensor::full(Shape{2}, 100.0, Dtype::F16);
+  const Tensor a = clamp(u8, Tensor(-7), f16_hi);  // -7 in float16, not a uint8 249
+  EXPECT_EQ(a.dtype(), Dtype::F16);
+  EXPECT_EQ(a.to(Dtype::F32).to_vector(), (std::vector<float>{19, 10}));
+  const Tensor b = clamp(u8, Tensor::full(Shape{}, -1, Dtype::I32), Tensor::full(Shape{}, 13.0, Dtype::F32));
+  EXPECT_EQ(b.dtype(), Dtype::F32);  // a 0-d float bound of a higher category
+  EXPECT_EQ(b.to_vector(), (std::vector<float>{13, 10}));
+  const Tensor c = clamp(u8, Tensor(1000), Tensor::full(Shape{2}, 2000.0, Dtype::F32));
+  EXPECT_EQ(c.to_vector(), (std::vector<float>{1000, 1000}));  // 1000 fits float32
+}
+
 // ---- integer scalars ---------------------------------------------------------------------
 
 // v wrapped to the width of integer type t (two's complement), as int64.
