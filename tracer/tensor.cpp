@@ -481,12 +481,13 @@ Tensor binary(OpKind op, const Tensor& a, const Tensor& b) {
 // graph's op rather than made at once: its extents or its offset involve a
 // symbol of the graph being captured (wpe.narrow(0, P, S)), so each run
 // makes its own. Only of values stored contiguously from their buffer's
-// start (a leaf, or an op's result computed before the graph, such as a
-// weight converted with to()), whose layout is the one a pending node's view
-// is relative to; not of a view, whose buffer belongs to another node.
+// start (a leaf, an op's result computed before the graph, such as a
+// weight converted with to(), or a contiguous view of one from its start,
+// such as arange(40).reshape({10, 4})), whose layout is the one a pending
+// node's view is relative to.
 bool captured_view_of_values(const Node* x, const Shape& shape, int64_t offset) {
   const detail::CaptureHooks* g = detail::capture();
-  if (!g || x->kind == NodeKind::View || x->offset != 0 || !x->is_contiguous()) [[likely]]
+  if (!g || x->offset != 0 || !x->is_contiguous()) [[likely]]
     return false;
   if (offset != 0 && g->symbolic(offset)) return true;
   for (int64_t d : shape)
@@ -506,8 +507,9 @@ Tensor make_view(Node* x, const Shape& shape, const int64_t* strides, int64_t of
     v->storage = x->storage;
     return Tensor(v);
   }
-  // A view of a pending view composes into a view of the pending input.
-  detail::set_input(v, 0, x->kind == NodeKind::View ? x->in[0] : x);
+  // A view of a pending view composes into a view of the pending input (a
+  // captured view of values reads the view that holds them).
+  detail::set_input(v, 0, x->kind == NodeKind::View && !x->storage ? x->in[0] : x);
   return record(v);
 }
 
