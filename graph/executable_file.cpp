@@ -134,6 +134,25 @@ struct Writer {
 
 // ---- reading -----------------------------------------------------------------
 
+// A name read from a file as an error message quotes it: bytes outside
+// printable ASCII as \xNN (the message stays valid text), at most 64.
+std::string quoted_name(const std::string& name) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < name.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += "\\x";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  if (name.size() > 64) out += "...";
+  return out;
+}
+
 class Reader {
  public:
   Reader(const std::string& path, const char* data, size_t size) : path_(path), p_(data), n_(size) {}
@@ -215,12 +234,12 @@ void read_ports(Reader& r, int symbols, std::vector<Port>* ports, std::set<std::
   for (size_t i = 0; i < n; ++i) {
     Port p;
     p.name = r.str("a port's name");
-    if (!valid_name(p.name) || !names->insert(p.name).second) r.fail("a port named '" + p.name + "' (invalid or twice)");
+    if (!valid_name(p.name) || !names->insert(p.name).second) r.fail("a port named '" + quoted_name(p.name) + "' (invalid or twice)");
     p.dtype = r.dtype("a port");
     p.shape = r.monos("a port's shape", symbols, kMaxRank);
     p.numel = graph::constant(1);
     for (const Monomial& e : p.shape)
-      if (e.coeff < 0 || !graph::multiply(p.numel, e, &p.numel)) r.fail("port '" + p.name + "' has a bad extent");
+      if (e.coeff < 0 || !graph::multiply(p.numel, e, &p.numel)) r.fail("port '" + quoted_name(p.name) + "' has a bad extent");
     ports->push_back(std::move(p));
   }
 }
@@ -473,7 +492,7 @@ Executable Executable::load(const std::string& path) {
   for (size_t i = 0; i < nsym; ++i) {
     x.symbols.push_back(r.str("a symbol"));
     if (!valid_name(x.symbols.back()) || !names.insert(x.symbols.back()).second)
-      r.fail("a symbol named '" + x.symbols.back() + "' (invalid or twice)");
+      r.fail("a symbol named '" + quoted_name(x.symbols.back()) + "' (invalid or twice)");
   }
   const int symbols = static_cast<int>(nsym);
   names.clear();

@@ -707,14 +707,14 @@ void check_outputs_apart(const detail::ExecutableState& x, const std::vector<int
 // Records the graph's ops at the sizes of v as the lazy path's nodes (each
 // told to the builder), the outputs into *outs.
 void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, const std::vector<const void*>& in_ptr,
-             graph::ProgramBuilder* builder, std::vector<Tensor>* outs) {
+             graph::ProgramBuilder* builder, std::vector<Tensor>* outs, const char* caller = "run") {
   // Rebuild the ops at these sizes; the flush of the first output computes them all.
   std::vector<Tensor> built(x.nodes.size());
   auto node_of = [&](int32_t ref) { return ref >= 0 ? built[static_cast<size_t>(ref)].node() : x.constants[static_cast<size_t>(-1 - ref)].node(); };
   for (size_t i = 0; i < x.nodes.size(); ++i) {
     const GNode& g = x.nodes[i];
     auto what = [&] { return detail::node_label(g.kind, g.op) + " (op " + std::to_string(i) + ")"; };
-    const Shape shape = eval_shape(x, g.shape, v, what);
+    const Shape shape = eval_shape(x, g.shape, v, what, caller);
     if (g.input >= 0) {
       Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, g.dtype, shape));
       Node* n = t.node();
@@ -728,7 +728,7 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
       const detail::SizeScalar& sz = x.sizes[static_cast<size_t>(g.size)];
       int64_t count = 0;
       if (!sz.count.eval(v.data(), &count))
-        throw Error("dvm::Executable::run at " + binding_text(x, v) + ": an element count overflows int64");
+        throw Error(std::string("dvm::Executable::") + caller + " at " + binding_text(x, v) + ": an element count overflows int64");
       Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{}));
       Node* n = t.node();
       n->storage = detail::Storage::allocate(1);
@@ -764,7 +764,7 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
     Node* ins[3] = {nullptr, nullptr, nullptr};
     for (int k = 0; k < g.nin; ++k) ins[k] = node_of(g.in[k]);
     if (!fits(g, shape, ins))
-      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what() + " gives " + shape.to_string() +
+      throw Error(std::string("dvm::Executable::") + caller + " at " + binding_text(x, v) + ": " + what() + " gives " + shape.to_string() +
                   ", which does not fit its operands (a size computed from a dvm::Dim during the capture, such as "
                   "S / 2, is a constant of the graph)");
     // A view of an input (values that exist) is no trace node, as in the
@@ -782,7 +782,7 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
     if (g.kind == NodeKind::View &&
         !view_fits(g.strides, g.offset, shape, v.data(), ins[0]->shape.numel(), n->strides, &n->offset)) {
       if (!view_of_values) own = detail::record(n);  // recorded so that it is freed with the others
-      throw Error("dvm::Executable::run at " + binding_text(x, v) + ": " + what() + " of " + shape.to_string() +
+      throw Error(std::string("dvm::Executable::") + caller + " at " + binding_text(x, v) + ": " + what() + " of " + shape.to_string() +
                   " reads outside its operand " + ins[0]->shape.to_string() +
                   " (a size computed from a dvm::Dim during the capture, such as S / 2, is a constant of the graph)");
     }
@@ -841,6 +841,14 @@ struct PoolBlock {
   }
 };
 
+[[noreturn]] void view_outside_error(const detail::ExecutableState& x, const std::vector<int64_t>& v,
+                                     const detail::ViewCheck& c, const char* caller) {
+  bool ok = true;
+  throw Error(std::string("dvm::Executable::") + caller + " at " + binding_text(x, v) + ": a view of " +
+              eval_dims(c.shape, v.data(), &ok).to_string() + " reads outside its operand " +
+              eval_dims(c.operand, v.data(), &ok).to_string());
+}
+
 // A run by the program made for v's relations, if there is one and no
 // other run holds it; false when the ops must be rebuilt. A loaded
 // executable, which has no ops, always replays or throws.
@@ -862,10 +870,7 @@ bool replay(const detail::ExecutableState& x, const std::vector<int64_t>& v, con
   }
   if (const detail::ViewCheck* c = view_outside(x, v.data())) {
     if (!must) return false;  // the rebuilt view names the error
-    bool ok = true;
-    throw Error("dvm::Executable::run at " + binding_text(x, v) + ": a view of " +
-                eval_dims(c->shape, v.data(), &ok).to_string() + " reads outside its operand " +
-                eval_dims(c->operand, v.data(), &ok).to_string());
+    view_outside_error(x, v, *c, "run");
   }
   // A loaded program's numbers come from a file: each run checks where its
   // arguments reach (so does the plan check, which keeps the check honest).
@@ -961,7 +966,8 @@ namespace {
 // its program kept); with write_outputs false, a dry run whose launches
 // never happen: nothing reads the inputs' pointers or writes the outputs'.
 void rebuild_run(const detail::ExecutableState& x, const std::vector<int64_t>& v,
-                 const std::vector<const void*>& in_ptr, const std::vector<void*>& out_ptr, bool write_outputs) {
+                 const std::vector<const void*>& in_ptr, const std::vector<void*>& out_ptr, bool write_outputs,
+                 const char* caller = "run") {
   ++graph::program_stats().rebuilds;
   // Work the lazy path left pending on this thread is computed first, so
   // that the flushes below hold the graph's ops alone.
@@ -970,7 +976,7 @@ void rebuild_run(const detail::ExecutableState& x, const std::vector<int64_t>& v
   std::vector<Tensor> outs(x.outputs.size());
   {
     const Observing observing(&builder);
-    rebuild(x, v, in_ptr, &builder, &outs);
+    rebuild(x, v, in_ptr, &builder, &outs, caller);
     // Compute every output first (one flush), then write them: a failure
     // leaves every output as it was.
     for (const Tensor& t : outs) t.sync();
@@ -1082,7 +1088,7 @@ void Executable::plan_at(const Bindings& b, const char* caller) const {
     DryRun() { fuser::set_dry_run(true); }
     ~DryRun() { fuser::set_dry_run(false); }
   } dry;
-  rebuild_run(x, v, in_ptr, out_ptr, false);
+  rebuild_run(x, v, in_ptr, out_ptr, false, caller);
 }
 
 void Executable::make_kernels() const {
@@ -1128,7 +1134,11 @@ int64_t Executable::memory(const Bindings& bindings) const {
     std::vector<int32_t> key;
     if (graph::relation_key(x, v.data(), &key)) {
       std::lock_guard<std::mutex> lock(x.mu);
-      if (const graph::Program* p = find_program(x, key)) return graph::program_memory_bytes(x, *p, v.data(), x.scratch);
+      if (const graph::Program* p = find_program(x, key)) {
+        // A binding no run can take (a view past its constant) has no memory to plan.
+        if (const detail::ViewCheck* c = view_outside(x, v.data())) view_outside_error(x, v, *c, "memory");
+        return graph::program_memory_bytes(x, *p, v.data(), x.scratch);
+      }
     }
     if (attempt == 0 && !x.loaded) plan_at(bindings, "memory");  // plans these relations (or names what is wrong)
   }

@@ -147,7 +147,8 @@ class Executable {
   // extents that overflow, or outputs that overlap are dvm::Errors naming
   // them; no output is written then. Runs of one
   // executable from several threads at once are safe (one at a time
-  // replays; the others rebuild their ops).
+  // replays; the others rebuild their ops). A thread that is building a
+  // dvm::Graph runs no executable (a dvm::Error): compile it first.
   void run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const;
 
   // The extents of input or output `name` for a binding.
@@ -170,7 +171,9 @@ class Executable {
   // needs under a quarter of it. The first time a binding's
   // relations (which extents are 1, which equal) are seen it plans a run of
   // them: nothing is computed and no buffer is allocated, at any size. -1 for a graph whose
-  // runs rebuild their ops every time (a plan it cannot replay).
+  // runs rebuild their ops every time (a plan it cannot replay). A binding
+  // no run could take (bad bindings, a view past its constant) is the
+  // dvm::Error run() would raise, naming memory.
   int64_t memory(const Bindings& bindings) const;
 
   // Writes the executable to a file (docs/EXECUTABLES.md): its symbols,

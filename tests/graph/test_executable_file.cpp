@@ -223,6 +223,28 @@ TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
     write_file(path, other);
     expect_error_message("byte " + std::to_string(at), [&] { Executable::load(path); }, {path, "checksum"});
   }
+  // A name with bytes that are not text (checksum made to match) is quoted
+  // with them escaped: the message stays printable.
+  {
+    Graph g;
+    const Dim d = g.symbol("Zq_sym");
+    g.output("y", g.input("x", {d}) * 2.0f);
+    g.compile().save(path);
+    std::string named = read_file(path);
+    const size_t at = named.find("Zq_sym");
+    ASSERT_NE(at, std::string::npos);
+    named[at + 2] = static_cast<char>(0xff);
+    reseal(&named);
+    write_file(path, named);
+    try {
+      (void)Executable::load(path);
+      ADD_FAILURE() << "a symbol name with byte 0xff loaded";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("'Zq\\xff"), std::string::npos) << m;
+      for (char c : m) ASSERT_TRUE(c >= 0x20 && c < 0x7f) << m;
+    }
+  }
   expect_error_message("save where no file can be", [&] { small_executable().save("/nonexistent-dir/x.dvmx"); },
                        {"cannot open", "/nonexistent-dir/x.dvmx"});
   std::remove(path.c_str());

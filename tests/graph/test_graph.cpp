@@ -483,9 +483,13 @@ TEST(Graph, RangesOfSymbolicLengthAreFilledPerRun) {
 // checked against the constant's bounds: of a leaf, and of an op's result
 // computed before the graph (a weight scaled or converted first).
 TEST(Graph, ViewsOfConstantsWithSymbolicExtents) {
-  for (const bool computed : {false, true}) {
-    SCOPED_TRACE(computed ? "computed before the graph" : "a leaf");
-    const Tensor wpe = computed ? Tensor::normal({40, 8}, 9) * 0.5f + 0.25f : Tensor::normal({40, 8}, 9);
+  // A leaf, a value computed before the graph, and a contiguous view of a
+  // leaf's values (arange(n).reshape() is one).
+  for (const int kind : {0, 1, 2}) {
+    SCOPED_TRACE(kind == 0 ? "a leaf" : kind == 1 ? "computed before the graph" : "a view of a leaf");
+    const Tensor wpe = kind == 1   ? Tensor::normal({40, 8}, 9) * 0.5f + 0.25f
+                       : kind == 0 ? Tensor::normal({40, 8}, 9)
+                                   : Tensor::normal({320}, 9).reshape({40, 8});
     wpe.sync();
     auto model = [&](const Tensor& x, int64_t S) {
       return std::vector<Tensor>{x + wpe.narrow(0, 0, S), wpe.narrow(0, 3, S).transpose(0, 1) * 2.0f,
@@ -527,6 +531,8 @@ TEST(Graph, ViewsOfConstantsWithSymbolicExtents) {
         exe.run({{"x", x.data()}}, {{"o0", y.data()}, {"o1", y1.data()}, {"o2", y2.data()}}, {{"S", 38}});
       }, {"S = 38", "outside"});
       EXPECT_EQ(y[0], -5.0f);
+      expect_error("memory past the constant", [&] { (void)exe.memory({{"S", 38}}); },
+                   {"dvm::Executable::memory at S = 38", "outside"});
     }
   }
 }
