@@ -292,7 +292,11 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool lower, const char* op) {
   if (s.rank() < 2) throw Error(std::string(op) + ": " + describe(x) + " has fewer than 2 dimensions (expected a matrix or a batch of them)");
   const int64_t rows = s[s.rank() - 2], cols = s[s.rank() - 1];
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (rows > kMax || cols > kMax)
+  // A graph's symbolic extent stands for any size during the capture: each
+  // run's int32 indices are checked when filled.
+  const detail::CaptureHooks* g = detail::capture();
+  auto too_large = [&](int64_t e) { return e > kMax && !(g && g->symbolic(e)); };
+  if (too_large(rows) || too_large(cols))
     throw Error(std::string(op) + ": " + describe(x) + " has a matrix extent above 2^31 - 1");
   // column - row lies in [1 - rows, cols - 1]: a diagonal beyond that keeps
   // everything or nothing, and fits int32 once clamped.

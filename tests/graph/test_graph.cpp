@@ -426,6 +426,28 @@ TEST(Graph, ViewOffsetsThatSumSymbolsAreRefused) {
   }
 }
 
+// tril of a matrix whose rows are a product of symbols: during the capture
+// the extent stands far above 2^31 (6 * S * S with S's number), which the
+// lazy path would refuse; each run fills its int32 indices at its own size.
+TEST(Graph, TriangleOfAProductOfSymbolsCompiles) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim S = g.symbol("S");
+    g.output("y", tril(g.input("x", {S * S * 6, S}), 1) * 1.0f);
+    exe = g.compile();
+  }
+  for (int64_t S : {1, 2, 5}) {
+    const std::vector<float> xv = values(S * S * 6 * S, static_cast<uint32_t>(S));
+    std::vector<float> y(static_cast<size_t>(S * S * 6 * S));
+    exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"S", S}});
+    EXPECT_EQ(y, (tril(Tensor::from_blob(xv.data(), {S * S * 6, S}), 1) * 1.0f).to_vector()) << "S = " << S;
+    for (int64_t r = 0; r < S * S * 6; ++r)
+      for (int64_t c = 0; c < S; ++c)
+        ASSERT_EQ(y[static_cast<size_t>(r * S + c)], c - r <= 1 ? xv[static_cast<size_t>(r * S + c)] : 0.0f);
+  }
+}
+
 TEST(Graph, RangesOfSymbolicLengthAreFilledPerRun) {
   Executable exe;
   {
