@@ -71,7 +71,8 @@ class Tensor {
     }
   }
   static Tensor full(Shape shape, float value);
-  // value converted to dtype: floats rounded to nearest even (a finite
+  // value converted to dtype: floats rounded to nearest even (16-bit types
+  // through float32, as torch; a finite
   // value beyond the type's largest is an error, an infinity is kept),
   // integers truncated toward zero (a value outside the type's range, or
   // NaN, is an error), bool: value != 0. float32 gives the constant above; the other
