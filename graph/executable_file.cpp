@@ -37,7 +37,10 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "executable files are little-endian");
 
 constexpr char kMagic[8] = {'D', 'V', 'M', 'E', 'X', 'E', 'C', '\0'};
-constexpr uint32_t kVersion = 1;
+// Version 2 added sums of monomials (views' offsets, a program's sums);
+// version 1 files, which have none, are still read.
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
 
 uint64_t fnv1a(const char* p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -95,6 +98,8 @@ struct Writer {
   void program(const Program& p) {
     ints(p.key);
     monos(p.terms);
+    count(p.sums.size());
+    for (const std::vector<int32_t>& sum : p.sums) ints(sum);
     count(p.launches.size());
     for (const graph::ProgramLaunch& l : p.launches) {
       const vm::Bytecode& bc = l.kernel->bytecode();
@@ -155,7 +160,9 @@ std::string quoted_name(const std::string& name) {
 
 class Reader {
  public:
-  Reader(const std::string& path, const char* data, size_t size) : path_(path), p_(data), n_(size) {}
+  Reader(const std::string& path, const char* data, size_t size, uint32_t version)
+      : version(version), path_(path), p_(data), n_(size) {}
+  const uint32_t version;
 
   [[noreturn]] void fail(const std::string& what) const {
     throw Error("dvm::Executable::load '" + path_ + "': " + what + " (payload byte " + std::to_string(at_) + ")");
@@ -289,7 +296,16 @@ std::shared_ptr<Program> read_program(Reader& r, const ExecutableState& x) {
   p->terms = r.monos("a program's terms", symbols);
   if (p->terms.size() < 2 || !(p->terms[0] == graph::constant(0)) || !(p->terms[1] == graph::constant(1)))
     r.fail("a program's terms do not start with 0 and 1");
-  const size_t nterms = p->terms.size();
+  if (r.version >= 2) {
+    const size_t nsums = r.count("a program's sums", 8);
+    for (size_t k = 0; k < nsums; ++k) {
+      std::vector<int32_t> sum = r.ints("a sum's terms");
+      if (sum.size() < 2) r.fail("a sum of fewer than two terms");
+      for (int32_t& t : sum) t = term(r, t, p->terms.size());
+      p->sums.push_back(std::move(sum));
+    }
+  }
+  const size_t nterms = p->term_count();
   const size_t nlaunches = r.count("launches", 40);
   // Buffers come after the launches that name them: read the launches'
   // arguments against the count that follows, checked once it is read.
@@ -401,7 +417,7 @@ void Executable::save(const std::string& path) const {
     w.monos(v.shape);
     w.monos(v.strides);
     w.monos(v.operand);
-    w.mono(v.offset);
+    w.monos(v.offset.terms);
   }
   w.count(x.constants.size());
   for (const Tensor& c : x.constants) {
@@ -471,16 +487,16 @@ Executable Executable::load(const std::string& path) {
   uint64_t bytes = 0, sum = 0;
   std::memcpy(&version, file.data() + sizeof kMagic, 4);
   std::memcpy(&bytes, file.data() + sizeof kMagic + 4, 8);
-  if (version != kVersion)
-    throw Error(where + "format version " + std::to_string(version) + "; this build reads version " +
-                std::to_string(kVersion));
+  if (version < kOldestVersion || version > kVersion)
+    throw Error(where + "format version " + std::to_string(version) + "; this build reads versions " +
+                std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
   if (bytes != file.size() - kHeader - 8)
     throw Error(where + "the header says " + std::to_string(bytes) + " payload bytes, the file holds " +
                 std::to_string(file.size() - kHeader - 8) + " (truncated or extended?)");
   std::memcpy(&sum, file.data() + kHeader + bytes, 8);
   if (fnv1a(file.data() + kHeader, bytes) != sum) throw Error(where + "checksum mismatch (the file is corrupt)");
 
-  Reader r(path, file.data() + kHeader, bytes);
+  Reader r(path, file.data() + kHeader, bytes, version);
   Executable exe;
   exe.s_ = std::make_unique<ExecutableState>();
   ExecutableState& x = *exe.s_;
@@ -523,7 +539,8 @@ Executable Executable::load(const std::string& path) {
     v.shape = r.monos("a view's shape", symbols, kMaxRank);
     v.strides = r.monos("a view's strides", symbols, kMaxRank);
     v.operand = r.monos("a view's operand", symbols, kMaxRank);
-    v.offset = r.mono("a view's offset", symbols);
+    if (r.version >= 2) v.offset.terms = r.monos("a view's offset", symbols, kMaxRank);
+    else v.offset = graph::sum_of(r.mono("a view's offset", symbols));
     if (v.strides.size() != v.shape.size()) r.fail("a view's strides and shape differ in rank");
     x.views.push_back(std::move(v));
   }

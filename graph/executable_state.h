@@ -18,6 +18,7 @@
 namespace dvm::detail {
 
 using graph::Monomial;
+using graph::Sum;
 
 // One recorded op, as a run rebuilds it.
 struct GNode {
@@ -29,7 +30,7 @@ struct GNode {
   uint8_t nin = 0;
   float value = 0.0f;
   std::vector<Monomial> shape, strides;  // strides: a View's, relative to its input's contiguous layout
-  Monomial offset;
+  Sum offset;
   // Each input: >= 0 a node of the list; < 0: -1 - an index into constants.
   int32_t in[3] = {0, 0, 0};
   int input = -1;        // a graph input's index
@@ -63,7 +64,7 @@ struct Port {
 // S = 9, not S = 3).
 struct ViewCheck {
   std::vector<Monomial> shape, strides, operand;
-  Monomial offset;
+  Sum offset;
 };
 
 struct ExecutableState {

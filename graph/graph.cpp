@@ -117,6 +117,7 @@ std::string dims_text(const std::vector<Monomial>& dims, const std::vector<std::
 
 using detail::GNode;
 using detail::Monomial;
+using detail::Sum;
 using detail::Node;
 using detail::NodeKind;
 using detail::OpKind;
@@ -239,14 +240,15 @@ struct Describe {
   }
   // A view's offset in its operand's contiguous layout, from the
   // coordinates of its first element: each coordinate (a number, or a
-  // symbol's: narrow(0, P, 1)) times the operand's stride along it. The
-  // number alone cannot tell 48 * A + 3 (two axes sliced) from a constant.
-  Monomial view_offset(const Node* n) {
+  // symbol's: narrow(0, P, 1)) times the operand's stride along it, summed
+  // by monomial (x[3:4, :, :, 3:4] of [4, 4, A, 4] starts at 48 * A + 3,
+  // which as a number cannot be told from a constant).
+  Sum view_offset(const Node* n) {
     const Node* in = n->in[0];
     const int rank = in->shape.rank();
-    if (n->offset == 0 || in->shape.numel() == 0) return read(n->offset, n, "offset");
+    if (n->offset == 0 || in->shape.numel() == 0) return graph::sum_of(read(n->offset, n, "offset"));
     const std::vector<Monomial> dims = read_shape(in);
-    std::vector<Monomial> terms;
+    Sum sum;
     int64_t rest = n->offset, inner = in->shape.numel();
     for (int d = 0; d < rank; ++d) {
       inner /= in->shape[d];
@@ -254,24 +256,16 @@ struct Describe {
       rest -= c * inner;
       if (c == 0) continue;
       Monomial t = read(c, n, "offset coordinate");
-      for (int e = d + 1; e < rank && t.coeff != 0; ++e)
-        if (!graph::multiply(t, dims[static_cast<size_t>(e)], &t)) return read(n->offset, n, "offset");
-      auto same = std::find_if(terms.begin(), terms.end(), [&](const Monomial& u) { return u.exp == t.exp; });
-      if (same == terms.end()) terms.push_back(t);
-      else if (__builtin_add_overflow(same->coeff, t.coeff, &same->coeff)) return read(n->offset, n, "offset");
+      for (int e = d + 1; e < rank; ++e)
+        if (!graph::multiply(t, dims[static_cast<size_t>(e)], &t)) return graph::sum_of(read(n->offset, n, "offset"));
+      auto same = std::find_if(sum.terms.begin(), sum.terms.end(), [&](const Monomial& u) { return u.exp == t.exp; });
+      if (same == sum.terms.end()) sum.terms.push_back(t);
+      else if (__builtin_add_overflow(same->coeff, t.coeff, &same->coeff))
+        return graph::sum_of(read(n->offset, n, "offset"));
     }
-    std::erase_if(terms, [](const Monomial& t) { return t.coeff == 0; });
-    if (rest != 0 || terms.empty()) return read(n->offset, n, "offset");
-    if (terms.size() > 1) {
-      std::string sum;
-      for (const Monomial& t : terms) sum += (sum.empty() ? "" : " + ") + t.to_string(g.symbols);
-      throw Error("dvm::Graph::compile: " + detail::node_label(n->kind, n->op) + " " + detail::describe(n) +
-                  " starts at offset " + sum + " of its operand " + detail::describe(in) +
-                  ", a sum of terms of different symbols (such as slices of two axes, one of them past a symbolic "
-                  "one): not supported yet; slice one axis, make the result contiguous (a copy, such as * 1.0f), "
-                  "then slice the other");
-    }
-    return terms.front();
+    std::erase_if(sum.terms, [](const Monomial& t) { return t.coeff == 0; });
+    if (rest != 0) return graph::sum_of(read(n->offset, n, "offset"));
+    return sum;
   }
   std::vector<Monomial> read_shape(const Node* n) {
     std::vector<Monomial> s;
@@ -391,7 +385,7 @@ void collect_relations(detail::ExecutableState& x) {
       for (int d = 0; d < c->shape.rank(); ++d) operand.push_back(graph::constant(c->shape[d]));
     }
     x.views.push_back({g.shape, g.strides, std::move(operand), g.offset});
-    add(g.offset);
+    for (const Monomial& t : g.offset.terms) add(t);
     for (size_t d = g.shape.size(); d-- > 0;) {
       add(g.strides[d]);
       product(g.strides[d], g.shape[d]);  // where the next outer dim would continue it
@@ -619,7 +613,7 @@ namespace {
 // A view's strides and offset (relative to its operand's contiguous layout
 // of `operand_numel` elements) under values v, into strides and *offset;
 // false when one overflows or an element it reaches lies outside the operand.
-bool view_fits(const std::vector<Monomial>& view_strides, const Monomial& view_offset, const Shape& shape,
+bool view_fits(const std::vector<Monomial>& view_strides, const Sum& view_offset, const Shape& shape,
                const int64_t* v, int64_t operand_numel, int64_t* strides, int64_t* offset) {
   int64_t lo = 0, hi = 0;
   bool ok = view_offset.eval(v, offset), empty = false;

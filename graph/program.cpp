@@ -74,6 +74,17 @@ int32_t ProgramBuilder::term(const Monomial& m) {
   return static_cast<int32_t>(p_.terms.size() - 1);
 }
 
+int32_t ProgramBuilder::term(const Sum& sum) {
+  if (sum.terms.empty()) return kZeroTerm;
+  if (sum.terms.size() == 1) return term(sum.terms.front());
+  std::vector<int32_t> parts;
+  for (const Monomial& m : sum.terms) parts.push_back(term(m));
+  for (size_t k = 0; k < p_.sums.size(); ++k)
+    if (p_.sums[k] == parts) return -1 - static_cast<int32_t>(k);
+  p_.sums.push_back(std::move(parts));
+  return -static_cast<int32_t>(p_.sums.size());
+}
+
 int64_t ProgramBuilder::value(const Monomial& m) const {
   int64_t e = 0;
   return m.eval(v_, &e) ? e : -1;
@@ -148,16 +159,16 @@ bool ProgramBuilder::place_of(int32_t g, int32_t launch, ProgramArg* a) {
 
 // The place, strides and offset of leaf n that a launch reads.
 bool ProgramBuilder::source_of(const Node* n, int32_t launch, ProgramArg* a, std::vector<Monomial>* strides,
-                               Monomial* offset) {
+                               Sum* offset) {
   a->dtype = n->dtype;
-  *offset = constant(0);
+  *offset = Sum{};
   for (size_t c = 0; c < x_.constants.size(); ++c)
     if (x_.constants[c].node() == n) {
       a->source = Source::Constant;
       a->index = static_cast<int32_t>(c);
       strides->clear();
       for (int d = 0; d < n->shape.rank(); ++d) strides->push_back(constant(n->strides[d]));
-      *offset = constant(n->offset);
+      *offset = graph::sum_of(constant(n->offset));
       return true;
     }
   const int32_t g = gnode(n);
@@ -222,7 +233,7 @@ bool ProgramBuilder::add_group(const std::vector<Node*>& nodes, const fuser::Cac
     ProgramArg& a = args[ai];
     const Node* n = nodes[static_cast<size_t>(ra.node)];
     std::vector<Monomial> strides;
-    Monomial offset = constant(0);
+    Sum offset;
     if (ra.slot < 0) {  // an output: stored contiguously in its place
       const int32_t g = gnode(n);
       if (g < 0 || n->target || producer_.count(g)) return false;
@@ -297,7 +308,7 @@ std::shared_ptr<Program> ProgramBuilder::finish() {
       gather.to = static_cast<int32_t>(o);
       gather.from.dtype = gn.dtype;
       std::vector<Monomial> strides = contiguous(gn.shape);
-      Monomial offset = constant(0);
+      Sum offset;
       int32_t source = g;
       if (gn.kind == NodeKind::View) {
         strides = gn.strides;
@@ -320,6 +331,10 @@ std::shared_ptr<Program> ProgramBuilder::finish() {
       if (!multiply(numel, e, &numel)) return nullptr;
     p_.copies.push_back({static_cast<int32_t>(o), it->second, term(numel), x_.outputs[o].dtype});
   }
+  // Sums are numbered after every monomial.
+  for (ProgramLaunch& l : p_.launches)
+    for (ProgramArg& a : l.args) a.offset = final_term(a.offset);
+  for (Program::Gather& g : p_.gathers) g.from.offset = final_term(g.from.offset);
   return std::make_shared<Program>(std::move(p_));
 }
 
@@ -333,9 +348,15 @@ namespace {
 // too (a run's), else only their bytes (memory()).
 bool eval_terms(const detail::ExecutableState& x, const Program& p, const int64_t* v, ProgramScratch& s,
                 bool fill_ranges) {
-  s.terms.resize(p.terms.size());
+  s.terms.resize(p.term_count());
   for (size_t i = 0; i < p.terms.size(); ++i)
     if (!p.terms[i].eval(v, &s.terms[i])) return false;
+  for (size_t k = 0; k < p.sums.size(); ++k) {
+    int64_t total = 0;
+    for (int32_t t : p.sums[k])
+      if (__builtin_add_overflow(total, s.terms[static_cast<size_t>(t)], &total)) return false;
+    s.terms[p.terms.size() + k] = total;
+  }
   s.sizes.resize(x.sizes.size());
   for (size_t k = 0; k < x.sizes.size(); ++k) {
     int64_t count = 0;

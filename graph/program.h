@@ -1,5 +1,6 @@
 // A static graph's launch program: the kernels one run of its plan launches,
-// in order, with every extent, stride and offset a monomial of the symbols
+// in order, with every extent and stride a monomial of the symbols (an
+// offset a sum of them)
 // and every address a place (an input, an output, a constant, a buffer of
 // the arena, a size scalar). Made from the plan a rebuilding run used
 // (fuser::PlanObserver), it is valid for every binding under which the
@@ -75,7 +76,11 @@ struct ProgramBuffer {
 
 struct Program {
   std::vector<int32_t> key;  // the relations' classes it was made under (relation_key)
+  // Term i < terms.size() is a monomial; term terms.size() + k the sum of
+  // the monomial terms sums[k] lists (an offset past several sliced axes).
   std::vector<Monomial> terms;
+  std::vector<std::vector<int32_t>> sums;
+  size_t term_count() const { return terms.size() + sums.size(); }
   std::vector<ProgramLaunch> launches;
   std::vector<ProgramBuffer> buffers;
   // Outputs that name a node another output already names, copied from it.
@@ -145,6 +150,12 @@ class ProgramBuilder final : public fuser::PlanObserver {
 
  private:
   int32_t term(const Monomial& m);
+  // A sum's term: a monomial's, or (more than one) a placeholder -1 - k for
+  // sums[k], numbered after the monomials by finish().
+  int32_t term(const Sum& s);
+  int32_t final_term(int32_t t) const {
+    return t < 0 ? static_cast<int32_t>(p_.terms.size()) + (-1 - t) : t;
+  }
   int64_t value(const Monomial& m) const;
   int32_t gnode(const detail::Node* n) const;
   bool add_group(const std::vector<detail::Node*>& nodes, const fuser::CachedGroup& cg);
@@ -152,7 +163,7 @@ class ProgramBuilder final : public fuser::PlanObserver {
   // launch < 0: read after every launch.
   bool place_of(int32_t gnode, int32_t launch, ProgramArg* a);
   bool source_of(const detail::Node* n, int32_t launch, ProgramArg* a, std::vector<Monomial>* strides,
-                 Monomial* offset);
+                 Sum* offset);
   // Constant `ref` (< 0, as GNode::in) as the place a view of it reads:
   // false unless it is contiguous from its buffer's start, the layout the
   // capture made the view's strides for.

@@ -69,6 +69,27 @@ std::string Monomial::to_string(const std::vector<std::string>& names) const {
   return s;
 }
 
+bool Sum::eval(const int64_t* values, int64_t* out) const {
+  int64_t total = 0;
+  for (const Monomial& m : terms) {
+    int64_t v = 0;
+    if (!m.eval(values, &v) || __builtin_add_overflow(total, v, &total)) return false;
+  }
+  *out = total;
+  return true;
+}
+
+std::string Sum::to_string(const std::vector<std::string>& names) const {
+  if (terms.empty()) return "0";
+  std::string s;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    std::string t = terms[i].to_string(names);
+    if (i && t[0] == '-') s += " - " + t.substr(1);
+    else s += (i ? " + " : "") + t;
+  }
+  return s;
+}
+
 bool multiply(const Monomial& a, const Monomial& b, Monomial* out) {
   Monomial m;
   if (__builtin_mul_overflow(a.coeff, b.coeff, &m.coeff)) return false;

@@ -1,6 +1,6 @@
 // Symbolic extents of a captured graph. Symbol i is captured as a prime of
 // its own (its probe), so an extent the capture computed from symbols and
-// constants by products (reshape, flatten, strides, offsets) is read back by
+// constants by products (reshape, flatten, strides, one axis's offset) is read back by
 // factoring out the probes: coeff * prod(symbol_i ^ e_i).
 #pragma once
 
@@ -34,6 +34,18 @@ inline Monomial constant(int64_t c) {
   m.coeff = c;
   return m;
 }
+
+// A sum of monomials of different symbols (none with a zero coefficient;
+// none at all is 0): a view's offset past several sliced axes, 48 * A + 3.
+struct Sum {
+  std::vector<Monomial> terms;
+  // Its value when symbol i is values[i]; false when it overflows int64.
+  bool eval(const int64_t* values, int64_t* out) const;
+  // "A*48 + 3", "0".
+  std::string to_string(const std::vector<std::string>& names) const;
+  friend bool operator==(const Sum&, const Sum&) = default;
+};
+inline Sum sum_of(const Monomial& m) { return m.coeff == 0 ? Sum{} : Sum{{m}}; }
 
 // `v` read as a monomial of the first `symbols` symbols. False where v
 // cannot be one: what is left once the probes are divided out lies within

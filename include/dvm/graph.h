@@ -38,9 +38,7 @@
 // arange of a symbolic length (and what is made of it: attention's causal
 // mask, tril/triu, argmax's indices) is filled by each run at its length.
 // Not supported yet, each a dvm::Error at capture or compile: sums and
-// differences of symbols (S - 1, cat along a symbolic axis, a view whose
-// first element sits at such a sum: x[3:4, :, :, 3:4] of [4, 4, S, 4] starts
-// at 48 * S + 3; slice one axis, copy, then the other), lengths divided
+// differences of symbols (S - 1, cat along a symbolic axis), lengths divided
 // from a symbolic axis (chunk, split, a slice step), writes into buffers (cat,
 // KVCache), an arange whose start or step is made of symbols, other values
 // filled on the host with symbolic extents, var/std over symbolic axes,

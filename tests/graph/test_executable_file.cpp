@@ -204,7 +204,7 @@ TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
   other = good;
   other[8] = 99;  // the version's low byte
   write_file(path, other);
-  expect_error_message("version", [&] { Executable::load(path); }, {path, "version 99", "reads version 1"});
+  expect_error_message("version", [&] { Executable::load(path); }, {path, "version 99", "reads versions 1 to 2"});
   // Cut anywhere, the file is refused; cut after its magic, as truncated.
   for (size_t n = 0; n < good.size(); n += 1 + n / 64) {
     write_file(path, good.substr(0, n));
@@ -248,6 +248,25 @@ TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
   expect_error_message("save where no file can be", [&] { small_executable().save("/nonexistent-dir/x.dvmx"); },
                        {"cannot open", "/nonexistent-dir/x.dvmx"});
   std::remove(path.c_str());
+}
+
+// A version-1 file (tests/graph/data/v1_small.dvmx, written by the build
+// before sums of monomials, from y = tanh(x @ w) * 0.5 + x[:, 2:3] * 2 with
+// w = normal({8, 8}, 5), run at N = 1, 3 and 40 before its save) still
+// loads, and replays the lazy path's bits at those bindings.
+TEST(ExecutableFile, VersionOneFilesStillLoad) {
+  const Executable exe = Executable::load(std::string(DVM_SOURCE_DIR) + "/tests/graph/data/v1_small.dvmx");
+  const Tensor w = Tensor::normal({8, 8}, 5);
+  for (int64_t n : {1, 3, 40}) {
+    std::vector<float> xv(static_cast<size_t>(n * 8)), y(static_cast<size_t>(n * 8) + 4, kGuard);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
+    exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"N", n}});
+    const Tensor x = Tensor::from_blob(xv.data(), {n, 8});
+    const std::vector<float> want = (tanh(matmul(x, w)) * 0.5f + x.slice(1, 2, 3) * 2.0f).to_vector();
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i])) << "N " << n << " element " << i;
+    for (size_t i = want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], kGuard);
+  }
 }
 
 // A save replaces a regular file only once complete (written beside it and
