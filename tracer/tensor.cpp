@@ -1187,18 +1187,21 @@ Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   if ((dtype() == Dtype::F16 || dtype() == Dtype::BF16) && !norm.empty() &&
       norm.back() - norm.front() + 1 != static_cast<int>(norm.size()))
     return to(Dtype::F32).mean(axes, keepdim).to(dtype());
+  // The count's buffer first: a memory limit it passes records nothing.
+  const Tensor count = size_scalar(reduced_count(shape(), norm));
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
-  Tensor m = s / size_scalar(reduced_count(shape(), norm));
+  Tensor m = s / count;
   return m.dtype() == s.dtype() ? m : m.to(s.dtype());  // a 0-d sum: as mean() above
 }
 Tensor Tensor::mean() const {
   const detail::RecordTogether together;  // one flush for every op below
   check_mean_operand(*this);
   if (dtype() == Dtype::Bool) return to(Dtype::F32).mean();
+  const Tensor count = size_scalar(numel());  // (first, as above)
   Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
   // s is 0-d like the count, so the division would promote a 16-bit float
   // to float32; the mean keeps the operand's type (torch).
-  Tensor m = s / size_scalar(numel());
+  Tensor m = s / count;
   return m.dtype() == s.dtype() ? m : m.to(s.dtype());
 }
 

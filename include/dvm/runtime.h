@@ -147,8 +147,11 @@ struct MemoryStats {
 MemoryStats memory_stats();
 // Caps live + cached bytes (0, the default: no cap). An allocation that
 // would pass it, after the cache is given back, throws dvm::Error (from the
-// flush or the creation that needed it; a failed flush's tensors raise that
-// error when read, the ones whose kernels ran keep their values).
+// flush or the creation that needed it: a tensor made with values, or an op
+// that makes a one-element buffer for its element count when recorded
+// (mean, var, std, layer_norm), whose ops recorded before it the next flush
+// drops; a failed flush's tensors raise that error when read, the ones
+// whose kernels ran keep their values).
 void set_memory_limit(int64_t bytes);
 int64_t memory_limit();
 void trim();

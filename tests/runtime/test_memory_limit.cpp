@@ -59,6 +59,31 @@ TEST(MemoryLimit, AFlushPastTheLimitFailsCleanlyAndLaterWorkSucceeds) {
   for (size_t i = 0; i < v.size(); i += 4099) EXPECT_FLOAT_EQ(v[i], std::exp(xv[i])) << i;
 }
 
+// mean makes a one-element buffer for its count when recorded: under a
+// limit it cannot pass, the call itself throws, and it recorded nothing
+// that would hold its operand's buffer until the next flush.
+TEST(MemoryLimit, AMeanRefusedItsCountRecordsNothing) {
+  LimitGuard guard;
+  trim();
+  const int64_t base = memory_stats().live_bytes;
+  for (const bool all : {false, true}) {
+    {
+      Tensor x = Tensor::uniform({64, kN / 64}, 3);
+      x.sync();
+      set_memory_limit(memory_stats().live_bytes + 1);
+      try {
+        (void)(all ? x.mean() : x.mean({1}));
+        ADD_FAILURE() << "a mean past the limit was recorded";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("memory limit"), std::string::npos) << e.what();
+      }
+      set_memory_limit(0);
+    }
+    EXPECT_EQ(memory_stats().live_bytes, base) << (all ? "mean()" : "mean({1})") << ": a pending op holds x";
+    flush();
+  }
+}
+
 TEST(MemoryLimit, TheLimitHoldsWhileALoopRuns) {
   LimitGuard guard;
   trim();
