@@ -137,7 +137,11 @@ class Runner {
     const int64_t work = low.space.extent(0) * low.space.extent(1) * low.space.extent(2);
     const bool alone = log_ || profile_ || work >= vm::kMinParallelElements;
     if (alone) flush();  // stacked work first: what is staged is then this group's alone
-    allocate_outputs(low);
+    try {
+      allocate_outputs(low);
+    } catch (const Error& e) {  // past the memory limit: say whose result it was
+      throw Error(std::string(e.what()) + " (for the result of " + describe_ops(g.members) + ")");
+    }
     if (t_dry_run) [[unlikely]] return;
     if (fault_fires(Fault::BadAlloc, gi)) throw std::bad_alloc();
     const bool corrupt = fault_fires(Fault::LaunchCheck, gi);

@@ -336,7 +336,13 @@ std::vector<NamedTensor> load_weights(const std::string& path) {
     r.read_at(e.data_offset, buffer.data(), e.data_bytes);
     const size_t element_size = dtype_size(e.dtype);
     to_little_endian(buffer.data(), buffer.size() / element_size, element_size);
-    out.push_back({std::move(e.name), Tensor::from_copy(buffer.data(), e.shape, e.dtype)});
+    Tensor t;
+    try {
+      t = Tensor::from_copy(buffer.data(), e.shape, e.dtype);
+    } catch (const Error& err) {  // its buffer past the memory limit
+      throw Error("load_weights: " + path + ": " + tensor_label(i, &e.name) + ": " + err.what());
+    }
+    out.push_back({std::move(e.name), std::move(t)});
   }
   return out;
 }

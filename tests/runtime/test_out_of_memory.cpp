@@ -58,6 +58,23 @@ TEST(OutOfMemory, TypedReadsAndWeightsFilesSaySo) {
   std::remove(path.c_str());
 }
 
+// Past the memory limit, a flush names the ops whose result had no room,
+// and load_weights the file and the tensor.
+TEST(OutOfMemory, TheMemoryLimitNamesTheOpsAndTheFile) {
+  LimitGuard guard;
+  const Tensor x = Tensor::uniform({256, 64}, 1);
+  x.sync();
+  const std::string path = ::testing::TempDir() + "dvm_limit_names.dvmw";
+  save_weights(path, {{"x_weight", x}});
+  set_memory_limit(memory_stats().live_bytes + 1);
+  expect_error_message("flush", [&] { matmul(x, x.transpose(0, 1)).sync(); },
+                       {"out of memory", "memory limit", "the result of", "matmul float32[256, 256]"});
+  expect_error_message("load_weights", [&] { (void)load_weights(path); },
+                       {"load_weights", path, "\"x_weight\"", "out of memory", "memory limit"});
+  set_memory_limit(0);
+  std::remove(path.c_str());
+}
+
 TEST(OutOfMemory, TypedReadsOfAnUndefinedTensorNameTheRead) {
   expect_error_message("to_vector<int32_t>", [] { (void)Tensor().to_vector<int32_t>(); }, {"to_vector", "undefined"});
   expect_error_message("to_vector<bool>", [] { (void)Tensor().to_vector<bool>(); }, {"to_vector<bool>", "undefined"});
