@@ -392,6 +392,7 @@ std::shared_ptr<Program> read_program(Reader& r, const ExecutableState& x) {
 
 void Executable::save(const std::string& path) const {
   if (!s_) throw Error("dvm::Executable::save: an empty executable (moved from, or never compiled)");
+  if (path.empty()) throw Error("dvm::Executable::save: the path is empty (expected a file's path)");
   const ExecutableState& x = *s_;
   Writer w;
   w.put(x.recorded_ops);

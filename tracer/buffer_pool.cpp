@@ -277,6 +277,9 @@ bool pool_maps_blocks() { return DVM_POOL_MAPS != 0; }
 namespace {
 void* allocate(size_t bytes, size_t* block_bytes) {
   if (t_fail_after >= 0 && t_fail_after-- == 0) throw std::bad_alloc();
+  // No system gives this much, and the size class would wrap past 2^64 (a
+  // request of 2^63 bytes and more rounded up to 0).
+  if (bytes > (size_t{1} << 62)) throw std::bad_alloc();
   size_t cb;
   int c = size_class(bytes, &cb);
   Pool& p = pool();

@@ -47,7 +47,8 @@ Tensor variance(const Tensor& x, const std::vector<int>& axes, int64_t correctio
                 ": not supported yet (its divisor, count - correction, is not a product of extents)");
   const Tensor xf = x.dtype() == Dtype::F32 ? x : x.to(Dtype::F32);
   // At or below zero degrees of freedom the divide gives inf or NaN (torch).
-  const double dof = static_cast<double>(std::max<int64_t>(0, count - correction));
+  // (In double: count - correction overflows int64 for a correction near INT64_MIN.)
+  const double dof = std::max(0.0, static_cast<double>(count) - static_cast<double>(correction));
   if (count == 0) {
     const Tensor d = xf - xf.mean(norm, true);
     return (d * d).sum(norm, keepdim) / static_cast<float>(dof);

@@ -804,6 +804,8 @@ Tensor Tensor::arange(float start, float end, float step) {
 
 Tensor Tensor::uniform(Shape shape, uint64_t seed, float lo, float hi) {
   if (!(lo <= hi)) throw Error("uniform: expected lo <= hi, got " + std::to_string(lo) + " > " + std::to_string(hi));
+  if (!std::isfinite(lo) || !std::isfinite(hi))  // (torch refuses them too: the draws would be NaN or infinite)
+    throw Error("uniform: expected finite bounds, got lo = " + std::to_string(lo) + ", hi = " + std::to_string(hi));
   Tensor t = detail::new_leaf(shape, "uniform");
   uint64_t state = seed;
   float* d = t.node()->storage->f32();
@@ -900,7 +902,7 @@ std::vector<float> Tensor::to_vector() const {
   std::vector<float> out;
   try {
     out.resize(static_cast<size_t>(n->shape.numel()));
-  } catch (const std::bad_alloc&) {
+  } catch (const std::exception&) {  // std::bad_alloc, or std::length_error past a vector's max_size()
     throw Error("out of memory: to_vector of " + describe(n));
   }
   gather_f32(n, out.data());
@@ -1219,6 +1221,9 @@ Tensor tanh(const Tensor& x) { return unary(OpKind::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(OpKind::Sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary(OpKind::Relu, x); }
 Tensor gelu(const Tensor& x, GeluApprox approx) {
+  if (approx != GeluApprox::None && approx != GeluApprox::Tanh)
+    throw Error("gelu: approximation " + std::to_string(static_cast<int>(approx)) +
+                " is none of GeluApprox::None (0, the erf form) and GeluApprox::Tanh (1)");
   return approx == GeluApprox::Tanh ? unary(OpKind::GeluTanh, x) : unary(OpKind::GeluErf, x);
 }
 Tensor erf(const Tensor& x) { return unary(OpKind::Erf, x); }

@@ -2,6 +2,8 @@
 // each built on reshape or slice: no copy until a kernel reads the view.
 #include <algorithm>
 #include <string>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "dvm/tensor.h"
@@ -97,6 +99,21 @@ Tensor Tensor::narrow(int axis, int64_t start, int64_t length) const {
   return slice(axis, start, start + length);
 }
 
+namespace {
+// Pieces that no std::vector can hold (or no memory): a dvm::Error, not
+// std::bad_alloc or std::length_error.
+template <class F>
+std::vector<Tensor> pieces_or_error(const char* op, const Shape& s, int64_t count, F&& make) {
+  try {
+    return make();
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  throw Error("out of memory: " + std::string(op) + " of shape " + s.to_string() + " into " + str(count) +
+              " pieces (each a tensor)");
+}
+}  // namespace
+
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int axis) const {
   const Shape& s = shape_of(*this, "chunk");
   if (s.rank() == 0) throw Error("chunk: a 0-d tensor has no axis to chunk (expected at least one dimension)");
@@ -104,7 +121,9 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int axis) const {
   axis = detail::normalize_axis("chunk", axis, s.rank(), s);
   const int64_t n = s[axis];
   // torch: an empty axis gives `chunks` empty pieces.
-  if (n == 0) return split(std::vector<int64_t>(static_cast<size_t>(chunks), 0), axis);
+  if (n == 0)
+    return pieces_or_error("chunk", s, chunks,
+                           [&] { return split(std::vector<int64_t>(static_cast<size_t>(chunks), 0), axis); });
   return split(n / chunks + (n % chunks != 0), axis);
 }
 
@@ -117,10 +136,13 @@ std::vector<Tensor> Tensor::split(int64_t size, int axis) const {
     throw Error("split: size " + str(size) + " for axis " + str(axis) + " of shape " + s.to_string() +
                 " (expected a positive size, or 0 for an empty axis)");
   if (n == 0) return {slice(axis, 0, 0)};
-  std::vector<Tensor> pieces;
-  pieces.reserve(static_cast<size_t>(n / size + 1));
-  for (int64_t start = 0; start < n; start += size) pieces.push_back(slice(axis, start, start + std::min(size, n - start)));
-  return pieces;
+  return pieces_or_error("split", s, n / size + (n % size != 0), [&] {
+    std::vector<Tensor> pieces;
+    pieces.reserve(static_cast<size_t>(n / size + 1));
+    for (int64_t start = 0; start < n; start += size)
+      pieces.push_back(slice(axis, start, start + std::min(size, n - start)));
+    return pieces;
+  });
 }
 
 std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int axis) const {

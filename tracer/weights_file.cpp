@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -265,6 +267,7 @@ Entry read_header(Reader& r, size_t index, std::unordered_map<std::string, size_
 
 void save_weights(const std::string& path, const std::vector<NamedTensor>& tensors) {
   auto fail = [&](const std::string& what) { throw Error("save_weights: " + path + ": " + what); };
+  if (path.empty()) throw Error("save_weights: the path is empty (expected a file's path)");
   // Everything is checked before the file is opened, so a bad argument
   // leaves path as it was.
   std::unordered_map<std::string_view, size_t> seen;
@@ -303,7 +306,7 @@ void save_weights(const std::string& path, const std::vector<NamedTensor>& tenso
     }
     if (!out) fail(tensor_label(i, &t.name) + ": writing the tensor failed (is the disk full?)");
   }
-  if (!file.commit()) fail("writing the file failed (is the disk full?)");
+  if (!file.commit()) fail(std::string("writing the file failed: ") + std::strerror(errno));
 }
 
 std::vector<NamedTensor> load_weights(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <new>
 #include <type_traits>
+#include <stdexcept>
 #include <vector>
 
 #include "dvm/dtype.h"
@@ -126,6 +127,8 @@ class Tensor {
         return out;
       }
     } catch (const std::bad_alloc&) {
+      out_of_host_memory(op);
+    } catch (const std::length_error&) {  // more elements than a std::vector holds
       out_of_host_memory(op);
     }
   }

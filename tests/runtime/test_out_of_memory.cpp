@@ -75,6 +75,31 @@ TEST(OutOfMemory, TheMemoryLimitNamesTheOpsAndTheFile) {
   std::remove(path.c_str());
 }
 
+// Buffers of a legal element count whose bytes pass 2^62 (int64 elements
+// near kMaxElements): the size class would wrap past 2^64 to a 0-byte
+// block that the kernel then filled. Refused before any system allocation,
+// so the sanitizer builds run it too.
+TEST(OutOfMemory, BuffersNearTheLargestElementCountAreRefused) {
+  for (const int64_t n : {kMaxElements, kMaxElements / 8 * 7 + 1, kMaxElements / 2 + 1}) {
+    const std::string count = std::to_string(n);
+    expect_error_message("full " + count, [&] { Tensor::full({n}, int64_t{7}, Dtype::I64).sync(); },
+                         {"out of memory", count, "int64"});
+    expect_error_message("expand + 1 " + count, [&] { (Tensor(int64_t{7}).expand({n}) + 1).sync(); },
+                         {"out of memory", "int64"});
+  }
+  static const int64_t d[4] = {};
+  expect_error_message("from_copy", [&] { (void)Tensor::from_copy(d, {kMaxElements}, Dtype::I64); },
+                       {"out of memory", std::to_string(kMaxElements)});
+}
+
+// More pieces or elements than a std::vector holds are dvm::Errors too, not
+// std::length_error (checked before anything is allocated).
+TEST(OutOfMemory, MorePiecesOrElementsThanAVectorHoldsSaySo) {
+  expect_error_message("chunk", [] { (void)Tensor::zeros({0}).chunk(INT64_MAX); }, {"out of memory", "chunk", "[0]"});
+  expect_error_message("to_vector<int64_t>", [] { (void)Tensor(int64_t{7}).expand({kMaxElements}).to_vector<int64_t>(); },
+                       {"out of memory", "to_vector"});
+}
+
 TEST(OutOfMemory, TypedReadsOfAnUndefinedTensorNameTheRead) {
   expect_error_message("to_vector<int32_t>", [] { (void)Tensor().to_vector<int32_t>(); }, {"to_vector", "undefined"});
   expect_error_message("to_vector<bool>", [] { (void)Tensor().to_vector<bool>(); }, {"to_vector<bool>", "undefined"});

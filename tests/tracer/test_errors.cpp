@@ -3,11 +3,15 @@
 // pending trace, the counters and the runtime settings stay as they were.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "dvm/weights_file.h"
 #include "tests/tracer/tracer_testing.h"
 #include "tracer/trace.h"
 
@@ -139,6 +143,25 @@ TEST_F(Errors, WhereNeedsBoolMask) {
   expect_error("where float mask", [&] { dvm::where(x23, a, a); }, {"where", "[2, 3]", "bool"});
   expect_error("where pending float mask", [&] { dvm::where(pending, a, 0.0f); }, {"where", "[2, 3]", "bool"});
   expect_error("where scalar mask", [&] { dvm::where(Tensor(1.0f), a, a); }, {"where", "bool"});
+}
+
+TEST_F(Errors, ArgumentsOutsideTheirDomain) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const auto& [lo, hi] : std::vector<std::pair<float, float>>{{-inf, inf}, {0.0f, inf}, {-inf, -inf}, {inf, inf}})
+    expect_error("uniform", [&] { (void)Tensor::uniform({4}, 1, lo, hi); }, {"uniform", "finite bounds", "inf"});
+  expect_error("gelu", [&] { (void)gelu(x23, static_cast<GeluApprox>(7)); }, {"gelu", "approximation 7", "Tanh"});
+  expect_error("save_weights", [&] { save_weights("", {{"x", x23}}); }, {"save_weights", "path is empty"});
+}
+
+// A correction near INT64_MIN: count - correction is taken in double (in
+// int64 it wrapped, and var gave inf): 4.5 / (2 - c).
+TEST_F(Errors, VarWithAnExtremeCorrection) {
+  const Tensor x = Tensor::from_vector({0, 3}, {2});
+  for (const int64_t c : {-(int64_t{1} << 62), INT64_MIN + 1, INT64_MIN}) {
+    const double want = 4.5 / (2.0 - static_cast<double>(c));
+    EXPECT_NEAR(x.var(std::vector<int>{0}, c).item(), want, want * 1e-6) << c;
+    EXPECT_NEAR(x.std(std::vector<int>{0}, c).item(), std::sqrt(want), std::sqrt(want) * 1e-6) << c;
+  }
 }
 
 TEST_F(Errors, ItemNeedsOneElement) {
