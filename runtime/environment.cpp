@@ -19,7 +19,13 @@
 namespace dvm::runtime {
 namespace {
 
-EnvironmentValues g_env;
+// A function's static, not a namespace-scope object: a host may call dvm
+// from its own static initializers, before this file's would have run (and
+// a later one would then have emptied the values already read).
+EnvironmentValues& env() {
+  static EnvironmentValues values;
+  return values;
+}
 
 // Sets s to v in the layer that uses it.
 void push(Setting s, int64_t v) {
@@ -60,23 +66,24 @@ EnvironmentValues read_environment() {
 void apply_environment() {
   static std::once_flag once;
   bool first = false;
+  EnvironmentValues& e = env();
   std::call_once(once, [&] {
-    g_env = read_environment();
-    for (int k = 0; k < kSettingCount; ++k) push(static_cast<Setting>(k), g_env.value[k]);
+    e = read_environment();
+    for (int k = 0; k < kSettingCount; ++k) push(static_cast<Setting>(k), e.value[k]);
     first = true;
   });
   // The warnings go out after the once is done: a log callback that calls
   // into dvm comes back here and returns, where inside the once it would
   // wait for itself.
   if (!first) return;
-  for (size_t at = 0; at < g_env.warnings.size();) {
-    const size_t end = g_env.warnings.find('\n', at);
-    vm::log::write(LogLevel::Warning, std::string_view(g_env.warnings).substr(at, end - at));
+  for (size_t at = 0; at < e.warnings.size();) {
+    const size_t end = e.warnings.find('\n', at);
+    vm::log::write(LogLevel::Warning, std::string_view(e.warnings).substr(at, end - at));
     if (end == std::string::npos) break;
     at = end + 1;
   }
 }
 
-int64_t environment_value(Setting s) { return g_env.value[static_cast<int>(s)]; }
+int64_t environment_value(Setting s) { return env().value[static_cast<int>(s)]; }
 
 }  // namespace dvm::runtime

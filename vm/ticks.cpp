@@ -1,5 +1,5 @@
 // The launch clock: the time-stamp counter calibrated against steady_clock
-// over the process's lifetime so far.
+// over the process's lifetime since its first launch.
 #include "vm/ticks.h"
 
 #include <atomic>
@@ -27,36 +27,41 @@ bool invariant_tsc() {
   __get_cpuid(0x80000007u, &a, &b, &c, &d);
   return (d >> 8) & 1u;
 }
-const bool g_tsc = invariant_tsc();
-
-// The calibration's start: both clocks read together at load time.
-struct Anchor {
+// Whether the TSC serves, and the calibration's start: both clocks read
+// together at the first launch. A function's static, not namespace-scope
+// objects: a launch from a host's static initializer may come before this
+// file's initializers would run.
+struct Clock {
+  bool tsc = invariant_tsc();
   int64_t ticks = static_cast<int64_t>(__rdtsc());
   int64_t ns = steady_ns();
 };
-const Anchor g_anchor;
+const Clock& launch_clock() {
+  static const Clock c;
+  return c;
+}
 #endif
 
 }  // namespace
 
 int64_t now_ticks() {
 #if defined(__x86_64__)
-  if (g_tsc) return static_cast<int64_t>(__rdtsc());
+  if (launch_clock().tsc) return static_cast<int64_t>(__rdtsc());
 #endif
   return steady_ns();
 }
 
 int64_t ticks_to_ns(int64_t ticks) {
 #if defined(__x86_64__)
-  if (g_tsc) {
-    // The rate over everything since load, measured over at least 10 ms
+  if (const Clock& c = launch_clock(); c.tsc) {
+    // The rate over everything since the first launch, measured over at least 10 ms
     // (a read that early waits for it: once, and only while figures are read).
     int64_t t = 0, ns = 0;
     do {
       t = static_cast<int64_t>(__rdtsc());
       ns = steady_ns();
-    } while (ns - g_anchor.ns < 10'000'000);
-    const double rate = static_cast<double>(ns - g_anchor.ns) / static_cast<double>(t - g_anchor.ticks);
+    } while (ns - c.ns < 10'000'000);
+    const double rate = static_cast<double>(ns - c.ns) / static_cast<double>(t - c.ticks);
     return static_cast<int64_t>(static_cast<double>(ticks) * rate);
   }
 #endif
