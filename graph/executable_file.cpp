@@ -37,9 +37,10 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "executable files are little-endian");
 
 constexpr char kMagic[8] = {'D', 'V', 'M', 'E', 'X', 'E', 'C', '\0'};
-// Version 2 added sums of monomials (views' offsets, a program's sums);
-// version 1 files, which have none, are still read.
-constexpr uint32_t kVersion = 2;
+// Version 2 added sums of monomials (views' offsets, a program's sums),
+// version 3 the slices' bounds; earlier files, which have none, are still
+// read.
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kOldestVersion = 1;
 
 uint64_t fnv1a(const char* p, size_t n) {
@@ -420,6 +421,13 @@ void Executable::save(const std::string& path) const {
     w.monos(v.operand);
     w.monos(v.offset.terms);
   }
+  w.count(x.bounds.size());
+  for (const detail::SliceBound& b : x.bounds) {
+    w.mono(b.start);
+    w.mono(b.span);
+    w.mono(b.extent);
+    w.put(b.axis);
+  }
   w.count(x.constants.size());
   for (const Tensor& c : x.constants) {
     const detail::Node* n = c.node();
@@ -544,6 +552,16 @@ Executable Executable::load(const std::string& path) {
     else v.offset = graph::sum_of(r.mono("a view's offset", symbols));
     if (v.strides.size() != v.shape.size()) r.fail("a view's strides and shape differ in rank");
     x.views.push_back(std::move(v));
+  }
+  const size_t nbounds = r.version >= 3 ? r.count("slice bounds", 76) : 0;
+  for (size_t i = 0; i < nbounds; ++i) {
+    detail::SliceBound b;
+    b.start = r.mono("a slice's start", symbols);
+    b.span = r.mono("a slice's length", symbols);
+    b.extent = r.mono("a slice's axis", symbols);
+    b.axis = r.get<int32_t>("a slice's axis");
+    if (b.axis < 0 || b.axis >= kMaxRank) r.fail("a slice of an axis past the largest rank");
+    x.bounds.push_back(b);
   }
   const size_t nconst = r.count("constants", 17);
   for (size_t i = 0; i < nconst; ++i) {

@@ -67,6 +67,19 @@ struct ViewCheck {
   Sum offset;
 };
 
+// A slice's or narrow's bounds along an axis whose extent, or whose start or
+// length, is symbolic: every binding needs start + span <= extent. The view
+// it made may fold into a later one (x.narrow(...).narrow(...)) or read an
+// expanded axis, so the view's own reach (ViewCheck) does not decide it; and
+// where the lazy path would clamp a slice's end, a graph keeps the
+// captured length, so a binding past the end is an error, not a shorter
+// result.
+struct SliceBound {
+  Monomial start, span, extent;
+  int32_t axis = 0;
+  friend bool operator==(const SliceBound&, const SliceBound&) = default;
+};
+
 struct ExecutableState {
   std::vector<std::string> symbols;
   std::vector<Port> inputs, outputs;
@@ -80,6 +93,7 @@ struct ExecutableState {
   // the same plan, so they share a program.
   std::vector<Monomial> relations;
   std::vector<ViewCheck> views;
+  std::vector<SliceBound> bounds;
   int64_t recorded_ops = 0;
   // Loaded from a file (Executable::load): no ops to rebuild, so a binding
   // under relations no program was made for runs compile()'s program, the

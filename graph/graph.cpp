@@ -65,6 +65,14 @@ struct GraphState final : CaptureHooks {
     sizes[leaf] = {count, reciprocal, Tensor(leaf)};
   }
   void range(Node* leaf, double start, double step) override { ranges[leaf] = {start, step}; }
+  struct Bound {
+    int64_t start, span, extent;
+    int axis;
+  };
+  std::vector<Bound> bounds;
+  void slice_bounds(int64_t start, int64_t span, int64_t extent, int axis) override {
+    bounds.push_back({start, span, extent, axis});
+  }
   // Ends the capture: this thread's pending nodes fail with `why` and leave.
   // Their shapes still hold the numbers the capture stood in for the
   // symbols, so the message names them ("B stood for 40031").
@@ -403,6 +411,20 @@ void collect_relations(detail::ExecutableState& x) {
     }
 }
 
+// The slices' bounds as monomials (graph::SliceBound), each once. One whose
+// numbers are no monomials (S - 1) is left out: compile() refuses such a
+// view by its extent, offset or length anyway.
+void add_bounds(const detail::GraphState& g, detail::ExecutableState* x) {
+  const int symbols = static_cast<int>(g.symbols.size());
+  for (const detail::GraphState::Bound& b : g.bounds) {
+    detail::SliceBound c;
+    c.axis = b.axis;
+    if (!graph::factor(b.start, symbols, &c.start) || !graph::factor(b.span, symbols, &c.span) ||
+        !graph::factor(b.extent, symbols, &c.extent))
+      continue;
+    if (std::find(x->bounds.begin(), x->bounds.end(), c) == x->bounds.end()) x->bounds.push_back(c);
+  }
+}
 }  // namespace
 
 Executable Graph::compile() {
@@ -445,6 +467,7 @@ Executable Graph::compile() {
       const Node* n = o.second.node();
       x.outputs.push_back({o.first, n->dtype, d.read_shape(n), d.index.at(n), {}});
     }
+    add_bounds(*s_, &x);
   } catch (...) {
     s_->end("a tensor of a dvm::Graph whose compile() failed has no values");
     throw;
@@ -474,6 +497,27 @@ const detail::ExecutableState& state(const std::unique_ptr<detail::ExecutableSta
 
 // Every symbol's value, in symbol order, from bindings, into *out; errors
 // name op.
+std::string binding_text(const detail::ExecutableState& x, const std::vector<int64_t>& v);
+
+// Every slice's elements lie inside its axis at binding v (SliceBound).
+void check_bounds(const detail::ExecutableState& x, const std::vector<int64_t>& v, const char* op) {
+  for (const detail::SliceBound& b : x.bounds) {
+    int64_t start = 0, span = 0, extent = 0;
+    const bool ok = b.start.eval(v.data(), &start) && b.span.eval(v.data(), &span) &&
+                    b.extent.eval(v.data(), &extent);
+    if (ok && start <= extent && span <= extent - start) continue;
+    auto text = [&](const Monomial& m, int64_t value) {
+      const std::string t = m.to_string(x.symbols);
+      return m.constant() || !ok ? t : t + " = " + std::to_string(value);
+    };
+    throw Error(std::string("dvm::Executable::") + op + " at " + binding_text(x, v) + ": a view (a slice or narrow) of axis " +
+                std::to_string(b.axis) + " keeps " + text(b.span, span) + " elements from " + text(b.start, start) +
+                ", outside the axis's extent " + text(b.extent, extent) +
+                " (a graph keeps the lengths it captured: it does not clamp a slice's end to the extent as the lazy "
+                "path does, and a narrow must fit)");
+  }
+}
+
 void bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op, std::vector<int64_t>* out) {
   std::vector<int64_t>& v = *out;
   v.assign(x.symbols.size(), -1);
@@ -490,6 +534,7 @@ void bind(const detail::ExecutableState& x, const Bindings& bindings, const char
   }
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i] < 0) throw Error(std::string("dvm::Executable::") + op + ": symbol '" + x.symbols[i] + "' is not bound");
+  check_bounds(x, v, op);
 }
 std::vector<int64_t> bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op) {
   std::vector<int64_t> v;

@@ -34,6 +34,9 @@ class CaptureHooks {
   // elements, is to hold start + i * step for i in [0, count) (each run
   // fills it at its own count); it has no values during the capture.
   virtual void range(Node* leaf, double start, double step) = 0;
+  // A slice keeps elements [start, start + span) of an axis of `extent`
+  // (one of the three symbolic): each run checks that they fit its binding.
+  virtual void slice_bounds(int64_t start, int64_t span, int64_t extent, int axis) = 0;
 };
 
 // This thread's capture, or null (the lazy path).

@@ -1052,11 +1052,13 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
   // A graph being captured keeps a symbolic start or length past a
   // constant extent (wpe.narrow(0, P, S) of a 1024-row wpe): each run
   // checks its bounds.
-  const detail::CaptureHooks* g = detail::capture();
+  detail::CaptureHooks* g = detail::capture();
   if (!(g && ((start > n && g->symbolic(start)) || (end > n && end > start && g->symbolic(end - start))))) [[likely]] {
     start = std::clamp<int64_t>(start, 0, n);
     end = std::clamp<int64_t>(end, start, n);
   }
+  if (g && end > start && (g->symbolic(n) || g->symbolic(start) || g->symbolic(end - start))) [[unlikely]]
+    g->slice_bounds(start, end - start, n, axis);
   int64_t st[kMaxRank], off;
   layout_of(x, st, &off);
   Shape s = x->shape;

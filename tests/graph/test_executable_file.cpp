@@ -204,7 +204,7 @@ TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
   other = good;
   other[8] = 99;  // the version's low byte
   write_file(path, other);
-  expect_error_message("version", [&] { Executable::load(path); }, {path, "version 99", "reads versions 1 to 2"});
+  expect_error_message("version", [&] { Executable::load(path); }, {path, "version 99", "reads versions 1 to 3"});
   // Cut anywhere, the file is refused; cut after its magic, as truncated.
   for (size_t n = 0; n < good.size(); n += 1 + n / 64) {
     write_file(path, good.substr(0, n));
@@ -250,12 +250,15 @@ TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
   std::remove(path.c_str());
 }
 
-// A version-1 file (tests/graph/data/v1_small.dvmx, written by the build
-// before sums of monomials, from y = tanh(x @ w) * 0.5 + x[:, 2:3] * 2 with
-// w = normal({8, 8}, 5), run at N = 1, 3 and 40 before its save) still
-// loads, and replays the lazy path's bits at those bindings.
-TEST(ExecutableFile, VersionOneFilesStillLoad) {
-  const Executable exe = Executable::load(std::string(DVM_SOURCE_DIR) + "/tests/graph/data/v1_small.dvmx");
+// Files of earlier versions still load and replay the lazy path's bits:
+// tests/graph/data/v1_small.dvmx (written by the build before sums of
+// monomials, run at N = 1, 3 and 40 before its save) and v2_small.dvmx
+// (the build before slices' bounds, run at N = 3), both of
+// y = tanh(x @ w) * 0.5 + x[:, 2:3] * 2 with w = normal({8, 8}, 5).
+TEST(ExecutableFile, VersionOneAndTwoFilesStillLoad) {
+  for (const char* file : {"v1_small.dvmx", "v2_small.dvmx"}) {
+  SCOPED_TRACE(file);
+  const Executable exe = Executable::load(std::string(DVM_SOURCE_DIR) + "/tests/graph/data/" + file);
   const Tensor w = Tensor::normal({8, 8}, 5);
   for (int64_t n : {1, 3, 40}) {
     std::vector<float> xv(static_cast<size_t>(n * 8)), y(static_cast<size_t>(n * 8) + 4, kGuard);
@@ -266,6 +269,7 @@ TEST(ExecutableFile, VersionOneFilesStillLoad) {
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i])) << "N " << n << " element " << i;
     for (size_t i = want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], kGuard);
+  }
   }
 }
 

@@ -443,6 +443,69 @@ TEST(Graph, ViewOffsetsThatSumSymbolsRunAsTheLazyPath) {
   }
 }
 
+// A slice or narrow keeps the length it was captured with, so a binding
+// whose axis is too short for it is an error, even where the view it made
+// reads inside its operand: one of an expanded axis (stride 0), one folded
+// into a later narrow, and a slice whose end the lazy path would clamp.
+// Bindings that fit run as the lazy path, before and after save and load.
+TEST(Graph, SlicesPastTheirAxisAtABindingAreErrors) {
+  using Make = std::function<Tensor(const Tensor&, int64_t)>;  // (x [1] or [S], S)
+  struct Case {
+    std::string name;
+    bool expanded;  // x is [1], else [S]
+    Make make;
+    int64_t first_fit;  // the least S whose slice fits
+  };
+  const std::vector<Case> cases = {
+      {"x.expand(2S).narrow(0, 1, 2)", true,
+       [](const Tensor& x, int64_t s) { return x.expand({2 * s}).narrow(0, 1, 2); }, 2},
+      {"x.narrow(0, 0, 3).narrow(0, 1, 1)", false,
+       [](const Tensor& x, int64_t) { return x.narrow(0, 0, 3).narrow(0, 1, 1); }, 3},
+      {"x.slice(0, 1, 5)", false, [](const Tensor& x, int64_t) { return x.slice(0, 1, 5); }, 5},
+      {"x.expand(S, 3).narrow(0, 2, 2)", true,
+       [](const Tensor& x, int64_t s) { return x.expand({s, 3}).narrow(0, 2, 2); }, 4},
+  };
+  const std::string path = ::testing::TempDir() + "dvm_slice_bounds.dvmx";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Executable exe;
+    {
+      Graph g;
+      const Dim S = g.symbol("S");
+      const Tensor x = c.expanded ? g.input("x", {1}) : g.input("x", {S});
+      g.output("y", relu(c.make(x, S)) * 2.0f);
+      exe = g.compile();
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) {
+        exe.save(path);
+        exe = Executable::load(path);
+        std::remove(path.c_str());
+      }
+      for (int64_t s = 1; s <= c.first_fit + 2; ++s) {
+        const std::vector<float> xv = values(c.expanded ? 1 : s, static_cast<uint32_t>(s));
+        const Tensor lx = Tensor::from_blob(xv.data(), {c.expanded ? 1 : s});
+        if (s < c.first_fit) {
+          expect_error(c.name + " at S = " + std::to_string(s),
+                       [&] {
+                         std::vector<float> y(64, -9.0f);
+                         exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"S", s}});
+                       },
+                       {"dvm::Executable::run", "S = " + std::to_string(s), "narrow) of axis 0", "outside"});
+          expect_error(c.name + " memory", [&] { (void)exe.memory({{"S", s}}); }, {"dvm::Executable::memory"});
+          continue;
+        }
+        const std::vector<float> want = (relu(c.make(lx, s)) * 2.0f).to_vector();
+        std::vector<float> y(want.size() + 4, -9.0f);
+        exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"S", s}});
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i])) << "S " << s << " element " << i;
+        for (size_t i = want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], -9.0f);
+      }
+    }
+  }
+}
+
 // tril of a matrix whose rows are a product of symbols: during the capture
 // the extent stands far above 2^31 (6 * S * S with S's number), which the
 // lazy path would refuse; each run fills its int32 indices at its own size.
