@@ -38,7 +38,7 @@ static_assert(std::endian::native == std::endian::little, "executable files are 
 
 constexpr char kMagic[8] = {'D', 'V', 'M', 'E', 'X', 'E', 'C', '\0'};
 // Version 2 added sums of monomials (views' offsets, a program's sums),
-// version 3 the slices' bounds; earlier files, which have none, are still
+// version 3 the extents' bounds (slices, squeezes); earlier files, which have none, are still
 // read.
 constexpr uint32_t kVersion = 3;
 constexpr uint32_t kOldestVersion = 1;
@@ -422,11 +422,12 @@ void Executable::save(const std::string& path) const {
     w.monos(v.offset.terms);
   }
   w.count(x.bounds.size());
-  for (const detail::SliceBound& b : x.bounds) {
+  for (const detail::ExtentBound& b : x.bounds) {
     w.mono(b.start);
     w.mono(b.span);
     w.mono(b.extent);
     w.put(b.axis);
+    w.put(static_cast<uint8_t>(b.op));
   }
   w.count(x.constants.size());
   for (const Tensor& c : x.constants) {
@@ -553,14 +554,17 @@ Executable Executable::load(const std::string& path) {
     if (v.strides.size() != v.shape.size()) r.fail("a view's strides and shape differ in rank");
     x.views.push_back(std::move(v));
   }
-  const size_t nbounds = r.version >= 3 ? r.count("slice bounds", 76) : 0;
+  const size_t nbounds = r.version >= 3 ? r.count("extent bounds", 77) : 0;
   for (size_t i = 0; i < nbounds; ++i) {
-    detail::SliceBound b;
-    b.start = r.mono("a slice's start", symbols);
-    b.span = r.mono("a slice's length", symbols);
-    b.extent = r.mono("a slice's axis", symbols);
-    b.axis = r.get<int32_t>("a slice's axis");
-    if (b.axis < 0 || b.axis >= kMaxRank) r.fail("a slice of an axis past the largest rank");
+    detail::ExtentBound b;
+    b.start = r.mono("an extent bound's start", symbols);
+    b.span = r.mono("an extent bound's length", symbols);
+    b.extent = r.mono("an extent bound's extent", symbols);
+    b.axis = r.get<int32_t>("an extent bound's axis");
+    const uint8_t op = r.get<uint8_t>("an extent bound's op");
+    if (b.axis < 0 || b.axis >= kMaxRank) r.fail("an extent bound of an axis past the largest rank");
+    if (op > detail::ExtentBound::kSqueeze) r.fail("an extent bound of an unknown op");
+    b.op = static_cast<detail::ExtentBound::Op>(op);
     x.bounds.push_back(b);
   }
   const size_t nconst = r.count("constants", 17);

@@ -67,17 +67,20 @@ struct ViewCheck {
   Sum offset;
 };
 
-// A slice's or narrow's bounds along an axis whose extent, or whose start or
-// length, is symbolic: every binding needs start + span <= extent. The view
-// it made may fold into a later one (x.narrow(...).narrow(...)) or read an
-// expanded axis, so the view's own reach (ViewCheck) does not decide it; and
-// where the lazy path would clamp a slice's end, a graph keeps the
-// captured length, so a binding past the end is an error, not a shorter
-// result.
-struct SliceBound {
+// What an axis of symbolic extent (or a symbolic start or length along
+// it) needs at every binding for a run to give the lazy path's shapes:
+// start + span <= extent. A slice or narrow keeps the length it was
+// captured with (the view it made may fold into a later one or read an
+// expanded axis, so the view's own reach, ViewCheck, does not decide it;
+// and where the lazy path would clamp a slice's end, a graph would not). A
+// squeeze kept the axis at the capture, where the lazy path at an extent of
+// 1 would drop it: extent >= 2 (start 0, span 2).
+struct ExtentBound {
+  enum Op : uint8_t { kSlice = 0, kSqueeze = 1 };
   Monomial start, span, extent;
   int32_t axis = 0;
-  friend bool operator==(const SliceBound&, const SliceBound&) = default;
+  Op op = kSlice;
+  friend bool operator==(const ExtentBound&, const ExtentBound&) = default;
 };
 
 struct ExecutableState {
@@ -93,7 +96,7 @@ struct ExecutableState {
   // the same plan, so they share a program.
   std::vector<Monomial> relations;
   std::vector<ViewCheck> views;
-  std::vector<SliceBound> bounds;
+  std::vector<ExtentBound> bounds;
   int64_t recorded_ops = 0;
   // Loaded from a file (Executable::load): no ops to rebuild, so a binding
   // under relations no program was made for runs compile()'s program, the

@@ -68,11 +68,13 @@ struct GraphState final : CaptureHooks {
   struct Bound {
     int64_t start, span, extent;
     int axis;
+    ExtentBound::Op op;
   };
   std::vector<Bound> bounds;
   void slice_bounds(int64_t start, int64_t span, int64_t extent, int axis) override {
-    bounds.push_back({start, span, extent, axis});
+    bounds.push_back({start, span, extent, axis, ExtentBound::kSlice});
   }
+  void kept_axis(int64_t extent, int axis) override { bounds.push_back({0, 2, extent, axis, ExtentBound::kSqueeze}); }
   // Ends the capture: this thread's pending nodes fail with `why` and leave.
   // Their shapes still hold the numbers the capture stood in for the
   // symbols, so the message names them ("B stood for 40031").
@@ -411,14 +413,15 @@ void collect_relations(detail::ExecutableState& x) {
     }
 }
 
-// The slices' bounds as monomials (graph::SliceBound), each once. One whose
-// numbers are no monomials (S - 1) is left out: compile() refuses such a
-// view by its extent, offset or length anyway.
+// The captured extents' bounds as monomials (detail::ExtentBound), each
+// once. One whose numbers are no monomials (S - 1) is left out: compile()
+// refuses such a view by its extent, offset or length anyway.
 void add_bounds(const detail::GraphState& g, detail::ExecutableState* x) {
   const int symbols = static_cast<int>(g.symbols.size());
   for (const detail::GraphState::Bound& b : g.bounds) {
-    detail::SliceBound c;
+    detail::ExtentBound c;
     c.axis = b.axis;
+    c.op = b.op;
     if (!graph::factor(b.start, symbols, &c.start) || !graph::factor(b.span, symbols, &c.span) ||
         !graph::factor(b.extent, symbols, &c.extent))
       continue;
@@ -499,9 +502,9 @@ const detail::ExecutableState& state(const std::unique_ptr<detail::ExecutableSta
 // name op.
 std::string binding_text(const detail::ExecutableState& x, const std::vector<int64_t>& v);
 
-// Every slice's elements lie inside its axis at binding v (SliceBound).
+// Every captured extent's bound holds at binding v (ExtentBound).
 void check_bounds(const detail::ExecutableState& x, const std::vector<int64_t>& v, const char* op) {
-  for (const detail::SliceBound& b : x.bounds) {
+  for (const detail::ExtentBound& b : x.bounds) {
     int64_t start = 0, span = 0, extent = 0;
     const bool ok = b.start.eval(v.data(), &start) && b.span.eval(v.data(), &span) &&
                     b.extent.eval(v.data(), &extent);
@@ -510,9 +513,14 @@ void check_bounds(const detail::ExecutableState& x, const std::vector<int64_t>& 
       const std::string t = m.to_string(x.symbols);
       return m.constant() || !ok ? t : t + " = " + std::to_string(value);
     };
-    throw Error(std::string("dvm::Executable::") + op + " at " + binding_text(x, v) + ": a view (a slice or narrow) of axis " +
-                std::to_string(b.axis) + " keeps " + text(b.span, span) + " elements from " + text(b.start, start) +
-                ", outside the axis's extent " + text(b.extent, extent) +
+    const std::string where = std::string("dvm::Executable::") + op + " at " + binding_text(x, v) + ": ";
+    if (b.op == detail::ExtentBound::kSqueeze)
+      throw Error(where + "a squeeze kept axis " + std::to_string(b.axis) + " of extent " + text(b.extent, extent) +
+                  " when the graph was captured, which the lazy path drops at an extent of 1 (reshape to the shape "
+                  "you mean instead of squeezing a symbolic axis)");
+    throw Error(where + "a view (a slice or narrow) of axis " + std::to_string(b.axis) + " keeps " +
+                text(b.span, span) + " elements from " + text(b.start, start) + ", outside the axis's extent " +
+                text(b.extent, extent) +
                 " (a graph keeps the lengths it captured: it does not clamp a slice's end to the extent as the lazy "
                 "path does, and a narrow must fit)");
   }

@@ -37,6 +37,9 @@ class CaptureHooks {
   // A slice keeps elements [start, start + span) of an axis of `extent`
   // (one of the three symbolic): each run checks that they fit its binding.
   virtual void slice_bounds(int64_t start, int64_t span, int64_t extent, int axis) = 0;
+  // A squeeze kept `axis`, of symbolic `extent`: each run checks that the
+  // extent is not 1 (where the lazy path would drop the axis).
+  virtual void kept_axis(int64_t extent, int axis) = 0;
 };
 
 // This thread's capture, or null (the lazy path).

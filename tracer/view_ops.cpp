@@ -19,19 +19,30 @@ const Shape& shape_of(const Tensor& t, const char* op) { return detail::need(t, 
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// A graph being captured keeps an axis of symbolic extent, which each run
+// then checks is not 1 (where the lazy path would drop it).
+void keep_axis(const Shape& s, int axis) {
+  if (detail::CaptureHooks* g = detail::capture(); g && g->symbolic(s[axis])) [[unlikely]]
+    g->kept_axis(s[axis], axis);
+}
+
 }  // namespace
 
 Tensor Tensor::squeeze() const {
   const Shape& s = shape_of(*this, "squeeze");
   Shape to;
   for (int i = 0; i < s.rank(); ++i)
-    if (s[i] != 1) to.push_back(s[i]);
+    if (s[i] != 1) {
+      to.push_back(s[i]);
+      keep_axis(s, i);
+    }
   return to == s ? *this : reshape(to);
 }
 
 Tensor Tensor::squeeze(int axis) const {
   const Shape& s = shape_of(*this, "squeeze");
   axis = detail::normalize_axis("squeeze", axis, s.rank(), s, true);
+  if (s.rank() > 0 && s[axis] != 1) keep_axis(s, axis);
   if (s.rank() == 0 || s[axis] != 1) return *this;  // torch: only an extent of 1 goes
   Shape to;
   for (int i = 0; i < s.rank(); ++i)

@@ -506,6 +506,59 @@ TEST(Graph, SlicesPastTheirAxisAtABindingAreErrors) {
   }
 }
 
+// A squeeze keeps an axis of symbolic extent (the capture's number is not
+// 1), so a binding of 1, where the lazy path would drop the axis and give
+// another shape, is an error; larger ones run as the lazy path.
+TEST(Graph, SqueezedSymbolicAxesNeedAnExtentAboveOne) {
+  using Make = std::function<Tensor(const Tensor&)>;  // of x [S, 1, 3]
+  const std::vector<std::pair<std::string, Make>> cases = {
+      {"squeeze(0)", [](const Tensor& x) { return x.squeeze(0).sum(0); }},
+      {"squeeze()", [](const Tensor& x) { return x.squeeze().sum(0); }},
+      {"squeeze(1)", [](const Tensor& x) { return x.squeeze(1).sum(0); }},  // a constant 1: any S
+  };
+  const std::string path = ::testing::TempDir() + "dvm_squeeze_bounds.dvmx";
+  for (const auto& [name, make] : cases) {
+    SCOPED_TRACE(name);
+    Executable exe;
+    {
+      Graph g;
+      const Dim S = g.symbol("S");
+      g.output("y", make(g.input("x", {S, 1, 3})) * 2.0f);
+      exe = g.compile();
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) {
+        exe.save(path);
+        exe = Executable::load(path);
+        std::remove(path.c_str());
+      }
+      for (int64_t s : {1, 2, 5}) {
+        const std::vector<float> xv = values(s * 3, static_cast<uint32_t>(s));
+        const Tensor lx = Tensor::from_blob(xv.data(), {s, 1, 3});
+        if (s == 1 && name != "squeeze(1)") {
+          expect_error(name + " at S = 1", [&] { (void)exe.shape("y", {{"S", 1}}); },
+                       {"dvm::Executable::shape", "S = 1", "squeeze kept axis 0"});
+          expect_error(name + " run at S = 1",
+                       [&] {
+                         std::vector<float> y(8, -9.0f);
+                         exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"S", 1}});
+                       },
+                       {"dvm::Executable::run", "S = 1", "squeeze kept axis 0"});
+          continue;
+        }
+        const Tensor want = make(lx) * 2.0f;
+        EXPECT_EQ(exe.shape("y", {{"S", s}}), want.shape()) << "S " << s;
+        const std::vector<float> w = want.to_vector();
+        std::vector<float> y(w.size() + 4, -9.0f);
+        exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"S", s}});
+        for (size_t i = 0; i < w.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(w[i])) << "S " << s << " element " << i;
+        for (size_t i = w.size(); i < y.size(); ++i) ASSERT_EQ(y[i], -9.0f);
+      }
+    }
+  }
+}
+
 // tril of a matrix whose rows are a product of symbols: during the capture
 // the extent stands far above 2^31 (6 * S * S with S's number), which the
 // lazy path would refuse; each run fills its int32 indices at its own size.
