@@ -48,12 +48,17 @@ class Compiler {
     host_fn_ = fn;
     host_ = host;
   }
+  // A wait from inside a compile (a log callback of the compile's messages)
+  // does not block: the compiles it would wait for include its own, and the
+  // queued ones behind it run on the same thread.
   void wait() {
     std::unique_lock<std::mutex> lock(mu_);
+    if (t_jobs_running > 0) return;
     done_cv_.wait(lock, [&] { return pending_ == 0; });
   }
   bool wait_for(std::chrono::nanoseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (t_jobs_running > 0) return false;  // its own compile is not done
     return done_cv_.wait_for(lock, timeout, [&] { return pending_ == 0; });
   }
   // At exit: compiles still queued are dropped (nobody will run their
@@ -76,12 +81,22 @@ class Compiler {
     std::function<void()> fn;
     static void run(void* p) {
       auto* j = static_cast<HostJob*>(p);
-      j->fn();  // compile_now catches what a backend throws
+      run_job(j->fn);
       Compiler* c = j->owner;
       delete j;
       c->finish_one();
     }
   };
+  // Compiles running on this thread (one, or more where a host's job
+  // system runs one inside another).
+  static inline thread_local int t_jobs_running = 0;
+  static void run_job(const std::function<void()>& job) {
+    struct Running {
+      Running() { ++t_jobs_running; }
+      ~Running() { --t_jobs_running; }
+    } running;
+    job();  // compile_now catches what a backend throws
+  }
   void finish_one() {
     std::lock_guard<std::mutex> lock(mu_);
     if (--pending_ == 0) done_cv_.notify_all();
@@ -95,7 +110,7 @@ class Compiler {
       std::function<void()> job = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      job();
+      run_job(job);
       lock.lock();
       if (--pending_ == 0) done_cv_.notify_all();
     }

@@ -107,11 +107,14 @@ void set_tier_mode(TierMode mode);
 TierMode tier_mode();
 void set_jit_threshold(int64_t calls);
 int64_t jit_threshold();
-// Blocks until background compiles started so far have finished.
+// Blocks until background compiles started so far have finished. Called
+// inside a compile (from a log callback of its messages), it returns at
+// once: the compiles it would wait for include the caller's own.
 void wait_for_jit();
 // The same for at most `timeout_ms` milliseconds (a frame's budget): true
 // when every compile finished, false when some are still running (their
-// kernels keep running on the interpreter meanwhile).
+// kernels keep running on the interpreter meanwhile); false at once inside
+// a compile.
 bool wait_for_jit(double timeout_ms);
 
 // No hitch at the first frame: warm_up(frame) calls frame() (a function that

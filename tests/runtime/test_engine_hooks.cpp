@@ -406,6 +406,58 @@ TEST(LogCallback, TheJitAssemblyIsDebugOutput) {
   EXPECT_TRUE(m.has(LogLevel::Debug, "ret")) << m.got.size() << " messages";
 }
 
+// A callback of the background compile's own messages (its assembly) that
+// waits for the JIT, or warms up a frame, gets an answer: the compile
+// thread cannot wait for itself or for what is queued behind it. Before,
+// both waited forever; a hang here ends the test binary after 60 s.
+struct WaitInCallback {
+  std::atomic<int> calls{0}, nested{0};
+  bool timed_wait_done = true;
+  static void log(void* self, LogLevel, const char*) {
+    auto* w = static_cast<WaitInCallback*>(self);
+    if (w->nested.fetch_add(1) > 0 || w->calls.fetch_add(1) > 0) {
+      w->nested.fetch_sub(1);
+      return;
+    }
+    wait_for_jit();
+    w->timed_wait_done = wait_for_jit(5000.0);
+    static const std::vector<float> v(48, 0.25f);
+    (void)warm_up([] { (tanh(Tensor::from_blob(v.data(), {48})) * 3.5f + 0.125f).sync(); });
+    w->nested.fetch_sub(1);
+  }
+};
+TEST(LogCallback, WaitingForTheJitInsideACompileReturns) {
+  SKIP_WITHOUT_MACHINE_CODE();
+  Restore restore;
+  WaitInCallback w;
+  set_log_callback(&WaitInCallback::log, &w);
+  set_tier_mode(TierMode::Auto);
+  set_jit_threshold(1);
+#if DVM_HAS_JIT
+  backends::jit::set_log(true);
+#endif
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 600 && !finished.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!finished.load()) {
+      std::fprintf(stderr, "LogCallback.WaitingForTheJitInsideACompileReturns: hung in the callback\n");
+      std::_Exit(1);
+    }
+  });
+  // A kernel no other test runs: its first launch queues the compile.
+  const std::vector<float> y = (exp(Tensor::uniform({77}, 9) * 0.4375f) - 0.0625f).to_vector();
+  wait_for_jit();
+#if DVM_HAS_JIT
+  backends::jit::set_log(false);
+#endif
+  set_log_callback(nullptr, nullptr);
+  finished = true;
+  watchdog.join();
+  EXPECT_EQ(y.size(), 77u);
+  EXPECT_GE(w.calls.load(), 1) << "no message came from the compile";
+  EXPECT_FALSE(w.timed_wait_done) << "a timed wait inside a compile says compiles are pending (its own)";
+}
+
 // ---- the perf map -----------------------------------------------------------
 
 TEST(PerfMap, EachCompileNamesItsCode) {
