@@ -372,7 +372,7 @@ bool eval_terms(const detail::ExecutableState& x, const Program& p, const int64_
     int64_t count = 0;
     if (!r.count.eval(v, &count) || count > kMaxElements) return false;
     const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * dtype_size(r.dtype);
-    s.range_bytes += static_cast<int64_t>((bytes + 63) / 64 * 64);
+    s.range_bytes += static_cast<int64_t>(detail::pool_block_bytes(bytes));
     if (!fill_ranges || count == s.range_counts[k]) continue;
     s.range_counts[k] = -1;  // until filled: a value the type cannot hold throws
     ProgramScratch::RangeBlock& b = s.ranges[k];
@@ -680,8 +680,10 @@ int64_t arena_bytes(const detail::ExecutableState& x, const Program& p, const in
 
 int64_t program_memory_bytes(const detail::ExecutableState& x, const Program& p, const int64_t* v,
                              ProgramScratch& s) {
+  // What the pool hands out for them (a size class), as the memory limit counts it.
   const int64_t arena = arena_bytes(x, p, v, s, false);
-  return arena < 0 ? -1 : arena + s.range_bytes;
+  if (arena < 0) return -1;
+  return (arena > 0 ? static_cast<int64_t>(detail::pool_block_bytes(static_cast<size_t>(arena))) : 0) + s.range_bytes;
 }
 
 bool run_program(const detail::ExecutableState& x, const Program& p, const int64_t* v, const void* const* in,

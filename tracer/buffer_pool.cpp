@@ -56,6 +56,9 @@ constexpr int kRecentSmallClasses = 8;  // up to 8 classes (4x) for a block of
 constexpr size_t kRecentSmallBytes = size_t{512} << 10;  // at most this
 constexpr size_t kMapBytes = size_t{128} << 10;  // glibc's own first mmap threshold
 constexpr size_t kReserveBytes = size_t{32} << 20;
+// No system gives this much, and the size class would wrap past 2^64 (a
+// request of 2^63 bytes and more rounded up to 0).
+constexpr size_t kMaxRequestBytes = size_t{1} << 62;
 
 // The size of class c's blocks (size_class's inverse).
 size_t class_size(int c) {
@@ -277,9 +280,7 @@ bool pool_maps_blocks() { return DVM_POOL_MAPS != 0; }
 namespace {
 void* allocate(size_t bytes, size_t* block_bytes) {
   if (t_fail_after >= 0 && t_fail_after-- == 0) throw std::bad_alloc();
-  // No system gives this much, and the size class would wrap past 2^64 (a
-  // request of 2^63 bytes and more rounded up to 0).
-  if (bytes > (size_t{1} << 62)) throw std::bad_alloc();
+  if (bytes > kMaxRequestBytes) throw std::bad_alloc();
   size_t cb;
   int c = size_class(bytes, &cb);
   Pool& p = pool();
@@ -327,6 +328,12 @@ void* allocate(size_t bytes, size_t* block_bytes) {
 }  // namespace
 
 void* pool_allocate(size_t bytes) { return allocate(bytes, nullptr); }
+
+size_t pool_block_bytes(size_t bytes) {
+  size_t cb = bytes;
+  if (bytes <= kMaxRequestBytes) size_class(bytes, &cb);
+  return cb;
+}
 
 void* pool_allocate_recent(size_t bytes, size_t* block_bytes) { return allocate(bytes, block_bytes); }
 

@@ -19,6 +19,9 @@ void* pool_allocate(size_t bytes);
 // request's own class (whose block a program with changing sizes last
 // touched long ago). What a tensor buffer comes from.
 void* pool_allocate_recent(size_t bytes, size_t* block_bytes);
+// What a request of `bytes` counts against the memory limit and in
+// memory_stats (its size class: up to a quarter more).
+size_t pool_block_bytes(size_t bytes);
 // Returns a block from pool_allocate (with the same request size) or from
 // pool_allocate_recent (with its block size).
 void pool_free(void* p, size_t bytes);

@@ -163,7 +163,9 @@ class Executable {
   // The bytes of dvm memory a run at this binding uses for the graph's
   // intermediates: one arena, in which values whose lifetimes do not
   // overlap share bytes (inputs and outputs are the caller's buffers), and
-  // the values of aranges of symbolic length. The executable keeps its
+  // the values of aranges of symbolic length, as the buffer pool hands them
+  // out and the memory limit counts them (size classes: up to a quarter
+  // above the bytes the values take). The executable keeps its
   // arena between runs (counted in memory_stats' live bytes): it grows to
   // a run that needs more and is replaced by a smaller one when a run
   // needs under a quarter of it. The first time a binding's
