@@ -36,6 +36,17 @@ std::vector<float> values(int64_t n, uint32_t seed) {
   return v;
 }
 
+// Runs exe (input "x", output "y") at S = s and expects want's bits, with
+// guard elements after the output untouched.
+void expect_run_bits(const Executable& exe, const std::vector<float>& xv, const Tensor& want, int64_t s) {
+  const std::vector<float> w = want.to_vector();
+  std::vector<float> y(w.size() + 4, -9.0f);
+  exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"S", s}});
+  for (size_t i = 0; i < w.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(w[i])) << "S " << s << " element " << i;
+  for (size_t i = w.size(); i < y.size(); ++i) ASSERT_EQ(y[i], -9.0f) << "S " << s;
+}
+
 // The model both paths run: x [B, S, 32], m [S, 1]; weights made before.
 struct Weights {
   Tensor w = Tensor::normal({48, 32}, 1, 0.0f, 0.2f), b = Tensor::normal({48}, 2);
@@ -495,12 +506,7 @@ TEST(Graph, SlicesPastTheirAxisAtABindingAreErrors) {
           expect_error(c.name + " memory", [&] { (void)exe.memory({{"S", s}}); }, {"dvm::Executable::memory"});
           continue;
         }
-        const std::vector<float> want = (relu(c.make(lx, s)) * 2.0f).to_vector();
-        std::vector<float> y(want.size() + 4, -9.0f);
-        exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"S", s}});
-        for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i])) << "S " << s << " element " << i;
-        for (size_t i = want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], -9.0f);
+        expect_run_bits(exe, xv, relu(c.make(lx, s)) * 2.0f, s);
       }
     }
   }
@@ -548,12 +554,7 @@ TEST(Graph, SqueezedSymbolicAxesNeedAnExtentAboveOne) {
         }
         const Tensor want = make(lx) * 2.0f;
         EXPECT_EQ(exe.shape("y", {{"S", s}}), want.shape()) << "S " << s;
-        const std::vector<float> w = want.to_vector();
-        std::vector<float> y(w.size() + 4, -9.0f);
-        exe.run({{"x", xv.data()}}, {{"y", y.data()}}, {{"S", s}});
-        for (size_t i = 0; i < w.size(); ++i)
-          ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(w[i])) << "S " << s << " element " << i;
-        for (size_t i = w.size(); i < y.size(); ++i) ASSERT_EQ(y[i], -9.0f);
+        expect_run_bits(exe, xv, want, s);
       }
     }
   }
