@@ -498,9 +498,11 @@ const detail::ExecutableState& state(const std::unique_ptr<detail::ExecutableSta
   return *s;
 }
 
-// Every symbol's value, in symbol order, from bindings, into *out; errors
-// name op.
-std::string binding_text(const detail::ExecutableState& x, const std::vector<int64_t>& v);
+std::string binding_text(const detail::ExecutableState& x, const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + x.symbols[i] + " = " + std::to_string(v[i]);
+  return s.empty() ? "no symbols" : s;
+}
 
 // Every captured extent's bound holds at binding v (ExtentBound).
 void check_bounds(const detail::ExecutableState& x, const std::vector<int64_t>& v, const char* op) {
@@ -526,6 +528,8 @@ void check_bounds(const detail::ExecutableState& x, const std::vector<int64_t>& 
   }
 }
 
+// Every symbol's value, in symbol order, from bindings, into *out; errors
+// name op.
 void bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op, std::vector<int64_t>* out) {
   std::vector<int64_t>& v = *out;
   v.assign(x.symbols.size(), -1);
@@ -548,12 +552,6 @@ std::vector<int64_t> bind(const detail::ExecutableState& x, const Bindings& bind
   std::vector<int64_t> v;
   bind(x, bindings, op, &v);
   return v;
-}
-
-std::string binding_text(const detail::ExecutableState& x, const std::vector<int64_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + x.symbols[i] + " = " + std::to_string(v[i]);
-  return s.empty() ? "no symbols" : s;
 }
 
 // `what()` names the tensor for errors (built only when one is raised).
