@@ -178,6 +178,9 @@ KVCache& KVCache::operator=(KVCache&& o) noexcept {
 
 Tensor KVCache::append(const Tensor& rows) {
   Node* x = detail::need(rows, "KVCache::append");
+  // First: in a capture the rows' extents are the numbers symbols stand for,
+  // which no capacity check should judge.
+  refuse_in_capture("KVCache::append");
   const Shape& s = x->shape;
   bool fits = s.rank() == shape_.rank();
   for (int k = 0; k < shape_.rank() && fits; ++k) fits = k == axis_ || s[k] == shape_[k];
@@ -195,7 +198,6 @@ Tensor KVCache::append(const Tensor& rows) {
   // one cannot be ordered before it (the rows it writes would be read unwritten).
   if (last_write_.defined()) (void)detail::need(last_write_, "KVCache::append");
   if (s[axis_] == 0) return values();
-  refuse_in_capture("KVCache::append");
   if (!buffer_) buffer_ = Storage::allocate(shape_.numel(), dtype_);
   int64_t strides[kMaxRank];
   detail::contiguous_strides(shape_, strides);

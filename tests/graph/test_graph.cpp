@@ -369,6 +369,10 @@ TEST(Graph, CaptureErrors) {
     KVCache cache({16, 4}, 0);
     expect_error("a write", [&] { (void)cache.append(x.narrow(0, 0, 2)); },
                  {"KVCache::append", "writes into a buffer", "not supported"});
+    // Also when the rows' symbolic extent stands above the cache's capacity:
+    // the error is the capture's, not the capacity's.
+    expect_error("a write of S rows", [&] { (void)cache.append(x); },
+                 {"KVCache::append", "writes into a buffer", "not supported"});
     const Tensor big = g.input("big", {S, S, 2});
     expect_error("a cat of symbolic extents", [&] { (void)cat({big, big}, -1); },
                  {"cat", "writes into a buffer", "not supported"});
