@@ -899,6 +899,10 @@ dvm_status dvm_get_memory_stats(dvm_memory_stats* out) {
     *out = dvm_memory_stats{m.live_bytes, m.cached_bytes, m.peak_bytes, m.limit_bytes};
   });
 }
+dvm_status dvm_get_weight_copy_bytes(int64_t* out) {
+  DVM_NEED(out, "dvm_get_weight_copy_bytes");
+  return guarded([&] { *out = dvm::memory_stats().weight_copy_bytes; });
+}
 dvm_status dvm_set_memory_limit(int64_t bytes) {
   return guarded([&] { dvm::set_memory_limit(bytes); });
 }

@@ -22,7 +22,8 @@ typedef struct dvm_tensor_s* dvm_tensor;
 
 typedef enum dvm_status {
   DVM_OK = 0,
-  DVM_ERROR = 1,            /* a dvm::Error: bad shapes, axes, types, a failed flush */
+  DVM_ERROR = 1,            /* a dvm::Error: bad shapes, axes, types, a failed flush, too little room
+                               in an output buffer (dvm_read, dvm_get_isa) */
   DVM_INVALID_ARGUMENT = 2, /* a null handle or pointer, an unknown enum value */
   DVM_OUT_OF_MEMORY = 3     /* an allocation failed: the memory limit, the host allocator, the system
                                (also reading a tensor whose flush failed so) */
@@ -265,6 +266,8 @@ typedef struct dvm_memory_stats {
   int64_t live_bytes, cached_bytes, peak_bytes, limit_bytes;
 } dvm_memory_stats;
 dvm_status dvm_get_memory_stats(dvm_memory_stats* out);
+/* Of live_bytes, the weights' row-major copies (MemoryStats::weight_copy_bytes). */
+dvm_status dvm_get_weight_copy_bytes(int64_t* out);
 dvm_status dvm_set_memory_limit(int64_t bytes);
 dvm_status dvm_trim(void);
 

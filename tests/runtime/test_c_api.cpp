@@ -342,6 +342,20 @@ TEST(CApi, SettingsAndStats) {
   dvm_memory_stats m;
   ASSERT_EQ(dvm_get_memory_stats(&m), DVM_OK);
   EXPECT_EQ(m.live_bytes, dvm::memory_stats().live_bytes);
+  {
+    // A weight read by columns, twice by two-row products: its row-major
+    // copy is made (docs/API.md, "Weights read by columns").
+    const int64_t before = dvm::memory_stats().weight_copy_bytes;
+    const Tensor w = Tensor::uniform({80, 96}, 3) * 0.5f;
+    w.sync();
+    const Tensor x = Tensor::uniform({2, 96}, 4);
+    for (int i = 0; i < 2; ++i) (void)linear(x, w).to_vector();
+    int64_t copies = -1;
+    ASSERT_EQ(dvm_get_weight_copy_bytes(&copies), DVM_OK);
+    EXPECT_EQ(copies, dvm::memory_stats().weight_copy_bytes);
+    EXPECT_GT(copies, before) << "no copy was made";
+    EXPECT_EQ(dvm_get_weight_copy_bytes(nullptr), DVM_INVALID_ARGUMENT);
+  }
   EXPECT_EQ(dvm_set_memory_limit(-5), DVM_ERROR);
   ASSERT_EQ(dvm_set_memory_limit(0), DVM_OK);
   ASSERT_EQ(dvm_trim(), DVM_OK);
