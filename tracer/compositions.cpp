@@ -172,13 +172,48 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
   return where(ge(r, far), r - far, r);
 }
 
-// The all-elements form: the index into x flattened (row-major).
+// The all-elements form: the index into x flattened (row-major). Past
+// kCachedRange elements the flat x is read as rows of kCachedRange (and a
+// shorter tail) whose indices are row * kCachedRange + column, from two
+// short ranges: no index buffer as large as x. Each piece's least rank
+// (as in arg_extreme, against the extreme of all pieces) is kept, and the
+// least of those wins: the ranks hold global indices, so the first NaN, or
+// else the first extreme, of x.
 Tensor arg_extreme_all(const Tensor& x, bool largest, const char* op) {
   need_arg_operand(x, op);  // (before the reshape records anything)
-  if (x.numel() == 0)
+  const int64_t n = x.numel();
+  if (n == 0)
     throw Error(std::string(op) + ": " + describe(x) + " has no elements (expected a non-empty tensor: the " + op +
                 " of no elements is undefined, as in torch)");
-  return arg_extreme(x.rank() > 1 ? x.reshape(Shape{x.numel()}) : x, 0, false, largest, op);
+  const Tensor flat = x.rank() > 1 ? x.reshape(Shape{n}) : x;
+  // A graph fills its one range per run (a row count made of symbols could
+  // not be sliced).
+  if (n <= kCachedRange || detail::capture()) return arg_extreme(flat, 0, false, largest, op);
+  const detail::RecordTogether together;  // one flush for every op below
+  constexpr int64_t c = kCachedRange;
+  const int64_t rows = n / c, tail = n % c;
+  struct Piece {
+    Tensor values, idx;
+  };
+  std::vector<Piece> pieces;
+  pieces.push_back({flat.narrow(0, 0, rows * c).reshape({rows, c}),
+                    int64_range(0, rows).reshape({rows, 1}) * Tensor(c) + int64_range(0, c).reshape({1, c})});
+  if (tail > 0) pieces.push_back({flat.narrow(0, rows * c, tail), int64_range(rows * c, tail)});
+  Tensor m;
+  for (const Piece& p : pieces) {
+    const Tensor e = largest ? p.values.max() : p.values.min();
+    m = !m.defined() ? e : largest ? maximum(m, e) : minimum(m, e);  // NaN propagates
+  }
+  const Tensor far = Tensor::full(Shape{}, 0x1p61, Dtype::I64);
+  const bool floating = is_floating(x.dtype());
+  Tensor r;
+  for (const Piece& p : pieces) {
+    const Tensor at_m = where(eq(p.values, m), p.idx, far);
+    const Tensor rank = floating ? where(ne(p.values, p.values), p.idx, at_m + far) : at_m;
+    const Tensor least = rank.min();
+    r = r.defined() ? minimum(r, least) : least;
+  }
+  return floating ? where(ge(r, far), r - far, r) : r;
 }
 
 }  // namespace

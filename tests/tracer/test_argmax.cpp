@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/tracer/int_testing.h"
+#include "tracer/buffer_pool.h"
 
 namespace dvm::testing {
 namespace {
@@ -204,6 +205,58 @@ TEST_P(Argmax, GeneratedInputsMatchAScalarReference) {
       if (!check(ymin, v, s, axis, keepdim, false, all, "argmin of " + what)) ++failures;
     }
   }
+}
+
+// The all-elements form past 65536 elements, which reads x as rows of 65536
+// and a tail: lengths with and without a tail, the extreme (and a NaN)
+// placed in the first row, a later row, the tail and across a row's edge,
+// ties between pieces. It holds no index buffer of x's size: the pool's
+// peak rises by about x's own buffer, not 8 bytes an element more.
+TEST_P(Argmax, AllElementsOfLongTensorsMatchTheReference) {
+  std::mt19937 rng(77);
+  for (Dtype t : kTypes) {
+    for (int64_t n : {int64_t{131072}, int64_t{200003}}) {
+      for (int place = 0; place < 5; ++place) {
+        Values v = random_values(t, n, rng, 0.0);
+        // The extremes at chosen places: 0, 65535 / 65536 (a row's edge),
+        // a later row, the tail (or the end), twice (a tie across pieces).
+        const int64_t at[] = {0, 65535, 65536 + 7, n - 1, 3};
+        const int64_t where_max = at[place], tie = place == 4 ? n - 2 : -1;
+        if (is_floating(t)) {
+          for (double& e : v.f) e = std::isinf(e) ? 0.5 : e;  // the placed ones are the only extremes
+          v.f[static_cast<size_t>(where_max)] = 1e4;
+          if (tie >= 0) v.f[static_cast<size_t>(tie)] = 1e4;
+        } else {
+          const int64_t hi = t == Dtype::U8 ? 255 : t == Dtype::I32 ? INT32_MAX : INT64_MAX;
+          for (int64_t& e : v.i) e = e == hi ? hi - 1 : e;
+          v.i[static_cast<size_t>(where_max)] = hi;
+          if (tie >= 0) v.i[static_cast<size_t>(tie)] = hi;
+        }
+        const Tensor x = make_tensor(v, Shape{n});
+        const std::string what = cat(dtype_name(t), " n ", n, " extreme at ", where_max, tie >= 0 ? " and a tie" : "");
+        const Shape s2 = n % 2 == 0 ? Shape{2, n / 2} : Shape{n};  // a rank-2 x too
+        check(x.reshape(s2).argmax(), v, {n}, 0, false, true, true, "argmax of " + what);
+        check(x.argmin(), v, {n}, 0, false, false, true, "argmin of " + what);
+        if (is_floating(t) && place < 4) {  // a NaN wins both, before or after the extreme
+          Values w = v;
+          w.f[static_cast<size_t>(at[(place + 2) % 4])] = NAN;
+          const Tensor xn = make_tensor(w, Shape{n});
+          check(xn.argmax(), w, {n}, 0, false, true, true, "argmax with a NaN of " + what);
+          check(xn.argmin(), w, {n}, 0, false, false, true, "argmin with a NaN of " + what);
+        }
+      }
+    }
+  }
+  // Memory: the peak over a float32 x of 2^20 elements (4 MiB) grows by far
+  // less than the 8 MiB an index per element would take.
+  const int64_t n = int64_t{1} << 20;
+  const Tensor x = Tensor::uniform({n}, 5);
+  x.sync();
+  trim();
+  detail::pool_reset_peak();
+  const int64_t before = memory_stats().live_bytes;
+  EXPECT_GE(x.argmax().to_vector<int64_t>()[0], 0);
+  EXPECT_LT(memory_stats().peak_bytes - before, int64_t{2} << 20) << "an index buffer as large as x";
 }
 
 // A NaN before, after and between the extremes, rows of every length to
