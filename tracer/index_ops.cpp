@@ -23,11 +23,15 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+void need_index_type(const Node* n, const char* op) {
+  if (n->dtype != Dtype::I64 && n->dtype != Dtype::I32)
+    throw Error(std::string(op) + ": index " + detail::describe(n) + " must be int64 or int32");
+}
+
 // The values of an int32 or int64 index tensor, once computed.
 std::vector<int64_t> index_values(const Tensor& index, const char* op) {
   Node* n = detail::need(index, op);
-  if (n->dtype != Dtype::I64 && n->dtype != Dtype::I32)
-    throw Error(std::string(op) + ": index " + detail::describe(n) + " must be int64 or int32");
+  need_index_type(n, op);
   detail::materialize(n);
   std::vector<int64_t> v;
   try {
@@ -70,12 +74,14 @@ Node* source(const Tensor& x, const char* op, Tensor* keep) {
   return keep->node();
 }
 
-// out[o, j, i] = x[o, index[j], i] over x's axes before, at and after axis,
-// reading x through its strides.
-Tensor select_rows(Node* x, int axis, const std::vector<int64_t>& index, const char* op) {
-  Shape out = x->shape;
-  out[axis] = static_cast<int64_t>(index.size());
-  Tensor y = detail::new_leaf(out, op, x->dtype);
+// The result's buffer, made before the indices are read into host memory:
+// a result past the memory limit is refused before that copy is made.
+Tensor result_leaf(const Shape& out, const char* op, Dtype t) { return detail::new_leaf(out, op, t); }
+
+// y[o, j, i] = x[o, index[j], i] over x's axes before, at and after axis,
+// reading x through its strides; y has x's shape with index.size() along axis.
+Tensor select_rows(Node* x, int axis, const std::vector<int64_t>& index, Tensor y) {
+  const Shape& out = y.shape();
   const size_t es = dtype_size(x->dtype);
   const int rank = x->shape.rank();
   const char* base = static_cast<const char*>(x->storage->at(x->offset));
@@ -110,6 +116,10 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
     throw Error(std::string(op) + ": index " + detail::describe(in) + " must be 1-D (or 0-d)");
   const int rank = xn->shape.rank();
   axis = detail::normalize_axis(op, axis, rank, xn->shape, true);
+  need_index_type(in, op);
+  Shape out = xn->shape;
+  if (rank > 0) out[axis] = in->shape.numel();
+  const Tensor y = rank > 0 ? result_leaf(out, op, xn->dtype) : Tensor();
   const std::vector<int64_t> v = index_values(index, op);
   Tensor keep;
   Node* src = source(x, op, &keep);
@@ -124,7 +134,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
   }
   for (size_t j = 0; j < v.size(); ++j)
     if (v[j] < 0 || v[j] >= src->shape[axis]) out_of_range(op, v[j], static_cast<int64_t>(j), axis, src);
-  return select_rows(src, axis, v, op);
+  return select_rows(src, axis, v, y);
 }
 
 Tensor embedding(const Tensor& ids, const Tensor& weight) {
@@ -140,13 +150,14 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
                 str(kMaxRank) + "); embedding adds one");
   Shape out = in->shape;
   out.push_back(w->shape[1]);
+  const Tensor rows = result_leaf(Shape{in->shape.numel(), w->shape[1]}, op, w->dtype);
   const Tensor flat = in->shape.rank() == 1 ? ids : ids.reshape(Shape{in->shape.numel()});
   const std::vector<int64_t> v = index_values(flat, op);
   Tensor keep;
   Node* src = source(weight, op, &keep);
   for (size_t j = 0; j < v.size(); ++j)
     if (v[j] < 0 || v[j] >= src->shape[0]) out_of_range(op, v[j], static_cast<int64_t>(j), 0, src);
-  const Tensor rows = select_rows(src, 0, v, op);
+  select_rows(src, 0, v, rows);
   return out == rows.shape() ? rows : rows.reshape(out);
 }
 
@@ -162,6 +173,8 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
   if (!fits)
     throw Error(std::string(op) + ": index " + detail::describe(in) + " does not fit " + detail::describe(xn) +
                 " along axis " + str(axis) + " (expected the same rank and index extents no larger than the input's, except along axis)");
+  need_index_type(in, op);
+  Tensor y = result_leaf(is, op, xn->dtype);
   const std::vector<int64_t> v = index_values(index, op);
   Tensor keep;
   Node* src = source(x, op, &keep);
@@ -173,7 +186,6 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
                     " is out of range for " + detail::describe(src) + " (expected 0)");
       out_of_range(op, v[j], static_cast<int64_t>(j), axis, src);
     }
-  Tensor y = detail::new_leaf(is, op, src->dtype);
   const size_t es = dtype_size(src->dtype);
   const char* base = static_cast<const char*>(src->storage->at(src->offset));
   char* o = static_cast<char*>(y.node()->storage->data);

@@ -619,7 +619,11 @@ Tensor detail::new_leaf(const Shape& shape, const char* op, Dtype dtype) {
   check_shape(op, shape);
   Tensor t = detail::handle_of_new(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
   Node* n = t.node();
-  n->storage = detail::Storage::allocate(shape.numel(), dtype);
+  try {
+    n->storage = detail::Storage::allocate(shape.numel(), dtype);
+  } catch (const Error& e) {  // out of memory: say for what
+    throw Error(std::string(op) + ": " + e.what() + " (for its result " + dtype_name(dtype) + shape.to_string() + ")");
+  }
   detail::contiguous_strides(shape, n->strides);
   return t;
 }

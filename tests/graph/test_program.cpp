@@ -19,6 +19,7 @@
 #include "tracer/buffer_pool.h"
 #include "tests/error_testing.h"
 #include "tests/graph/random_graph.h"
+#include "tests/resident_memory.h"
 
 namespace dvm::testing {
 namespace {
@@ -224,18 +225,6 @@ TEST(GraphProgram, OutputsThatAliasInputsAreComputedFirst) {
     exe.run({{"x", x.data()}}, {{"y", x.data()}}, {{"N", n}});  // y over x
     EXPECT_EQ(x, want) << n;
   }
-}
-
-// The process's peak resident memory (VmHWM), in bytes; 0 where unknown.
-int64_t peak_rss_bytes() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  int64_t kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atoll(line + 6);
-  std::fclose(f);
-  return kb * 1024;
 }
 
 // memory() plans a binding's run without buffers for its inputs and

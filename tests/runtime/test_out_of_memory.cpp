@@ -16,6 +16,7 @@
 #include "dvm/dvm.h"
 #include "dvm/weights_file.h"
 #include "tests/error_testing.h"
+#include "tests/resident_memory.h"
 #include "tracer/buffer_pool.h"
 
 namespace dvm {
@@ -73,6 +74,32 @@ TEST(OutOfMemory, TheMemoryLimitNamesTheOpsAndTheFile) {
                        {"load_weights", path, "\"x_weight\"", "out of memory", "memory limit"});
   set_memory_limit(0);
   std::remove(path.c_str());
+}
+
+// index_select, embedding and gather with many indices (an expanded view:
+// 2^27 of them, 1 GiB as host int64s) and a result past the memory limit
+// are refused by the result's allocation, named, before the indices are
+// copied to host memory: the process's peak stays far below that copy.
+TEST(OutOfMemory, IndexOpsRefuseTheirResultBeforeReadingTheIndices) {
+  LimitGuard guard;
+  const int64_t n = int64_t{1} << 27;
+  const Tensor w = Tensor::uniform({3, 4}, 1);
+  w.sync();
+  const Tensor ids = Tensor::from_vector(std::vector<int64_t>{1}, {1}).expand({n});
+  ids.sync();
+  set_memory_limit(memory_stats().live_bytes + (int64_t{64} << 20));
+  const bool peak_reset = testing::reset_peak_rss();
+  const int64_t rss_before = testing::peak_rss_bytes();
+  expect_error_message("embedding", [&] { embedding(ids, w).sync(); },
+                       {"embedding", "out of memory", "memory limit", "float32[" + std::to_string(n) + ", 4]"});
+  expect_error_message("index_select", [&] { index_select(w, 0, ids).sync(); },
+                       {"index_select", "out of memory", "memory limit"});
+  expect_error_message("gather", [&] { gather(w.reshape({12}), 0, ids).sync(); },
+                       {"gather", "out of memory", "memory limit"});
+  if (peak_reset && rss_before > 0) {
+    EXPECT_LT(testing::peak_rss_bytes() - rss_before, int64_t{256} << 20) << "the indices were copied first";
+  }
+  set_memory_limit(0);
 }
 
 // Buffers of a legal element count whose bytes pass 2^62 (int64 elements
