@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <string_view>
 #include <unordered_map>
 
 #include "fuser/executor.h"
@@ -1057,6 +1058,12 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   } catch (const std::bad_alloc&) {
     throw Error("out of memory: dvm::Executable::run at " + binding_text(x, v) +
                 " (Executable::memory gives the bytes its arena needs)");
+  } catch (const Error& e) {
+    // The memory limit or the host's allocator refused a buffer: say which
+    // run (an engine may hold several executables).
+    if (!std::string_view(e.what()).starts_with("out of memory")) throw;
+    throw Error(std::string(e.what()) + " (in dvm::Executable::run at " + binding_text(x, v) +
+                "; Executable::memory gives the bytes its arena needs)");
   }
 }
 

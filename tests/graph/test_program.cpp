@@ -262,7 +262,7 @@ TEST(GraphProgram, MemoryQueriesTouchNoBuffers) {
 // memory() is what a run adds to dvm's memory as the limit counts it (the
 // pool's size classes included): a limit of what dvm holds plus memory()
 // lets the run through, at sizes where the class rounds the arena up.
-TEST(GraphProgram, MemoryBudgetsARunUnderTheLimit) {
+TEST(GraphProgram, MemoryBudgetsARunUnderTheLimitAndBelowItRunsAreNamed) {
   const Tensor w = Tensor::uniform({64, 32}, 1, -0.2f, 0.2f);
   w.sync();
   Executable exe;
@@ -291,6 +291,15 @@ TEST(GraphProgram, MemoryBudgetsARunUnderTheLimit) {
     EXPECT_NO_THROW(run(b)) << "B " << b << ": memory() said " << need;
     set_memory_limit(0);
   }
+  // Below it a run whose arena must grow is refused, naming the run and the
+  // binding (a host may hold several executables).
+  trim();
+  const int64_t need = exe.memory({{"B", 20000}});
+  const MemoryStats held = memory_stats();
+  set_memory_limit(held.live_bytes + held.cached_bytes + need / 2);
+  expect_error_message("B 20000 past the limit", [&] { run(20000); },
+                       {"out of memory", "memory limit", "dvm::Executable::run at B = 20000"});
+  set_memory_limit(0);
   fuser::set_plan_check(checked);
 }
 
