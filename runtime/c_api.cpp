@@ -71,6 +71,20 @@ dvm_status guarded(F&& f) {
   }
 }
 
+// guarded() for a call that observes values: an error raised by the C++
+// read it makes (to_vector, sync) is prefixed with the C function's name.
+template <class F>
+dvm_status guarded_in(const char* fn, F&& f) {
+  return guarded([&] {
+    try {
+      f();
+    } catch (const dvm::Error& e) {
+      if (std::string_view(e.what()).starts_with(fn)) throw;
+      throw dvm::Error(std::string(fn) + ": " + e.what());
+    }
+  });
+}
+
 dvm_status invalid(const char* fn, const char* what) {
   return fail(DVM_INVALID_ARGUMENT, std::string(fn) + ": " + what);
 }
@@ -249,7 +263,7 @@ dvm_status dvm_read(dvm_tensor t, int dtype, void* out, size_t bytes) {
   DVM_NEED(t, "dvm_read");
   if (!valid_dtype(dtype)) return invalid("dvm_read", "unknown dtype");
   if (!out && t->t.numel() > 0) return invalid("dvm_read", "out is null");
-  return guarded([&] {
+  return guarded_in("dvm_read", [&] {
     const dvm::Tensor& x = t->t;
     const size_t need = static_cast<size_t>(x.numel()) * dvm::dtype_size(static_cast<dvm::Dtype>(dtype));
     if (x.dtype() != static_cast<dvm::Dtype>(dtype))
@@ -276,7 +290,7 @@ dvm_status dvm_read(dvm_tensor t, int dtype, void* out, size_t bytes) {
 dvm_status dvm_read_f32(dvm_tensor t, float* out, size_t count) {
   DVM_NEED(t, "dvm_read_f32");
   if (!out && t->t.numel() > 0) return invalid("dvm_read_f32", "out is null");
-  return guarded([&] {
+  return guarded_in("dvm_read_f32", [&] {
     const std::vector<float> v = t->t.to_vector();
     if (count < v.size())
       throw dvm::Error("dvm_read_f32: room for " + std::to_string(count) + " floats, the tensor " +
@@ -287,7 +301,7 @@ dvm_status dvm_read_f32(dvm_tensor t, float* out, size_t count) {
 
 dvm_status dvm_sync(dvm_tensor t) {
   DVM_NEED(t, "dvm_sync");
-  return guarded([&] { t->t.sync(); });
+  return guarded_in("dvm_sync", [&] { t->t.sync(); });
 }
 
 dvm_status dvm_flush(void) {

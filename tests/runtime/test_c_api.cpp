@@ -294,7 +294,12 @@ TEST(CApi, AFailedAllocationIsOutOfMemory) {
   ASSERT_EQ(dvm_unary(DVM_EXP, x.t, y.out()), DVM_OK);  // recorded; its flush needs 16 MiB
   std::vector<float> all(static_cast<size_t>(big[0]));
   EXPECT_EQ(dvm_read_f32(y.t, all.data(), all.size()), DVM_OUT_OF_MEMORY) << dvm_last_error();
+  // Read again (the failed flush's error, kept by the tensor) and synced:
+  // each message names the C call, not the C++ read behind it.
   EXPECT_EQ(dvm_read_f32(y.t, all.data(), all.size()), DVM_OUT_OF_MEMORY) << dvm_last_error();
+  EXPECT_EQ(std::string(dvm_last_error()).rfind("dvm_read_f32: ", 0), 0u) << dvm_last_error();
+  EXPECT_EQ(dvm_sync(y.t), DVM_OUT_OF_MEMORY) << dvm_last_error();
+  EXPECT_EQ(std::string(dvm_last_error()).rfind("dvm_sync: ", 0), 0u) << dvm_last_error();
   ASSERT_EQ(dvm_set_memory_limit(0), DVM_OK);
 #if !defined(__SANITIZE_ADDRESS__)  // (AddressSanitizer's allocator aborts on such a size instead of failing)
   const int64_t huge[2] = {int64_t{1} << 31, int64_t{1} << 20};  // 8 PiB of int32
