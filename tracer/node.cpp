@@ -126,33 +126,42 @@ namespace {
 void defer_destroy(Node* n);
 Node* take_deferred();
 
-// A per-thread stack of free blocks of one size (Node's, Storage's). A
-// block freed on another thread joins that thread's stack; each returns its
-// blocks at thread exit, and blocks freed later in the exit go straight to
-// the heap.
+// A per-thread stack of free blocks of one size (Node's, Storage's), each
+// free block holding the next one's address (no list to grow, so a free
+// never allocates). A block freed on another thread joins that thread's
+// stack; each returns its blocks at thread exit, and blocks freed later in
+// the exit go straight to the heap.
 struct BlockStack {
-  std::vector<void*> blocks;
+  void* top = nullptr;
+  size_t count = 0;
   bool alive = true;
   ~BlockStack() {
-    for (void* b : blocks) ::operator delete(b);
-    blocks.clear();
+    release_all();
     alive = false;
   }
+  void release_all() {
+    while (top) {
+      void* next = *static_cast<void**>(top);
+      ::operator delete(top);
+      top = next;
+    }
+    count = 0;
+  }
   void* take(size_t bytes, size_t block_bytes) {
-    if (bytes == block_bytes && alive && !blocks.empty()) {
-      void* b = blocks.back();
-      blocks.pop_back();
+    if (bytes == block_bytes && top) {
+      void* b = top;
+      top = *static_cast<void**>(b);
+      --count;
       return b;
     }
     return ::operator new(bytes);
   }
   void give(void* p, size_t most) noexcept {
-    if (alive && blocks.size() < most) {
-      try {
-        blocks.push_back(p);
-        return;
-      } catch (...) {
-      }
+    if (alive && count < most) {
+      *static_cast<void**>(p) = top;
+      top = p;
+      ++count;
+      return;
     }
     ::operator delete(p);
   }
@@ -232,19 +241,15 @@ constexpr size_t kMaxFreeStorage = 1 << 12;
 }  // namespace
 
 void node_pool_trim() {
-  for (BlockStack* stack : {static_cast<BlockStack*>(&t_free_nodes), &t_free_storage}) {
-    if (!stack->alive) continue;  // gave its blocks back at thread exit
-    for (void* b : stack->blocks) ::operator delete(b);
-    stack->blocks.clear();
-    stack->blocks.shrink_to_fit();
-  }
+  for (BlockStack* stack : {static_cast<BlockStack*>(&t_free_nodes), &t_free_storage})
+    if (stack->alive) stack->release_all();  // (a dead one gave its blocks back at thread exit)
 }
 
-size_t node_pool_cached() { return t_free_nodes.alive ? t_free_nodes.blocks.size() : 0; }
+size_t node_pool_cached() { return t_free_nodes.alive ? t_free_nodes.count : 0; }
 
 void node_pool_init() {
-  t_free_nodes.blocks.reserve(64);
-  t_free_storage.blocks.reserve(16);
+  // Touching them constructs them (before the trace, so they die after it).
+  if (!t_free_nodes.alive || !t_free_storage.alive) return;
 }
 
 void* Storage::operator new(size_t bytes) { return t_free_storage.take(bytes, sizeof(Storage)); }
