@@ -24,7 +24,10 @@ int64_t trace_limit();
 void flush();
 
 // "portable", "avx2" or "avx512": the SIMD level kernels use. Setting can only
-// lower it below what the CPU has (environment DVM_ISA does the same).
+// lower it below what the CPU has (environment DVM_ISA does the same). It is
+// process-wide and takes effect at each kernel's next launch: a flush running
+// on another thread meanwhile may run some kernels at each level (results
+// that differ between ISAs, as reductions may, then match neither).
 std::string isa();
 void set_isa(const std::string& name);
 
