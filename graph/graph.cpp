@@ -529,6 +529,21 @@ void check_bounds(const detail::ExecutableState& x, const std::vector<int64_t>& 
   }
 }
 
+// Every arange of symbolic length ends at a value its type holds at
+// binding v (the lazy path's arange refuses one that does not).
+void check_ranges(const detail::ExecutableState& x, const std::vector<int64_t>& v, const char* op) {
+  for (const detail::RangeLeaf& r : x.ranges) {
+    int64_t count = 0;
+    if (!r.count.eval(v.data(), &count)) continue;  // an overflow: the run names the extent
+    try {
+      detail::check_range_fits(r.dtype, r.start, r.step, count);
+    } catch (const Error& e) {
+      throw Error(std::string("dvm::Executable::") + op + " at " + binding_text(x, v) + ": " + e.what() +
+                  " (an arange of length " + r.count.to_string(x.symbols) + ")");
+    }
+  }
+}
+
 // Every symbol's value, in symbol order, from bindings, into *out; errors
 // name op.
 void bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op, std::vector<int64_t>* out) {
@@ -548,6 +563,7 @@ void bind(const detail::ExecutableState& x, const Bindings& bindings, const char
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i] < 0) throw Error(std::string("dvm::Executable::") + op + ": symbol '" + x.symbols[i] + "' is not bound");
   check_bounds(x, v, op);
+  check_ranges(x, v, op);
 }
 std::vector<int64_t> bind(const detail::ExecutableState& x, const Bindings& bindings, const char* op) {
   std::vector<int64_t> v;

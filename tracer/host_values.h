@@ -12,6 +12,10 @@ namespace dvm::detail {
 void copy_values(const Node* n, void* out);
 // A new materialized leaf with a fresh contiguous buffer (op names it in errors).
 Tensor new_leaf(const Shape& shape, const char* op, Dtype dtype = Dtype::F32);
+// Whether start + i * step for i in [0, count) all fit type t (a finite
+// float past its largest, an integer past its range): else a dvm::Error
+// naming arange and the value.
+void check_range_fits(Dtype t, double start, double step, int64_t count);
 // Elements i in [0, count) of data, of type t, set to start + i * step as
 // arange stores them (a value t cannot hold is a dvm::Error naming arange).
 void fill_range(void* data, Dtype t, int64_t count, double start, double step);

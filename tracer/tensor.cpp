@@ -730,6 +730,16 @@ void check_float_fits(const char* op, Dtype dtype, double value) {
 }
 }  // namespace
 
+void detail::check_range_fits(Dtype t, double start, double step, int64_t count) {
+  if (count <= 0) return;
+  // The values run from start to the last one: both ends fit, or neither does.
+  int64_t scratch = 0;
+  for (const double v : {start, start + static_cast<double>(count - 1) * step}) {
+    check_float_fits("arange", t, v);
+    store_value("arange", t, &scratch, 0, v);
+  }
+}
+
 Tensor Tensor::full(Shape shape, double value, Dtype dtype) {
   detail::check_dtype("full", dtype);
   check_float_fits("full", dtype, value);
@@ -785,18 +795,18 @@ Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
     throw Error("arange: " + number(start) + " to " + number(end) + " by " + number(step) +
                 " has too many elements (expected at most " + std::to_string(kMaxElements) + ")");
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
-  if (count > 0) {  // the values run from start to the last one: both ends fit, or neither does
-    check_float_fits("arange", dtype, start);
-    check_float_fits("arange", dtype, start + static_cast<double>(count - 1) * step);
-  }
   if (detail::CaptureHooks* g = detail::capture(); g && g->symbolic(count)) [[unlikely]] {
     // A graph's run fills it at the bound length: pending, like an input.
+    // Its last value depends on the binding (each run checks it); the
+    // capture's number for the length is no value of the user's.
+    detail::check_range_fits(dtype, start, step, 1);
     Node* leaf = detail::new_node(NodeKind::Leaf, OpKind::None, dtype, Shape{count});
     detail::contiguous_strides(leaf->shape, leaf->strides);
     Tensor t = detail::record(leaf);
     g->range(leaf, start, step);
     return t;
   }
+  detail::check_range_fits(dtype, start, step, count);
   Tensor t = detail::new_leaf(Shape{count}, "arange", dtype);
   detail::fill_range(t.node()->storage->data, dtype, count, start, step);
   return t;

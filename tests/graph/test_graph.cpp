@@ -586,6 +586,48 @@ TEST(Graph, TriangleOfAProductOfSymbolsCompiles) {
   }
 }
 
+// An arange of symbolic length whose last value its type cannot hold at a
+// binding is that binding's error (run and memory name it), as the lazy
+// path's arange is; the capture judges only the start (its number for S is
+// no value of the user's), so arange(0, 2S, 2) in float16 compiles.
+TEST(Graph, RangesPastTheirTypeAreErrorsAtTheBinding) {
+  struct Case {
+    Dtype type;
+    double step;
+    int64_t fits, too_far;  // a binding of S that fits, one that does not
+  };
+  for (const Case c : {Case{Dtype::F16, 1.0, 60000, 70000}, Case{Dtype::F16, 2.0, 30000, 40000},
+                       Case{Dtype::U8, 1.0, 256, 257}, Case{Dtype::I32, 1.0, 1000, 1000}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.type)) + " step " + std::to_string(c.step));
+    Executable exe;
+    {
+      Graph g;
+      const Dim S = g.symbol("S");
+      const Tensor r = Tensor::arange(0.0, c.step * static_cast<double>(S), c.step, c.type);
+      g.output("y", g.input("x", {S}) + r.to(Dtype::F32));
+      exe = g.compile();
+    }
+    for (const int64_t s : {c.fits, c.too_far}) {
+      std::vector<float> x(static_cast<size_t>(s), 0.5f), y(static_cast<size_t>(s));
+      const bool fits = s == c.fits || c.type == Dtype::I32;
+      if (!fits) {
+        expect_error("run at S = " + std::to_string(s),
+                     [&] { exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"S", s}}); },
+                     {"dvm::Executable::run", "S = " + std::to_string(s), "arange", dtype_name(c.type)});
+        expect_error("memory at S = " + std::to_string(s), [&] { (void)exe.memory({{"S", s}}); },
+                     {"dvm::Executable::memory", "arange", dtype_name(c.type)});
+        continue;
+      }
+      exe.run({{"x", x.data()}}, {{"y", y.data()}}, {{"S", s}});
+      const std::vector<float> want =
+          (Tensor::from_blob(x.data(), {s}) +
+           Tensor::arange(0.0, c.step * static_cast<double>(s), c.step, c.type).to(Dtype::F32))
+              .to_vector();
+      ASSERT_EQ(y, want) << "S " << s;
+    }
+  }
+}
+
 TEST(Graph, RangesOfSymbolicLengthAreFilledPerRun) {
   Executable exe;
   {
