@@ -4,6 +4,7 @@
 // executable replays its programs; nothing in it is trusted before it is
 // checked: every index, type and term is validated here, every kernel's
 // bytecode by the verifier, and every run checks where its arguments reach.
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cmath>
@@ -437,9 +438,11 @@ void Executable::save(const std::string& path) const {
     for (int d = 0; d < n->shape.rank(); ++d) w.put(n->shape[d]);
     for (int d = 0; d < n->shape.rank(); ++d) w.put(n->strides[d]);
     w.put(n->offset);
-    w.put(static_cast<uint64_t>(n->storage->elems));
-    w.out.append(static_cast<const char*>(n->storage->data),
-                 static_cast<size_t>(n->storage->elems) * dtype_size(n->dtype));
+    // An empty constant's buffer still holds one element (Storage::bytes),
+    // which the file keeps: a storage of no elements is no valid file.
+    const int64_t elems = std::max<int64_t>(n->storage->elems, 1);
+    w.put(static_cast<uint64_t>(elems));
+    w.out.append(static_cast<const char*>(n->storage->data), static_cast<size_t>(elems) * dtype_size(n->dtype));
   }
   {
     std::lock_guard<std::mutex> lock(x.mu);

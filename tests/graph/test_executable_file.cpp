@@ -184,6 +184,31 @@ Executable small_executable() {
   return g.compile();
 }
 
+// Constants of no elements (a sum over an empty tensor made before the
+// graph, an empty slice of a weight) save and load, and the loaded
+// executable gives the lazy path's bits.
+TEST(ExecutableFile, EmptyConstantsRoundTrip) {
+  const Tensor empty = Tensor::zeros({0});
+  const Tensor w = Tensor::uniform({3, 0}, 7);
+  Executable exe;
+  {
+    Graph g;
+    const Dim N = g.symbol("N");
+    const Tensor x = g.input("x", {N});
+    g.output("y", x + empty.sum() + w.sum());
+    exe = g.compile();
+  }
+  const std::string path = temp_path("empty_constant");
+  exe.save(path);
+  const Executable loaded = Executable::load(path);
+  std::remove(path.c_str());
+  for (int64_t n : {1, 5}) {
+    std::vector<float> x(static_cast<size_t>(n), 1.5f), y(static_cast<size_t>(n), -1.0f);
+    loaded.run({{"x", x.data()}}, {{"y", y.data()}}, {{"N", n}});
+    EXPECT_EQ(y, std::vector<float>(static_cast<size_t>(n), 1.5f)) << "N " << n;
+  }
+}
+
 TEST(ExecutableFile, FilesThatAreNotExecutablesAreErrors) {
   const std::string path = temp_path("bad");
   small_executable().save(path);
