@@ -1140,14 +1140,6 @@ Tensor Tensor::contiguous() const {
   if ((x->storage && x->is_contiguous()) || (x->pending && x->kind != NodeKind::View) ||
       (x->kind == NodeKind::Const && !x->storage))
     return *this;
-  if (!exact_in_f32(x->dtype)) {
-    // The vector unit would carry int32 and int64 values through f32: the
-    // copy is made here, as bytes, once the values exist.
-    detail::materialize(x);
-    Tensor t = detail::new_leaf(x->shape, "contiguous", x->dtype);
-    detail::copy_values(x, t.node()->storage->data);
-    return t;
-  }
   Node* n = detail::new_node(NodeKind::Copy, OpKind::None, x->dtype, x->shape);
   detail::set_input(n, 0, x);
   return record(n);

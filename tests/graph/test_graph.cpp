@@ -586,6 +586,45 @@ TEST(Graph, TriangleOfAProductOfSymbolsCompiles) {
   }
 }
 
+// Transposed int32 and int64 graph tensors made contiguous (contiguous,
+// reshape, flatten) compile and give the lazy path's values, exact past
+// 2^24 and 2^53.
+TEST(Graph, IntegerViewsBecomeContiguous) {
+  for (const Dtype t : {Dtype::I32, Dtype::I64}) {
+    SCOPED_TRACE(dtype_name(t));
+    Executable exe;
+    {
+      Graph g;
+      const Dim S = g.symbol("S");
+      const Tensor x = g.input("x", {S, 3}, t);
+      g.output("c", x.transpose(0, 1).contiguous());
+      g.output("f", x.transpose(0, 1).flatten());
+      exe = g.compile();
+    }
+    for (int64_t s : {1, 4}) {
+      std::vector<int64_t> v(static_cast<size_t>(s * 3));
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = (t == Dtype::I32 ? (int64_t{1} << 24) : (int64_t{1} << 53)) + static_cast<int64_t>(i) * 7 + 1;
+      std::vector<int32_t> v32(v.begin(), v.end());
+      const void* in = t == Dtype::I32 ? static_cast<const void*>(v32.data()) : static_cast<const void*>(v.data());
+      std::vector<int64_t> c(v.size()), f(v.size());
+      std::vector<int32_t> c32(v.size()), f32(v.size());
+      void* oc = t == Dtype::I32 ? static_cast<void*>(c32.data()) : static_cast<void*>(c.data());
+      void* of = t == Dtype::I32 ? static_cast<void*>(f32.data()) : static_cast<void*>(f.data());
+      exe.run({{"x", in}}, {{"c", oc}, {"f", of}}, {{"S", s}});
+      if (t == Dtype::I32) {
+        c.assign(c32.begin(), c32.end());
+        f.assign(f32.begin(), f32.end());
+      }
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t i = 0; i < s; ++i) {
+          ASSERT_EQ(c[static_cast<size_t>(j * s + i)], v[static_cast<size_t>(i * 3 + j)]) << "S " << s;
+          ASSERT_EQ(f[static_cast<size_t>(j * s + i)], v[static_cast<size_t>(i * 3 + j)]) << "S " << s;
+        }
+    }
+  }
+}
+
 // An arange of symbolic length whose last value its type cannot hold at a
 // binding is that binding's error (run and memory name it), as the lazy
 // path's arange is; the capture judges only the start (its number for S is

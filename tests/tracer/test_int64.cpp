@@ -21,6 +21,8 @@ __extension__ typedef __int128 i128;  // (GCC's; __extension__: -Wpedantic)
 
 class Int64Lanes : public IsaTest {};
 
+std::vector<int64_t> widen(const std::vector<int32_t>& v) { return std::vector<int64_t>(v.begin(), v.end()); }
+
 // v wrapped to type t as torch's integers wrap (bool: nonzero).
 int64_t wrap_to(Dtype t, i128 v) {
   const uint64_t low = static_cast<uint64_t>(v);
@@ -391,6 +393,33 @@ TEST_P(Int64Lanes, BoolSumsCountTheTruesInInt64) {
       const double want = static_cast<double>(a[1]) / static_cast<double>(a[2]);
       ASSERT_NEAR(gm[k], want, 2 * 0x1p-24 * want) << "mask.mean " << what << " output " << k;
       ++k;
+    }
+  }
+}
+
+// contiguous() of strided int32 and int64 views (and the reshapes that need
+// one) is a copy kernel in integer lanes: every value moves as it is, past
+// 2^24 and 2^53 too, on every target. (It was a copy on the host, which a
+// graph's capture cannot make.)
+TEST_P(Int64Lanes, ContiguousCopiesOfIntegerViewsAreExact) {
+  std::mt19937_64 rng(42);
+  for (const Dtype t : {Dtype::I32, Dtype::I64}) {
+    for (const auto& [r, c] : std::vector<std::pair<int64_t, int64_t>>{{2, 3}, {17, 33}, {5, 300}}) {
+      std::vector<int64_t> v(static_cast<size_t>(r * c));
+      for (int64_t& e : v) e = t == Dtype::I32 ? static_cast<int32_t>(rng()) : static_cast<int64_t>(rng());
+      v[0] = t == Dtype::I32 ? INT32_MIN : INT64_MIN;
+      v[1] = t == Dtype::I32 ? (1 << 24) + 1 : (int64_t{1} << 53) + 1;
+      const Tensor x = make(t, v, Shape{r, c});
+      const Tensor tc = x.transpose(0, 1).contiguous();
+      const Tensor flat = x.transpose(0, 1).reshape({r * c});
+      for (const Tensor* y : {&tc, &flat}) {
+        ASSERT_EQ(y->dtype(), t);
+        const std::vector<int64_t> got = t == Dtype::I32 ? widen(y->to_vector<int32_t>()) : y->to_vector<int64_t>();
+        for (int64_t j = 0; j < c; ++j)
+          for (int64_t i = 0; i < r; ++i)
+            ASSERT_EQ(got[static_cast<size_t>(j * r + i)], v[static_cast<size_t>(i * c + j)])
+                << dtype_name(t) << " [" << r << ", " << c << "] at " << i << ", " << j;
+      }
     }
   }
 }
