@@ -967,6 +967,13 @@ struct Observing {
 
 // The plan check (DVM_PLAN_CHECK) of a replay: the ops rebuilt at the same
 // binding give the outputs' bytes and a program of the same kernels.
+// An output's values into the caller's buffer (bools as 0 or 1: an input
+// passed through may hold any nonzero byte for true).
+void write_output(const Node* n, void* dst) {
+  detail::copy_values(n, dst);
+  if (n->dtype == Dtype::Bool) detail::canonical_bools(static_cast<uint8_t*>(dst), n->shape.numel());
+}
+
 void check_replay(const detail::ExecutableState& x, const std::vector<int64_t>& v,
                   const std::vector<const void*>& in, const std::vector<void*>& out) {
   detail::Trace::current().flush();  // the rebuilt ops flush alone, as in a rebuilding run
@@ -986,7 +993,7 @@ void check_replay(const detail::ExecutableState& x, const std::vector<int64_t>& 
   for (size_t o = 0; o < outs.size(); ++o) {
     const size_t bytes = static_cast<size_t>(outs[o].numel()) * dtype_size(x.outputs[o].dtype);
     std::vector<char> want(bytes);
-    detail::copy_values(outs[o].node(), want.data());
+    write_output(outs[o].node(), want.data());
     if (std::memcmp(want.data(), out[o], bytes) != 0)
       throw Error("internal: the replay of a graph's program at " + binding_text(x, v) + " wrote other bytes to '" +
                   x.outputs[o].name + "' than its rebuilt ops compute");
@@ -1044,7 +1051,7 @@ void rebuild_run(const detail::ExecutableState& x, const std::vector<int64_t>& v
     for (const Tensor& t : outs) t.sync();
   }
   if (write_outputs)
-    for (size_t o = 0; o < outs.size(); ++o) detail::copy_values(outs[o].node(), out_ptr[o]);
+    for (size_t o = 0; o < outs.size(); ++o) write_output(outs[o].node(), out_ptr[o]);
   if (std::shared_ptr<graph::Program> p = builder.finish()) keep(x, std::move(p));
 }
 

@@ -728,6 +728,11 @@ bool run_program(const detail::ExecutableState& x, const Program& p, const int64
     }
     gather(static_cast<const char*>(place(x, g.from, in, out, s)), shape, strides, rank, dtype_size(g.from.dtype),
            static_cast<char*>(out[g.to]));
+    if (g.from.dtype == Dtype::Bool) {  // an input's bool bytes may be any nonzero value for true
+      int64_t n = 1;
+      for (int d = 0; d < rank; ++d) n *= shape[d];
+      detail::canonical_bools(static_cast<uint8_t*>(out[g.to]), n);
+    }
   }
   for (const Program::Copy& c : p.copies)
     std::memcpy(out[c.to], out[c.from],

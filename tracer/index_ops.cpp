@@ -53,9 +53,7 @@ std::vector<int64_t> index_values(const Tensor& index, const char* op) {
 // A bool result copied from a buffer holds 0 or 1 (a bool buffer of the
 // user's may hold any nonzero byte for true: docs/DTYPES.md).
 void canonical_bools(const Tensor& y) {
-  if (y.dtype() != Dtype::Bool) return;
-  uint8_t* b = static_cast<uint8_t*>(y.node()->storage->data);
-  for (int64_t i = 0, n = y.numel(); i < n; ++i) b[i] = b[i] != 0;
+  if (y.dtype() == Dtype::Bool) detail::canonical_bools(static_cast<uint8_t*>(y.node()->storage->data), y.numel());
 }
 
 [[noreturn]] void out_of_range(const char* op, int64_t value, int64_t position, int axis, const Node* x) {

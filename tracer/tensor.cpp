@@ -615,6 +615,10 @@ Tensor size_scalar(int64_t count, bool reciprocal = false) {
 
 }  // namespace
 
+void detail::canonical_bools(uint8_t* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) b[i] = b[i] != 0;
+}
+
 Tensor detail::new_leaf(const Shape& shape, const char* op, Dtype dtype) {
   check_shape(op, shape);
   Tensor t = detail::handle_of_new(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
@@ -979,10 +983,7 @@ const void* Tensor::typed_data(Dtype expected) const {
   if (!copy) {  // other types are copied as bytes: no conversion on the way
     copy = detail::Storage::allocate(n->shape.numel(), n->dtype);
     detail::copy_values(n, copy->data);
-    if (n->dtype == Dtype::Bool) {
-      auto* b = static_cast<uint8_t*>(copy->data);
-      for (int64_t i = 0; i < n->shape.numel(); ++i) b[i] = b[i] != 0;
-    }
+    if (n->dtype == Dtype::Bool) detail::canonical_bools(static_cast<uint8_t*>(copy->data), n->shape.numel());
   }
   detail::Storage* expected_copy = nullptr;
   if (!n->dense.compare_exchange_strong(expected_copy, copy, std::memory_order_acq_rel, std::memory_order_acquire)) {

@@ -586,6 +586,43 @@ TEST(Graph, TriangleOfAProductOfSymbolsCompiles) {
   }
 }
 
+// A bool input may hold any nonzero byte for true; outputs that pass it
+// through (itself, a reshape, a transpose) hold 0 or 1, as the lazy path's
+// values do, in the run that rebuilds, in replays, and once loaded.
+TEST(Graph, BoolOutputsPassedThroughHoldZerosAndOnes) {
+  Executable exe;
+  {
+    Graph g;
+    const Dim S = g.symbol("S");
+    const Tensor m = g.input("m", {S, 3}, Dtype::Bool);
+    g.output("same", m);
+    g.output("flat", m.reshape({S * 3}));
+    g.output("t", m.transpose(0, 1));
+    exe = g.compile();
+  }
+  const std::string path = ::testing::TempDir() + "dvm_bool_outputs.dvmx";
+  for (int pass = 0; pass < 3; ++pass) {
+    if (pass == 2) {
+      exe.save(path);
+      exe = Executable::load(path);
+      std::remove(path.c_str());
+    }
+    for (int64_t s : {2, 5}) {
+      std::vector<uint8_t> m(static_cast<size_t>(s * 3));
+      for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<uint8_t>((i * 67 + 2) % 5 == 0 ? 0 : (i * 37) % 255 + 1);
+      std::vector<uint8_t> same(m.size(), 9), flat(m.size(), 9), t(m.size(), 9);
+      exe.run({{"m", m.data()}}, {{"same", same.data()}, {"flat", flat.data()}, {"t", t.data()}}, {{"S", s}});
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t j = 0; j < 3; ++j) {
+          const uint8_t want = m[static_cast<size_t>(i * 3 + j)] != 0;
+          ASSERT_EQ(same[static_cast<size_t>(i * 3 + j)], want) << "pass " << pass << " S " << s;
+          ASSERT_EQ(flat[static_cast<size_t>(i * 3 + j)], want) << "pass " << pass << " S " << s;
+          ASSERT_EQ(t[static_cast<size_t>(j * s + i)], want) << "pass " << pass << " S " << s;
+        }
+    }
+  }
+}
+
 // Transposed int32 and int64 graph tensors made contiguous (contiguous,
 // reshape, flatten) compile and give the lazy path's values, exact past
 // 2^24 and 2^53.
