@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ void need_floating(const Tensor& t, const char* op) {
 
 // var over normalized axes: the mean taken out first (two passes over the
 // values; in one row kernel when the axes are the innermost), in float32.
-Tensor variance(const Tensor& x, const std::vector<int>& axes, int64_t correction, bool keepdim, const char* op) {
+Tensor variance_of(const Tensor& x, const std::vector<int>& axes, int64_t correction, bool keepdim, const char* op) {
   const detail::RecordTogether together;  // one flush for every op below
   need_floating(x, op);
   const std::vector<int> norm = detail::normalize_axes(op, axes, x.shape());
@@ -68,6 +69,17 @@ Tensor variance(const Tensor& x, const std::vector<int>& axes, int64_t correctio
   const Tensor corrected = maximum(squares - sum * sum / static_cast<float>(count), 0.0f);
   const float inf = std::numeric_limits<float>::infinity();
   return where(eq(squares, inf), squares, corrected) / static_cast<float>(dof);
+}
+
+// var and std: an error of the ops it is made of (the mean's count buffer
+// past the memory limit) names var or std first.
+Tensor variance(const Tensor& x, const std::vector<int>& axes, int64_t correction, bool keepdim, const char* op) {
+  try {
+    return variance_of(x, axes, correction, keepdim, op);
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).starts_with(op)) throw;
+    throw Error(std::string(op) + ": " + e.what());
+  }
 }
 
 }  // namespace

@@ -603,10 +603,10 @@ uint64_t splitmix64(uint64_t& state) {
 // kernel, stays the same whatever the sizes.
 // `count`, or 1 / count when `reciprocal`. A graph being captured is told,
 // so that each of its runs puts its own count there.
-Tensor size_scalar(int64_t count, bool reciprocal = false) {
-  Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{}));  // frees it if allocation fails
+// `op` names it in an allocation's error.
+Tensor size_scalar(int64_t count, const char* op, bool reciprocal = false) {
+  Tensor t = detail::new_leaf(Shape{}, op);
   Node* n = t.node();
-  n->storage = detail::Storage::allocate(1);
   const double c = static_cast<double>(count);
   n->storage->f32()[0] = static_cast<float>(reciprocal ? 1.0 / c : c);
   if (detail::CaptureHooks* g = detail::capture()) [[unlikely]] g->size_scalar(n, count, reciprocal);
@@ -643,7 +643,7 @@ Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) {}
 
 Tensor Tensor::bool_scalar(bool value) {
   const uint8_t byte = value ? 1 : 0;
-  Tensor t = copy_of(&byte, 1, Shape{}, Dtype::Bool);
+  Tensor t = copy_of(&byte, 1, Shape{}, Dtype::Bool, "bool scalar");
   t.node()->int_scalar = true;
   return t;
 }
@@ -652,7 +652,7 @@ Tensor Tensor::integer_scalar(int64_t value, bool too_large) {
   if (too_large)
     throw Error("integer scalar: an unsigned value above 9223372036854775807 does not fit int64 (expected a value "
                 "int64 can hold)");
-  Tensor t = copy_of(&value, 1, Shape{}, Dtype::I64);
+  Tensor t = copy_of(&value, 1, Shape{}, Dtype::I64, "integer scalar");
   t.node()->int_scalar = true;
   return t;
 }
@@ -686,10 +686,7 @@ Tensor Tensor::copy_of(const void* values, int64_t count, Shape shape, Dtype dty
                 " (expected " + std::to_string(shape.numel()) + ")");
   Tensor t = detail::new_leaf(shape, op, dtype);
   if (count > 0) std::memcpy(t.node()->storage->data, values, static_cast<size_t>(count) * dtype_size(dtype));
-  if (dtype == Dtype::Bool) {  // one canonical byte per element: 0 or 1
-    auto* b = static_cast<uint8_t*>(t.node()->storage->data);
-    for (int64_t i = 0; i < count; ++i) b[i] = b[i] != 0;
-  }
+  if (dtype == Dtype::Bool) detail::canonical_bools(static_cast<uint8_t*>(t.node()->storage->data), count);
   return t;
 }
 
@@ -1199,7 +1196,7 @@ Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
       norm.back() - norm.front() + 1 != static_cast<int>(norm.size()))
     return to(Dtype::F32).mean(axes, keepdim).to(dtype());
   // The count's buffer first: a memory limit it passes records nothing.
-  const Tensor count = size_scalar(reduced_count(shape(), norm));
+  const Tensor count = size_scalar(reduced_count(shape(), norm), "mean");
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
   Tensor m = s / count;
   return m.dtype() == s.dtype() ? m : m.to(s.dtype());  // a 0-d sum: as mean() above
@@ -1208,7 +1205,7 @@ Tensor Tensor::mean() const {
   const detail::RecordTogether together;  // one flush for every op below
   check_mean_operand(*this);
   if (dtype() == Dtype::Bool) return to(Dtype::F32).mean();
-  const Tensor count = size_scalar(numel());  // (first, as above)
+  const Tensor count = size_scalar(numel(), "mean");  // (first, as above)
   Tensor s = reduce(OpKind::Sum, *this, {}, false, "mean");
   // s is 0-d like the count, so the division would promote a 16-bit float
   // to float32; the mean keeps the operand's type (torch).
@@ -1576,7 +1573,7 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight,
                   " (expected weight and bias of the input's type, or both float32 with a float16 or bfloat16 input, as torch)");
   std::vector<int> axes;
   for (int i = rank - k; i < rank; ++i) axes.push_back(i);
-  const Tensor inv = size_scalar(normalized_shape.numel(), true);
+  const Tensor inv = size_scalar(normalized_shape.numel(), "layer_norm", true);
   // One run of trailing axes: a single reduction node each.
   auto rowsum = [&](const Tensor& t) { return reduce(OpKind::Sum, t, axes, true, "layer_norm"); };
   // A row whose largest and smallest values are equal takes that value as

@@ -102,6 +102,23 @@ TEST(OutOfMemory, IndexOpsRefuseTheirResultBeforeReadingTheIndices) {
   set_memory_limit(0);
 }
 
+// Under a limit nothing fits, the ops that make a buffer when recorded
+// (a count for mean, var, std, layer_norm; an integer scalar's value) say
+// which op it was for.
+TEST(OutOfMemory, BuffersMadeWhenRecordingNameTheirOp) {
+  LimitGuard guard;
+  const Tensor x = Tensor::uniform({4, 6}, 2);
+  x.sync();
+  set_memory_limit(1);
+  expect_error_message("mean", [&] { (void)x.mean({1}); }, {"mean: out of memory", "memory limit"});
+  expect_error_message("var", [&] { (void)x.var({1}); }, {"var: ", "out of memory"});
+  expect_error_message("std", [&] { (void)x.std(); }, {"std: ", "out of memory"});
+  expect_error_message("layer_norm", [&] { (void)layer_norm(x, {6}, Tensor(), Tensor(), 1e-5f); },
+                       {"layer_norm: out of memory"});
+  expect_error_message("integer scalar", [&] { (void)(x + Tensor(int64_t{3})); }, {"integer scalar: out of memory"});
+  set_memory_limit(0);
+}
+
 // Buffers of a legal element count whose bytes pass 2^62 (int64 elements
 // near kMaxElements): the size class would wrap past 2^64 to a 0-byte
 // block that the kernel then filled. Refused before any system allocation,
