@@ -36,6 +36,13 @@ std::vector<float> values(int64_t n, uint32_t seed) {
   return v;
 }
 
+// exe saved to path and loaded back (the file removed).
+void reload(Executable& exe, const std::string& path) {
+  exe.save(path);
+  exe = Executable::load(path);
+  std::remove(path.c_str());
+}
+
 // Runs exe (input "x", output "y") at S = s and expects want's bits, with
 // guard elements after the output untouched.
 void expect_run_bits(const Executable& exe, const std::vector<float>& xv, const Tensor& want, int64_t s) {
@@ -428,11 +435,7 @@ TEST(Graph, ViewOffsetsThatSumSymbolsRunAsTheLazyPath) {
       exe = g.compile();
     }
     for (int pass = 0; pass < 2; ++pass) {
-      if (pass == 1) {
-        exe.save(path);
-        exe = Executable::load(path);
-        std::remove(path.c_str());
-      }
+      if (pass == 1) reload(exe, path);
       for (int64_t a : {2, 3, 7, 40})  // (at A = 1, A's slice 1:2 is empty: the graph's [.., 1] reads outside)
         for (int64_t b : {2, 5}) {
           const std::vector<float> xv = values(16 * a * 4, static_cast<uint32_t>(a)),
@@ -492,11 +495,7 @@ TEST(Graph, SlicesPastTheirAxisAtABindingAreErrors) {
       exe = g.compile();
     }
     for (int pass = 0; pass < 2; ++pass) {
-      if (pass == 1) {
-        exe.save(path);
-        exe = Executable::load(path);
-        std::remove(path.c_str());
-      }
+      if (pass == 1) reload(exe, path);
       for (int64_t s = 1; s <= c.first_fit + 2; ++s) {
         const std::vector<float> xv = values(c.expanded ? 1 : s, static_cast<uint32_t>(s));
         const Tensor lx = Tensor::from_blob(xv.data(), {c.expanded ? 1 : s});
@@ -537,11 +536,7 @@ TEST(Graph, SqueezedSymbolicAxesNeedAnExtentAboveOne) {
       exe = g.compile();
     }
     for (int pass = 0; pass < 2; ++pass) {
-      if (pass == 1) {
-        exe.save(path);
-        exe = Executable::load(path);
-        std::remove(path.c_str());
-      }
+      if (pass == 1) reload(exe, path);
       for (int64_t s : {1, 2, 5}) {
         const std::vector<float> xv = values(s * 3, static_cast<uint32_t>(s));
         const Tensor lx = Tensor::from_blob(xv.data(), {s, 1, 3});
@@ -602,11 +597,7 @@ TEST(Graph, BoolOutputsPassedThroughHoldZerosAndOnes) {
   }
   const std::string path = ::testing::TempDir() + "dvm_bool_outputs.dvmx";
   for (int pass = 0; pass < 3; ++pass) {
-    if (pass == 2) {
-      exe.save(path);
-      exe = Executable::load(path);
-      std::remove(path.c_str());
-    }
+    if (pass == 2) reload(exe, path);
     for (int64_t s : {2, 5}) {
       std::vector<uint8_t> m(static_cast<size_t>(s * 3));
       for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<uint8_t>((i * 67 + 2) % 5 == 0 ? 0 : (i * 37) % 255 + 1);
@@ -783,11 +774,7 @@ TEST(Graph, ViewsOfConstantsWithSymbolicExtents) {
     }
     const std::string path = ::testing::TempDir() + "dvm_const_views.dvmx";
     for (int pass = 0; pass < 3; ++pass) {
-      if (pass == 2) {
-        exe.save(path);
-        exe = Executable::load(path);
-        std::remove(path.c_str());
-      }
+      if (pass == 2) reload(exe, path);
       const int64_t replays = graph::program_stats().replays;
       for (int64_t S : {5, 1, 37, 12}) {
         const std::vector<float> xv = values(S * 8, static_cast<uint32_t>(S));
