@@ -87,7 +87,7 @@ namespace {
 }
 }  // namespace
 
-void Trace::record(Node* n) {
+void Trace::record_growing(Node* n) {
   // Appended first: when the list cannot grow, the trace's reference is
   // dropped (the caller's handle frees n) and the error is a dvm::Error.
   try {
@@ -98,9 +98,12 @@ void Trace::record(Node* n) {
   }
   n->pending = true;
   n->owner.store(this, std::memory_order_relaxed);
+  if (static_cast<int64_t>(nodes_.size()) >= limit) reached_limit();
+}
+
+void Trace::reached_limit() {
   // A graph being captured is never flushed (it is computed by its runs).
-  if (static_cast<int64_t>(nodes_.size()) >= limit && !flushing_ && together_ == 0 && !capture()) [[unlikely]]
-    flush();
+  if (!flushing_ && together_ == 0 && !capture()) flush();
 }
 
 std::vector<Node*> mark_needed(const std::vector<Node*>& nodes) {

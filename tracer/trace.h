@@ -31,8 +31,18 @@ class Trace {
 
   // Appends a freshly built node whose count already holds the trace's
   // reference (see record() in tensor.cpp) and flushes when the node limit
-  // is reached.
-  void record(Node* n);
+  // is reached. Inline, with the growth of the list and the flush out of
+  // line: every recorded op comes through here.
+  void record(Node* n) {
+    if (nodes_.size() == nodes_.capacity()) [[unlikely]] {
+      record_growing(n);
+      return;
+    }
+    nodes_.push_back(n);
+    n->pending = true;
+    n->owner.store(this, std::memory_order_relaxed);
+    if (static_cast<int64_t>(nodes_.size()) >= limit) [[unlikely]] reached_limit();
+  }
   // Computes every pending node a live Tensor can still observe; pending
   // nodes nothing can reach are dropped without being computed.
   void flush();
@@ -60,6 +70,10 @@ class Trace {
  private:
   friend class RecordTogether;
   bool pin_new(Node* x);
+  // record() of a node when the list is full: grows it first.
+  [[gnu::noinline]] void record_growing(Node* n);
+  // Flushes unless a flush, a RecordTogether scope or a capture defers it.
+  [[gnu::noinline]] void reached_limit();
   // Drops the pins of a list of nodes once they left the trace.
   static void unpin(std::vector<Node*>& pins);
 
