@@ -1499,6 +1499,9 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, float beta, 
   // beta * input of the product's shape: it joins the product's epilogue
   // (a [N] input's product with beta would be a kernel of its own).
   const Tensor in_full = input.shape() == p.shape() ? input : input.expand(p.shape());
+  // Without the product the result is beta * input itself: adding a zero
+  // product would turn an input's -0 into +0.
+  if (alpha == 0.0f) return in_full * beta;
   return beta == 1.0f ? p + rowwise_operand(input, p.shape()) : p + in_full * beta;
 }
 

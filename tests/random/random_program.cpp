@@ -1561,7 +1561,10 @@ std::vector<RV> reference(const Program& p, const Instance& in, const std::vecto
         } else if (o.form == 3) {  // addmm, as tensor.cpp spells it
           r = matmul_rv(val(o.a), val(o.b));
           if (o.s2 == 0.0f) {
-            for (IV& e : r.v) e = point(0.0);  // alpha 0 ignores the product, infinities too
+            // alpha 0 ignores the product, infinities too: the result is
+            // beta * input, which -0 + beta * input is, signs of zero
+            // included (and +0 when beta is 0 too).
+            for (IV& e : r.v) e = point(o.s == 0.0f ? 0.0 : -0.0);
           } else if (o.s2 != 1.0f) {
             r = scale(r, o.s2);
           }

@@ -195,6 +195,18 @@ TEST(MatMul, BmmAndAddmm) {
   EXPECT_EQ(addmm(bad, c.reshape({2, 1}), c.reshape({1, 2}), 0.0f, 1.0f).to_vector(),
             (std::vector<float>{2.25f, -3.0f, -3.0f, 4.0f}));
   EXPECT_EQ(addmm(c, bad, bad, 0.0f, 0.0f).to_vector(), (std::vector<float>(4, 0.0f)));
+  // Without the product the result is beta * input itself, signs of zero
+  // included (a zero product added would make every -0 a +0).
+  const Tensor zeros = Tensor::from_vector({-0.0f, 0.0f}, {2});
+  auto sign_bits = [](const Tensor& t) {
+    std::vector<bool> s;
+    for (float v : t.to_vector()) s.push_back(std::signbit(v));
+    return s;
+  };
+  EXPECT_EQ(sign_bits(addmm(zeros, bad, bad, 1.0f, 0.0f)), (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(sign_bits(addmm(zeros, bad, bad, -1.0f, 0.0f)), (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(sign_bits(addmm(zeros.reshape({1, 2}).expand({2, 2}).contiguous(), bad, bad, -0.5f, -0.0f)),
+            (std::vector<bool>{false, true, false, true}));
 }
 
 // K is never split: the bits do not depend on the thread count.
