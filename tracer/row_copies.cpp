@@ -16,7 +16,8 @@ struct RowCopies {
     int requests = 0;
     bool failed = false;  // no memory for it: never tried again
     float* data = nullptr;
-    size_t bytes = 0;
+    size_t bytes = 0;    // the request (what pool_free takes back)
+    size_t counted = 0;  // its pool block: what live_bytes and the budget count
     int64_t ld = 0;
   };
   std::mutex mu;
@@ -76,7 +77,10 @@ const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t 
   if (e->failed || e->requests < 2 || !g_on.load(std::memory_order_relaxed)) return nullptr;
   const int64_t stride = row_copy_stride(N);
   const size_t bytes = static_cast<size_t>(K * stride) * sizeof(float);
-  if (budget >= 0 && g_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(bytes) > budget) return nullptr;
+  // The pool block, as live_bytes counts it: the budget and weight_copy_bytes
+  // are then parts of live_bytes.
+  const size_t counted = pool_block_bytes(bytes);
+  if (budget >= 0 && g_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(counted) > budget) return nullptr;
   void* p = nullptr;
   try {
     p = pool_allocate(bytes);
@@ -88,8 +92,9 @@ const float* row_copy(Storage* s, int64_t offset, int64_t K, int64_t N, int64_t 
   fill(static_cast<const float*>(s->at(offset)), cs, K, N, dst, stride);
   e->data = dst;
   e->bytes = bytes;
+  e->counted = counted;
   e->ld = stride;
-  g_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  g_bytes.fetch_add(static_cast<int64_t>(counted), std::memory_order_relaxed);
   *ld = stride;
   return dst;
 }
@@ -116,7 +121,7 @@ void free_row_copies(Storage* s) {
   for (const RowCopies::Entry& e : c->entries)
     if (e.data) {
       pool_free(e.data, e.bytes);
-      g_bytes.fetch_sub(static_cast<int64_t>(e.bytes), std::memory_order_relaxed);
+      g_bytes.fetch_sub(static_cast<int64_t>(e.counted), std::memory_order_relaxed);
     }
   delete c;
 }

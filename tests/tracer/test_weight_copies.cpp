@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dvm/dvm.h"
+#include "tracer/buffer_pool.h"
 #include "tracer/row_copies.h"
 
 namespace dvm {
@@ -78,6 +79,12 @@ int64_t copy_row_stride(int64_t N) {
   return ld;
 }
 
+// What a copy of K rows of N columns counts in weight_copy_bytes and
+// live_bytes: its pool block.
+int64_t copy_bytes_of(int64_t K, int64_t N) {
+  return static_cast<int64_t>(detail::pool_block_bytes(static_cast<size_t>(K * copy_row_stride(N) * 4)));
+}
+
 TEST(WeightCopies, GeneratedLinearsKeepTheirBitsOnTheCopy) {
   Restore restore;
   set_weight_copies(true);
@@ -103,7 +110,7 @@ TEST(WeightCopies, GeneratedLinearsKeepTheirBitsOnTheCopy) {
         const std::vector<float> y = linear(X, W).to_vector();
         EXPECT_TRUE(same_bits(y, first)) << what << ": call " << call << " has other bits than the first";
       }
-      EXPECT_EQ(memory_stats().weight_copy_bytes - before, K * copy_row_stride(N) * 4)
+      EXPECT_EQ(memory_stats().weight_copy_bytes - before, copy_bytes_of(K, N))
           << what << ": the second product made no copy of the expected size";
     }
     EXPECT_EQ(memory_stats().weight_copy_bytes, before) << what << ": the copy outlived its weight";
@@ -141,7 +148,7 @@ TEST(WeightCopies, ManyRowProductsReadAnExistingCopyWithTheSameBits) {
     EXPECT_EQ(memory_stats().weight_copy_bytes, before) << what << ": many rows made a copy";
     (void)linear(X1, W).to_vector();
     (void)linear(X1, W).to_vector();  // the second small product makes it
-    ASSERT_EQ(memory_stats().weight_copy_bytes - before, K * copy_row_stride(N) * 4) << what << ": no copy";
+    ASSERT_EQ(memory_stats().weight_copy_bytes - before, copy_bytes_of(K, N)) << what << ": no copy";
     EXPECT_TRUE(same_bits(linear(X, W).to_vector(), first)) << what << ": other bits on the copy";
   }
 }
@@ -197,7 +204,7 @@ TEST(WeightCopies, SlicesOfOneBufferEachGetTheirOwn) {
       expect_linear(linear(Xk, Wk).to_vector(), xk, w.data() + 2 * N * K2, K2, M, K, N,
                     "narrowed slice round " + std::to_string(round));
     }
-    EXPECT_EQ(memory_stats().weight_copy_bytes - before, (2 * K2 + K) * copy_row_stride(N) * 4);
+    EXPECT_EQ(memory_stats().weight_copy_bytes - before, 2 * copy_bytes_of(K2, N) + copy_bytes_of(K, N));
   }
   EXPECT_EQ(memory_stats().weight_copy_bytes, before);
 }
@@ -260,10 +267,13 @@ TEST(WeightCopies, OneRowCopiesWithinABudget) {
       const std::vector<float> first = linear(X, W).to_vector();
       if (c.fits) expect_linear(first, x, w.data(), c.K, 1, c.K, c.N, what);
       EXPECT_EQ(memory_stats().weight_copy_bytes, before) << what << ": a copy at the first product";
+      const int64_t live_before = memory_stats().live_bytes;
       for (int call = 2; call <= 3; ++call)
         EXPECT_TRUE(same_bits(linear(X, W).to_vector(), first)) << what << ", call " << call;
       const int64_t copies = memory_stats().weight_copy_bytes - before;
-      const int64_t copy_bytes = c.K * copy_row_stride(c.N) * 4;
+      // The copy's pool block, as live_bytes counts it.
+      const int64_t copy_bytes = copy_bytes_of(c.K, c.N);
+      EXPECT_EQ(memory_stats().live_bytes - live_before, copies) << what << ": weight_copy_bytes is not its part of live_bytes";
       if (c.fits || isa() == "portable") {
         EXPECT_EQ(copies, copy_bytes) << what << " on " << isa() << ": no copy";
       } else {
@@ -273,6 +283,35 @@ TEST(WeightCopies, OneRowCopiesWithinABudget) {
     }
     EXPECT_EQ(memory_stats().weight_copy_bytes, before) << what << ": the copy outlived its weight";
   }
+}
+
+// The budget counts the copies' pool blocks, as live_bytes does: one-row
+// products over weights whose padded copies fit 24 MiB but whose blocks do
+// not stop at the budget.
+TEST(WeightCopies, TheBudgetCountsPoolBlocks) {
+  Restore restore;
+  set_weight_copies(true);
+  ASSERT_EQ(memory_stats().weight_copy_bytes, 0) << "copies of earlier tests are still held";
+  const int64_t K = 1024, N = 1024, budget = int64_t{24} << 20;
+  const int64_t request = K * copy_row_stride(N) * 4;
+  const int64_t block = copy_bytes_of(K, N);
+  const int64_t weights = budget / request + 1;  // their requests fit, their blocks do not
+  ASSERT_GT(weights * block, budget);
+  const std::vector<float> x = random_vec(K, 51);
+  std::vector<std::vector<float>> w;
+  std::vector<Tensor> W;
+  for (int64_t i = 0; i < weights; ++i) {
+    w.push_back(random_vec(N * K, 60 + static_cast<uint32_t>(i)));
+    W.push_back(Tensor::from_blob(w.back().data(), {N, K}));
+  }
+  const int64_t live_before = memory_stats().live_bytes;
+  for (int call = 0; call < 2; ++call)
+    for (const Tensor& Wi : W) (void)linear(Tensor::from_blob(x.data(), {1, K}), Wi).to_vector();
+  const int64_t copies = memory_stats().weight_copy_bytes;
+  EXPECT_EQ(memory_stats().live_bytes - live_before, copies) << "weight_copy_bytes is not its part of live_bytes";
+  EXPECT_EQ(copies % block, 0) << copies << " bytes: not whole blocks of " << block;
+  if (isa() != "portable") EXPECT_LE(copies, budget) << copies / block << " copies of " << block << " bytes";
+  else EXPECT_EQ(copies, weights * block) << "the portable cube copies every one-row weight";
 }
 
 TEST(WeightCopies, TheSettingAndTheMemoryLimitStopThem) {
