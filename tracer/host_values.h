@@ -13,6 +13,9 @@ void copy_values(const Node* n, void* out);
 // n bool bytes at b made 0 or 1 (a user's bool buffer may hold any nonzero
 // byte for true; what dvm hands out holds 0s and 1s).
 void canonical_bools(uint8_t* b, int64_t n);
+// A fresh buffer for op's result of that shape and type; out of memory is a
+// dvm::Error naming op and the result.
+Storage* allocate_result(const char* op, const Shape& shape, Dtype dtype);
 // A new materialized leaf with a fresh contiguous buffer (op names it in errors).
 Tensor new_leaf(const Shape& shape, const char* op, Dtype dtype = Dtype::F32);
 // Whether start + i * step for i in [0, count) all fit type t (a finite

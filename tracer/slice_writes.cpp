@@ -11,6 +11,7 @@
 #include "dvm/error.h"
 #include "dvm/tensor.h"
 #include "tracer/capture.h"
+#include "tracer/host_values.h"
 #include "tracer/node.h"
 #include "tracer/operands.h"
 #include "tracer/row_copies.h"
@@ -70,7 +71,9 @@ void refuse_in_capture(const char* op) {
 
 }  // namespace
 
-Tensor cat(const std::vector<Tensor>& tensors, int axis) {
+namespace {
+// cat, for `op` (cat or stack) in the error of a buffer it cannot allocate.
+Tensor cat_for(const char* op, const std::vector<Tensor>& tensors, int axis) {
   if (tensors.empty()) throw Error("cat: expected a non-empty list of tensors");
   std::vector<Node*> in;
   in.reserve(tensors.size());
@@ -98,7 +101,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int axis) {
   refuse_in_capture("cat");
   int64_t strides[kMaxRank];
   detail::contiguous_strides(out, strides);
-  Storage* buf = Storage::allocate(out.numel(), dtype);
+  Storage* buf = detail::allocate_result(op, out, dtype);
   Tensor last;
   try {
     int64_t at = 0;
@@ -118,6 +121,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int axis) {
   buf->release();
   return r;
 }
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int axis) { return cat_for("cat", tensors, axis); }
 
 Tensor stack(const std::vector<Tensor>& tensors, int axis) {
   if (tensors.empty()) throw Error("stack: expected a non-empty list of tensors");
@@ -135,7 +141,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int axis) {
                   " does not match tensor 0 " + detail::describe(tensors[0].node()) + " (expected equal shapes)");
     pieces.push_back(tensors[i].unsqueeze(axis));
   }
-  return cat(pieces, axis);
+  return cat_for("stack", pieces, axis);
 }
 
 // ---- KVCache --------------------------------------------------------------------
@@ -198,7 +204,7 @@ Tensor KVCache::append(const Tensor& rows) {
   // one cannot be ordered before it (the rows it writes would be read unwritten).
   if (last_write_.defined()) (void)detail::need(last_write_, "KVCache::append");
   if (s[axis_] == 0) return values();
-  if (!buffer_) buffer_ = Storage::allocate(shape_.numel(), dtype_);
+  if (!buffer_) buffer_ = detail::allocate_result("KVCache::append", shape_, dtype_);
   int64_t strides[kMaxRank];
   detail::contiguous_strides(shape_, strides);
   last_write_ = write(x, buffer_, dtype_, size_ * strides[axis_], strides, last_write_);

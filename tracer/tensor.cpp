@@ -623,13 +623,17 @@ Tensor detail::new_leaf(const Shape& shape, const char* op, Dtype dtype) {
   check_shape(op, shape);
   Tensor t = detail::handle_of_new(detail::new_node(NodeKind::Leaf, OpKind::None, dtype, shape));  // frees it if allocation fails
   Node* n = t.node();
+  n->storage = allocate_result(op, shape, dtype);
+  detail::contiguous_strides(shape, n->strides);
+  return t;
+}
+
+detail::Storage* detail::allocate_result(const char* op, const Shape& shape, Dtype dtype) {
   try {
-    n->storage = detail::Storage::allocate(shape.numel(), dtype);
+    return detail::Storage::allocate(shape.numel(), dtype);
   } catch (const Error& e) {  // out of memory: say for what
     throw Error(std::string(op) + ": " + e.what() + " (for its result " + dtype_name(dtype) + shape.to_string() + ")");
   }
-  detail::contiguous_strides(shape, n->strides);
-  return t;
 }
 
 void detail::fill_range(void* data, Dtype t, int64_t count, double start, double step) {

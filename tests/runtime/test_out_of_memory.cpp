@@ -116,7 +116,14 @@ TEST(OutOfMemory, BuffersMadeWhenRecordingNameTheirOp) {
   expect_error_message("layer_norm", [&] { (void)layer_norm(x, {6}, Tensor(), Tensor(), 1e-5f); },
                        {"layer_norm: out of memory"});
   expect_error_message("integer scalar", [&] { (void)(x + Tensor(int64_t{3})); }, {"integer scalar: out of memory"});
+  // The writes into a buffer made when recorded: cat's, stack's, a KVCache's.
+  expect_error_message("cat", [&] { (void)cat({x, x}, 0); }, {"cat: out of memory", "float32[8, 6]"});
+  expect_error_message("stack", [&] { (void)stack({x, x}, 1); }, {"stack: out of memory", "float32[4, 2, 6]"});
+  KVCache cache({16, 6}, 0);
+  expect_error_message("KVCache::append", [&] { (void)cache.append(x); },
+                       {"KVCache::append: out of memory", "float32[16, 6]"});
   set_memory_limit(0);
+  EXPECT_EQ(cache.append(x).shape(), Shape({4, 6})) << "the refused append left the cache unusable";
 }
 
 // Buffers of a legal element count whose bytes pass 2^62 (int64 elements
