@@ -346,7 +346,14 @@ void pool_free(void* b, size_t bytes) {
   p.live -= cb;
   const size_t limit = static_cast<size_t>(g_limit.load(std::memory_order_relaxed));
   if (c < kClasses && p.cached + cb <= kMaxCachedBytes && (limit == 0 || p.live + p.cached + cb <= limit)) {
-    p.free[static_cast<size_t>(c)].push_back(b);
+    // Freeing never throws (it runs in destructors): a class list that
+    // cannot grow gives the block back instead of caching it.
+    try {
+      p.free[static_cast<size_t>(c)].push_back(b);
+    } catch (const std::bad_alloc&) {
+      p.release(b, cb);
+      return;
+    }
     p.cached += cb;
     p.recent[p.recent_next++ % kRecent] = {b, c};
     return;

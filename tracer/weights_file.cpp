@@ -184,6 +184,12 @@ class Reader {
     in_.seekg(static_cast<std::streamoff>(offset_));
   }
 
+  // Goes back to a validated offset (the second pass).
+  void seek(uint64_t at) {
+    offset_ = at;
+    in_.seekg(static_cast<std::streamoff>(at));
+  }
+
   // n bytes at a validated offset (the second pass over the data).
   void read_at(uint64_t at, char* out, uint64_t n) {
     offset_ = at;
@@ -218,7 +224,9 @@ class Reader {
 };
 
 // One tensor's fields up to its data, validated; the data is skipped.
-Entry read_header(Reader& r, size_t index, std::unordered_map<std::string, size_t>& seen) {
+// `seen`: the names so far, checked for a duplicate (null: the file was
+// validated already).
+Entry read_header(Reader& r, size_t index, std::unordered_map<std::string, size_t>* seen) {
   Entry e;
   r.set_tensor(tensor_label(index, nullptr));
   uint64_t at = r.offset();
@@ -228,9 +236,10 @@ Entry read_header(Reader& r, size_t index, std::unordered_map<std::string, size_
   at = r.offset();
   e.name = r.bytes(name_bytes, "name");
   if (const char* problem = name_problem(e.name)) r.fail(at, std::string("the name ") + problem);
-  const auto [earlier, fresh] = seen.emplace(e.name, index);
   r.set_tensor(tensor_label(index, &e.name));
-  if (!fresh) r.fail(at, "the name is also " + tensor_label(earlier->second, nullptr) + "'s");
+  if (seen)
+    if (const auto [earlier, fresh] = seen->emplace(e.name, index); !fresh)
+      r.fail(at, "the name is also " + tensor_label(earlier->second, nullptr) + "'s");
 
   at = r.offset();
   const uint64_t code = r.uint(1, "dtype code");
@@ -309,20 +318,18 @@ void save_weights(const std::string& path, const std::vector<NamedTensor>& tenso
   if (!file.commit()) fail(std::string("writing the file failed: ") + std::strerror(errno));
 }
 
-std::vector<NamedTensor> load_weights(const std::string& path) {
-  Reader r(path);
-  if (r.bytes(sizeof kMagic, "magic") != std::string_view(kMagic, sizeof kMagic))
-    r.fail(0, "the magic is not \"DVMW\" (not a dvm weights file)");
-  if (const uint64_t version = r.uint(4, "version"); version != kVersion)
-    r.fail(4, "version " + str(version) + " is not " + str(kVersion));
-  const uint64_t count = r.uint(8, "tensor count");
-  if (count > r.left() / kMinTensorBytes)
-    r.fail(8, "the tensor count " + str(count) + " cannot fit in the " + str(r.left()) + " bytes left (" +
-                  str(kMinTensorBytes) + " at least per tensor)");
+namespace {
 
-  std::vector<Entry> entries;  // grown as headers are read: count is not trusted with an allocation
-  std::unordered_map<std::string, size_t> seen;
-  for (uint64_t i = 0; i < count; ++i) entries.push_back(read_header(r, static_cast<size_t>(i), seen));
+// The tensors of a file whose header Reader r has read up to the tensor
+// count: the first pass validates every tensor's fields, keeping only the
+// names (for duplicates), so a corrupt file is refused before anything
+// in proportion to its tensor count is allocated; the second makes them.
+std::vector<NamedTensor> read_tensors(Reader& r, const std::string& path, uint64_t count) {
+  const uint64_t first = r.offset();
+  {
+    std::unordered_map<std::string, size_t> seen;
+    for (uint64_t i = 0; i < count; ++i) (void)read_header(r, static_cast<size_t>(i), &seen);
+  }
   r.set_tensor({});
   if (r.left() != 0) {
     const uint64_t at = r.offset();
@@ -330,11 +337,11 @@ std::vector<NamedTensor> load_weights(const std::string& path) {
   }
 
   std::vector<NamedTensor> out;
-  out.reserve(entries.size());
+  out.reserve(static_cast<size_t>(count));
   std::vector<char> buffer;  // one tensor's data at a time, copied into its tensor
-  for (size_t i = 0; i < entries.size(); ++i) {
-    Entry& e = entries[i];
-    r.set_tensor(tensor_label(i, &e.name));
+  r.seek(first);
+  for (size_t i = 0; i < count; ++i) {
+    Entry e = read_header(r, i, nullptr);
     buffer.resize(static_cast<size_t>(e.data_bytes));
     r.read_at(e.data_offset, buffer.data(), e.data_bytes);
     const size_t element_size = dtype_size(e.dtype);
@@ -348,6 +355,25 @@ std::vector<NamedTensor> load_weights(const std::string& path) {
     out.push_back({std::move(e.name), std::move(t)});
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<NamedTensor> load_weights(const std::string& path) {
+  Reader r(path);
+  if (r.bytes(sizeof kMagic, "magic") != std::string_view(kMagic, sizeof kMagic))
+    r.fail(0, "the magic is not \"DVMW\" (not a dvm weights file)");
+  if (const uint64_t version = r.uint(4, "version"); version != kVersion)
+    r.fail(4, "version " + str(version) + " is not " + str(kVersion));
+  const uint64_t count = r.uint(8, "tensor count");
+  if (count > r.left() / kMinTensorBytes)
+    r.fail(8, "the tensor count " + str(count) + " cannot fit in the " + str(r.left()) + " bytes left (" +
+                  str(kMinTensorBytes) + " at least per tensor)");
+  try {
+    return read_tensors(r, path, count);
+  } catch (const std::bad_alloc&) {  // the host's allocator: only dvm::Error leaves the API
+    r.fail(r.offset(), "out of memory: the host allocator refused the memory to read the file");
+  }
 }
 
 }  // namespace dvm

@@ -9,9 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "dvm/dvm.h"
 #include "dvm/weights_file.h"
@@ -56,6 +59,72 @@ TEST(OutOfMemory, TypedReadsAndWeightsFilesSaySo) {
   const std::string path = ::testing::TempDir() + "dvm_out_of_memory.dvmw";
   expect_error_message("save_weights", [&] { save_weights(path, {{"w", big}}); },
                        {"save_weights", path, "\"w\"", "out of memory"});
+  std::remove(path.c_str());
+}
+
+// The bytes of /proc/self/status's VmSize (the address space in use), or 0.
+int64_t address_space_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  int64_t kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmSize: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib * 1024;
+}
+
+// Loads path with the address space capped a little past what the process
+// holds; exits 0 on a dvm::Error naming load_weights and out of memory (or
+// when there is no /proc to cap against), else nonzero.
+[[noreturn]] void load_capped_and_exit(const std::string& path) {
+  const int64_t in_use = address_space_bytes();
+  if (in_use == 0) std::exit(0);
+  const auto bytes = static_cast<rlim_t>(in_use + (int64_t{48} << 20));
+  const rlimit cap{bytes, bytes};
+  setrlimit(RLIMIT_AS, &cap);
+  try {
+    (void)load_weights(path);
+    std::exit(4);  // it fit: the file is too small for the cap
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    std::exit(msg.find("load_weights") != std::string::npos && msg.find("out of memory") != std::string::npos ? 0 : 2);
+  } catch (...) {
+    std::exit(3);
+  }
+}
+
+// With the host allocator refusing (the address space capped a little past
+// what the process holds), loading a file of many small tensors is a
+// dvm::Error naming load_weights, and the tensors made before it are freed
+// without an exception (a free never allocates what it cannot get). Run in
+// a child process, whose cap the rest of the suite never sees.
+TEST(OutOfMemory, LoadingWeightsWhileTheHostAllocatorRefusesIsAnError) {
+  DVM_SKIP_HUGE_ALLOCATIONS();
+  const std::string path = ::testing::TempDir() + "dvm_many_small.dvmw";
+  // Written byte by byte (docs/WEIGHTS.md), so that this process never held
+  // the tensors: a child's heap starts without their room.
+  std::string bytes = "DVMW";
+  auto put = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<char>(v >> (8 * i) & 0xFF));
+  };
+  const int count = 200000;
+  put(1, 4);
+  put(count, 8);
+  for (int i = 0; i < count; ++i) {
+    const std::string name = std::to_string(i);
+    put(name.size(), 4);
+    bytes += name;
+    put(2, 1);  // bfloat16
+    put(0, 1);  // rank 0
+    put(0, 2);
+    put(0x3f80, 2);  // 1.0
+  }
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
+  EXPECT_EXIT(load_capped_and_exit(path), ::testing::ExitedWithCode(0), "");
   std::remove(path.c_str());
 }
 
