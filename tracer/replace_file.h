@@ -8,9 +8,10 @@
 
 namespace dvm::detail {
 
-// A regular file (or a new one) is written beside `path` (path +
-// ".partial-...") and renamed over it by commit(); a symbolic link, a
-// device or a pipe is written in place, as it is (a rename would replace
+// A regular file (or a new one) is written beside `path` (path's file name
+// + ".partial-...", the name cut to fit 255 bytes) and renamed over it by
+// commit(), with the permissions of the file it replaces; a symbolic link,
+// a device or a pipe is written in place, as it is (a rename would replace
 // it). Destroyed uncommitted, it removes what it wrote beside.
 class ReplaceFile {
  public:

@@ -180,7 +180,8 @@ class Executable {
   // inputs, outputs, constants (weights included) and the launch programs
   // its runs have made so far, with the format's version and a checksum.
   // A regular file is written beside path and renamed over it once
-  // complete, so a failed save (a full disk) leaves path as it was.
+  // complete (keeping the replaced file's permissions), so a failed save
+  // (a full disk) leaves path as it was.
   void save(const std::string& path) const;
   // An executable from a file save() wrote, which runs without recording or
   // fusing anything: it replays the saved programs (a binding under

@@ -18,8 +18,10 @@ struct NamedTensor {
 // float32, float16 or bfloat16, of any shape and layout (views and pending
 // results are computed and written contiguous, row-major); names must be
 // 1 to 4096 bytes of UTF-8 without NUL, and unique. A regular file (or a
-// new one) is written beside path (path + ".partial-..."), then renamed to
-// path: on any error (dvm::Error naming save_weights, the path and the
+// new one) is written beside path (path + ".partial-...", cut to fit a
+// file name's 255 bytes), then renamed to path, with the permissions of the
+// file it replaces (a new file: hard links to the old one keep its
+// contents): on any error (dvm::Error naming save_weights, the path and the
 // tensor), a bad argument, a full disk or a pending tensor whose
 // computation fails, path is left as it was and the partial file removed.
 // A symbolic link, a device or a pipe is written in place.

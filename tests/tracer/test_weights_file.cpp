@@ -470,6 +470,29 @@ TEST_F(WeightsFile, AFailedSaveLeavesTheExistingFileAsItWas) {
   EXPECT_EQ(load_weights(file).size(), small_tensors().size());
 }
 
+// The file written beside path fits a file name's 255 bytes whatever
+// path's name, and the file that replaces path keeps its permissions.
+TEST_F(WeightsFile, LongNamesAndPermissionsSurviveASave) {
+  for (const size_t length : {size_t{200}, size_t{230}, size_t{240}, size_t{255}}) {
+    const std::string file = path(std::string(length - 5, 'n') + ".dvmw");
+    save_weights(file, small_tensors());
+    EXPECT_EQ(load_weights(file).size(), small_tensors().size()) << "a file name of " << length << " bytes";
+    save_weights(file, small_tensors());  // over an existing file
+    EXPECT_EQ(load_weights(file).size(), small_tensors().size()) << "a file name of " << length << " bytes";
+  }
+  const std::string file = path("private.dvmw");
+  save_weights(file, small_tensors());
+  for (const fs::perms mode : {fs::perms::owner_read | fs::perms::owner_write,
+                               fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read}) {
+    fs::permissions(file, mode);
+    save_weights(file, small_tensors());
+    EXPECT_EQ(fs::status(file).permissions(), mode) << "a save over the file changed its permissions";
+  }
+  int entries = 0;
+  for ([[maybe_unused]] const fs::directory_entry& e : fs::directory_iterator(dir_)) ++entries;
+  EXPECT_EQ(entries, 5) << "a partial file was left";
+}
+
 TEST_F(WeightsFile, UnwritablePathsAreErrors) {
   const std::vector<NamedTensor> tensors = small_tensors();
   const std::string no_dir = path("no_such_dir/w.dvmw");
