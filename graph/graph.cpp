@@ -793,9 +793,13 @@ void rebuild(const detail::ExecutableState& x, const std::vector<int64_t>& v, co
         throw Error(std::string("dvm::Executable::") + caller + " at " + binding_text(x, v) + ": an element count overflows int64");
       Tensor t(detail::new_node(NodeKind::Leaf, OpKind::None, Dtype::F32, Shape{}));
       Node* n = t.node();
-      n->storage = detail::Storage::allocate(1);
-      const double c = static_cast<double>(count);
-      n->storage->f32()[0] = static_cast<float>(sz.reciprocal ? 1.0 / c : c);
+      if (fuser::dry_run()) {  // planning only (memory()): no value, no buffer
+        n->storage = fuser::dry_run_storage(1, Dtype::F32);
+      } else {
+        n->storage = detail::allocate_result("an element count of dvm::Executable", Shape{}, Dtype::F32);
+        const double c = static_cast<double>(count);
+        n->storage->f32()[0] = static_cast<float>(sz.reciprocal ? 1.0 / c : c);
+      }
       builder->add_node(n, static_cast<int32_t>(i));
       built[i] = std::move(t);
       continue;
@@ -1014,6 +1018,17 @@ void check_replay(const detail::ExecutableState& x, const std::vector<int64_t>& 
               " make no program with the relations of the one replayed");
 }
 
+// Whether a run at v plans its relations before it runs: they have no
+// program yet, and the run would replay one (it rebuilds its ops instead
+// while a kernel log, the profiler or a fusion record observes them).
+bool plans_first(const detail::ExecutableState& x, const std::vector<int64_t>& v) {
+  if (x.loaded || fuser::kernel_log() || vm::profile::on() || fuser::fusion_record()) return false;
+  std::vector<int32_t> key;
+  if (!graph::relation_key(x, v.data(), &key)) return false;
+  std::lock_guard<std::mutex> lock(x.mu);
+  return find_program(x, key) == nullptr;
+}
+
 // Keeps a program made by a rebuilding run (the newest few, one per key).
 void keep(const detail::ExecutableState& x, std::shared_ptr<const graph::Program> p) {
   std::lock_guard<std::mutex> lock(x.mu);
@@ -1071,11 +1086,18 @@ void Executable::run(const GraphInputs& inputs, const GraphOutputs& outputs, con
   if (detail::capture())
     throw Error("dvm::Executable::run: a dvm::Graph is being built on this thread (compile it first)");
   try {
-    if (replay(x, v, in_ptr, out_ptr)) {
-      // (Outputs over inputs leave nothing to compare against.)
-      if (fuser::plan_check() && !x.loaded && !outputs_overlap(x, v.data(), in_ptr, out_ptr)) [[unlikely]]
-        check_replay(x, v, in_ptr, out_ptr);
-      return;
+    // Relations not planned yet are planned first (a dry run, as memory()
+    // plans them) and then replayed: the first run at them uses the arena
+    // memory() reports, not the lazy path's buffers.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (replay(x, v, in_ptr, out_ptr)) {
+        // (Outputs over inputs leave nothing to compare against.)
+        if (fuser::plan_check() && !x.loaded && !outputs_overlap(x, v.data(), in_ptr, out_ptr)) [[unlikely]]
+          check_replay(x, v, in_ptr, out_ptr);
+        return;
+      }
+      if (attempt == 1 || !plans_first(x, v)) break;
+      plan_at(bindings, "run");
     }
     rebuild_run(x, v, in_ptr, out_ptr, true);
   } catch (const std::bad_alloc&) {
@@ -1159,6 +1181,9 @@ void Executable::plan_at(const Bindings& b, const char* caller) const {
   };
   for (const detail::Port& p : x.inputs) in_ptr.push_back(fake(p));
   for (const detail::Port& p : x.outputs) out_ptr.push_back(fake(p));
+  // Work the lazy path left pending on this thread is computed first, for
+  // real: a dry flush would leave it without values.
+  detail::Trace::current().flush();
   struct DryRun {
     DryRun() { fuser::set_dry_run(true); }
     ~DryRun() { fuser::set_dry_run(false); }

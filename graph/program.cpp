@@ -376,7 +376,9 @@ bool eval_terms(const detail::ExecutableState& x, const Program& p, const int64_
     if (!fill_ranges || count == s.range_counts[k]) continue;
     s.range_counts[k] = -1;  // until filled: a value the type cannot hold throws
     ProgramScratch::RangeBlock& b = s.ranges[k];
-    if (b.bytes < bytes) {
+    // As the arena: grown to the largest run's, replaced when a run needs
+    // under a quarter of it.
+    if (b.bytes < bytes || bytes < b.bytes / 4) {
       if (b.data) detail::pool_free(b.data, b.bytes);
       b = {};
       b.data = detail::pool_allocate(bytes);  // a dvm::Error past the memory limit

@@ -15,12 +15,12 @@
 // is an error). Tensors made before the graph (weights) are constants of it.
 //
 // The first run under new relations of the extents (which are 1, which
-// equal each other or a constant) rebuilds the recorded ops at the bound
-// sizes and computes them as the lazy path would: the kernels are the lazy
-// path's for the same ops (the plan and kernel caches are shared), so a
-// graph's results are bit-identical to the lazy path's. That run also makes
-// a launch program of its plan, and every later run under the same
-// relations replays it: its kernels launched in order with the bound sizes,
+// equal each other or a constant) plans them: it rebuilds the recorded ops
+// at the bound sizes and fuses them as the lazy path would, computing
+// nothing (the kernels are the lazy path's for the same ops: the plan and
+// kernel caches are shared, so a graph's results are bit-identical to the
+// lazy path's), and makes a launch program of that plan. That run and
+// every later one under the same relations replay it: its kernels launched in order with the bound sizes,
 // intermediates in one arena of the executable (memory()), outputs stored
 // straight into the caller's buffers; nothing is rebuilt or looked up.
 // compile() plans (computing nothing) the relations most bindings share
@@ -145,7 +145,8 @@ class Executable {
   // extents that overflow, or outputs that overlap are dvm::Errors naming
   // them; no output is written then. Runs of one
   // executable from several threads at once are safe (one at a time
-  // replays; the others rebuild their ops). A thread that is building a
+  // replays; the others rebuild their ops and compute them as the lazy path
+  // does, with its buffers). A thread that is building a
   // dvm::Graph runs no executable (a dvm::Error): compile it first.
   void run(const GraphInputs& inputs, const GraphOutputs& outputs, const Bindings& bindings) const;
 
