@@ -144,7 +144,7 @@ void precompile();
 // calling thread's cached tensor records (up to about 1 MiB per thread) and
 // the index ranges argmax/argmin keep (at most 4 per thread, 2 MiB).
 struct MemoryStats {
-  int64_t live_bytes = 0;    // held by tensors now
+  int64_t live_bytes = 0;    // held by tensors now (argmax/argmin's kept index ranges included)
   int64_t cached_bytes = 0;  // freed, kept for reuse
   int64_t peak_bytes = 0;    // the most live + cached held at once
   int64_t limit_bytes = 0;   // set_memory_limit's cap, 0 for none
