@@ -46,7 +46,7 @@ Tensor variance_of(const Tensor& x, const std::vector<int>& axes, int64_t correc
   if (detail::CaptureHooks* g = detail::capture(); g && g->symbolic(count)) [[unlikely]]
     throw Error(std::string(op) + ": over axes whose extents are symbols, in a " + g->what() +
                 ": not supported yet (its divisor, count - correction, is not a product of extents)");
-  const Tensor xf = x.dtype() == Dtype::F32 ? x : x.to(Dtype::F32);
+  const Tensor xf = detail::widened(x);
   // At or below zero degrees of freedom the divide gives inf or NaN (torch).
   // (In double: count - correction overflows int64 for a correction near INT64_MIN.)
   const double dof = std::max(0.0, static_cast<double>(count) - static_cast<double>(correction));

@@ -51,6 +51,13 @@ inline Tensor record(Node* n) {
   return t;
 }
 
+// x as float32 for a composition that computes in float32 (a 16-bit mean
+// over several axes, softmax off the last axis, var, std): a pending 16-bit
+// value a kernel keeps in float32 registers reaches it unrounded, as it
+// would reach one fused kernel (a float32 multiply by one, which fuses);
+// any other x is converted (to()).
+Tensor widened(const Tensor& x);
+
 // torch's result_type of n operands (tensors, 0-d tensors, and the
 // wrapped scalars of 2.0f and Tensor(int)), as the binary ops promote.
 Dtype result_type(const Node* const* nodes, int n);

@@ -335,6 +335,23 @@ bool fused_sixteen_bit(const Node* n) {
          n->kind != NodeKind::Const && n->kind != NodeKind::Copy;
 }
 
+}  // namespace
+
+Tensor detail::widened(const Tensor& x) {
+  const Node* n = need(x, "to");
+  if (n->dtype == Dtype::F32) return x;
+  if (fused_sixteen_bit(n) && n->shape.rank() > 0) {
+    // A one-element float32 tensor of x's rank (a 0-d one would not widen:
+    // torch's promotion lets a dimensioned 16-bit operand decide).
+    Shape ones;
+    for (int i = 0; i < n->shape.rank(); ++i) ones.push_back(1);
+    return x * Tensor::full(ones, 1.0, Dtype::F32);
+  }
+  return x.to(Dtype::F32);
+}
+
+namespace {
+
 // x as type t holds it: converted, and a fused 16-bit value stored first
 // (a conversion is always stored, so it is rounded).
 Tensor as_stored(const Tensor& x, Dtype t) {
@@ -1198,7 +1215,7 @@ Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   // float32 sum, division, one rounding).
   if ((dtype() == Dtype::F16 || dtype() == Dtype::BF16) && !norm.empty() &&
       norm.back() - norm.front() + 1 != static_cast<int>(norm.size()))
-    return to(Dtype::F32).mean(axes, keepdim).to(dtype());
+    return detail::widened(*this).mean(axes, keepdim).to(dtype());
   // The count's buffer first: a memory limit it passes records nothing.
   const Tensor count = size_scalar(reduced_count(shape(), norm), "mean");
   Tensor s = reduce(OpKind::Sum, *this, axes, keepdim, "mean");
@@ -1534,7 +1551,7 @@ Tensor softmax(const Tensor& x, int axis) {
   if (n->shape.rank() > 0 && n->shape[axis] == 0) return empty_copy(x);  // nothing to normalize
   // Along another axis than the last the steps are several kernels: a
   // 16-bit softmax is taken in float32 and rounded once, as a row's is.
-  if (sixteen_bit_off_last_axis(n, axis)) return softmax(x.to(Dtype::F32), axis).to(n->dtype);
+  if (sixteen_bit_off_last_axis(n, axis)) return softmax(detail::widened(x), axis).to(n->dtype);
   Tensor e = exp(x - x.max({axis}, true));
   // One reciprocal per slice and a multiply per element, as PyTorch's CPU
   // softmax does: a divide per element cost a quarter of W3's time (vdivps
@@ -1548,7 +1565,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
   need_floating_softmax(n, "log_softmax");
   axis = detail::normalize_axis("log_softmax", axis, n->shape.rank(), n->shape, true);
   if (n->shape.rank() > 0 && n->shape[axis] == 0) return empty_copy(x);
-  if (sixteen_bit_off_last_axis(n, axis)) return log_softmax(x.to(Dtype::F32), axis).to(n->dtype);
+  if (sixteen_bit_off_last_axis(n, axis)) return log_softmax(detail::widened(x), axis).to(n->dtype);
   Tensor shifted = x - x.max({axis}, true);
   return shifted - log(exp(shifted).sum({axis}, true));
 }

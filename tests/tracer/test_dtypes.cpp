@@ -862,6 +862,39 @@ TEST_P(Dtypes, SixteenBitSoftmaxRoundsOnceOnEveryAxis) {
     }
 }
 
+// A pending 16-bit value (a * b) reaches the compositions that compute in
+// float32 unrounded, as it reaches one fused kernel: each result is the
+// float32 computation on the float32 products, rounded once (the f32 path
+// on products computed from the widened operands, bit for bit).
+TEST_P(Dtypes, PendingSixteenBitInputsReachFloat32CompositionsUnrounded) {
+  for (Dtype t : {Dtype::F16, Dtype::BF16})
+    for (int trial = 0; trial < 4; ++trial) {
+      const Shape shape{3 + trial, 5, 4 + 2 * trial};
+      const int64_t total = shape.numel();
+      const std::vector<uint16_t> ab = bits16(t, make_values(total, 300 + trial, uniform_gen(-2, 2))),
+                                  bb = bits16(t, make_values(total, 400 + trial, uniform_gen(0.5, 1.5)));
+      const Tensor a = tensor16(t, ab, shape), b = tensor16(t, bb, shape);
+      const Tensor f = a.to(Dtype::F32) * b.to(Dtype::F32);  // the products a fused kernel holds
+      f.sync();
+      const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+          {"mean over axes 0 and 2", [](const Tensor& x) { return x.mean({0, 2}); }},
+          {"mean over axes 0 and 1", [](const Tensor& x) { return x.mean({0, 1}); }},
+          {"softmax along axis 0", [](const Tensor& x) { return softmax(x, 0); }},
+          {"log_softmax along axis 1", [](const Tensor& x) { return log_softmax(x, 1); }},
+          {"softmax along the last axis", [](const Tensor& x) { return softmax(x, 2); }},
+          {"var over axis 1", [](const Tensor& x) { return x.var({1}); }},
+          {"std of all", [](const Tensor& x) { return x.std(); }},
+      };
+      for (const auto& [name, op] : ops) {
+        const std::vector<uint16_t> got = read16(op(a * b)), want = read16(op(f).to(t));
+        ASSERT_EQ(got.size(), want.size()) << name;
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << name << " of " << dtype_name(t) << shape.to_string() << " element " << i
+                                     << ": the pending products were rounded first";
+      }
+    }
+}
+
 // Attention of 16-bit operands keeps its scores and probabilities in
 // float32 and rounds the result once (torch's CPU kernel keeps them in
 // float): nearly every output is the exact value rounded.
