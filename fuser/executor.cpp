@@ -133,6 +133,11 @@ class Runner {
   }
 
   // gi: the group's number in this flush (for the test hook).
+  static uint64_t new_stage_mark() {
+    static std::atomic<uint64_t> marks{0};
+    return marks.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+
   void add(const Group& g, const Lowered& low, std::shared_ptr<vm::Kernel> k, int gi) {
     const int64_t work = low.space.extent(0) * low.space.extent(1) * low.space.extent(2);
     const bool alone = log_ || profile_ || work >= vm::kMinParallelElements;
@@ -150,16 +155,16 @@ class Runner {
       staged_.clear();  // its outputs hold their values now
       return;
     }
+    // A kernel that reads what this stage writes starts the next stage.
     bool depends = false;
     for (const ArgSpec& a : low.args)
-      if (!a.output && a.node->storage)
-        depends |= std::find(stage_outputs_.begin(), stage_outputs_.end(), a.node->storage) != stage_outputs_.end();
+      if (!a.output && a.node->storage) depends |= a.node->storage->stage_mark.load(std::memory_order_relaxed) == mark_;
     if (depends) {
       ++stage_;
-      stage_outputs_.clear();
+      mark_ = new_stage_mark();
     }
     for (const ArgSpec& a : low.args)
-      if (a.output) stage_outputs_.push_back(a.node->storage);
+      if (a.output) a.node->storage->stage_mark.store(mark_, std::memory_order_relaxed);
     // Launches are reused from flush to flush (their argument vectors keep
     // their capacity); the deque keeps their addresses stable.
     if (used_launches_ == launches_.size()) launches_.emplace_back();
@@ -204,7 +209,7 @@ class Runner {
     entries_.clear();
     used_launches_ = 0;
     kernels_.clear();  // releases this flush's references to the kernels
-    stage_outputs_.clear();
+    mark_ = new_stage_mark();
     stage_ = 0;
     members_.clear();
     member_begin_.clear();
@@ -322,7 +327,10 @@ class Runner {
   size_t used_launches_ = 0;         // launches_ in use by this flush
   std::vector<std::shared_ptr<vm::Kernel>> kernels_;
   std::vector<vm::StackEntry> entries_;
-  std::vector<const detail::Storage*> stage_outputs_;
+  // Marks the output buffers of the current stage (Storage::stage_mark):
+  // unique in the process, so a buffer marked by an earlier stage, flush or
+  // thread never matches.
+  uint64_t mark_ = new_stage_mark();
   int stage_ = 0;
   std::vector<Node*> members_;        // the stacked entries' ops, entry by entry
   std::vector<size_t> member_begin_;  // where each entry's ops start in members_

@@ -28,6 +28,10 @@ struct Storage {
   // Row-major copies of matrices products read from it by columns
   // (tracer/row_copies.h); freed with it.
   std::atomic<RowCopies*> row_copies{nullptr};
+  // The executor's mark of the stacked stage whose kernel last wrote it
+  // (fuser/executor.cpp). Atomic: a buffer written again (a KVCache's) may
+  // be an input of another thread's flush meanwhile.
+  std::atomic<uint64_t> stage_mark{0};
 
   // 64-byte aligned, owned.
   static Storage* allocate(int64_t elems, Dtype type = Dtype::F32);
