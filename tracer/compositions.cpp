@@ -266,7 +266,12 @@ Tensor clamp_between(const Tensor& x, const Tensor& lo, const Tensor& hi, const 
 }
 }  // namespace
 
-Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) { return clamp_between(x, lo, hi, "clamp"); }
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
+  if (!lo.defined() && !hi.defined())
+    throw Error("clamp: " + describe(checked(x, "clamp")) +
+                " with no bound (both are undefined): expected at least one of min and max, as torch");
+  return clamp_between(x, lo, hi, "clamp");
+}
 Tensor clamp_min(const Tensor& x, const Tensor& lo) { return clamp_between(x, lo, Tensor(), "clamp_min"); }
 Tensor clamp_max(const Tensor& x, const Tensor& hi) { return clamp_between(x, Tensor(), hi, "clamp_max"); }
 Tensor clamp(const Tensor& x, float lo, float hi) { return minimum(maximum(checked(x, "clamp"), lo), hi); }

@@ -1294,9 +1294,26 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   if (a.defined() && b.defined() && b.node()->int_scalar && !is_floating(a.node()->dtype) &&
       !is_inline_scalar(a)) [[unlikely]]
     return integer_pow(a, int_scalar_value(b.node()));
+  // A float scalar (Tensor(2.0f)) is the float overload's exponent.
+  if (a.defined() && b.defined() && detail::wrapped_scalar(b.node()) && !b.node()->int_scalar &&
+      b.node()->dtype == Dtype::F32 && is_floating(a.node()->dtype) && !is_inline_scalar(a))
+    return pow(a, b.node()->value);
   return binary(OpKind::Pow, a, b);
 }
-Tensor pow(const Tensor& a, float b) { return binary_scalar(OpKind::Pow, a, b, 1); }
+Tensor pow(const Tensor& a, float b) {
+  // torch's pow of a floating tensor to these scalars is another op, with
+  // its exactness and its special values (pow(-inf, 0.5) is NaN, as
+  // sqrt(-inf); pow(x, 2) is x * x, exact where x * x is).
+  if (a.defined() && is_floating(a.node()->dtype)) {
+    if (b == 2.0f) return a * a;
+    if (b == 3.0f) return a * a * a;
+    if (b == 0.5f) return sqrt(a);
+    if (b == -0.5f) return rsqrt(a);
+    if (b == -1.0f) return reciprocal(a);
+    if (b == -2.0f) return reciprocal(a * a);
+  }
+  return binary_scalar(OpKind::Pow, a, b, 1);
+}
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(OpKind::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(OpKind::Ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return binary(OpKind::Lt, a, b); }

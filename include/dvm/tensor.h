@@ -330,7 +330,7 @@ Tensor clamp_min(const Tensor& x, float lo);
 Tensor clamp_max(const Tensor& x, float hi);
 // Tensor bounds (torch.clamp's): broadcast; x and both bounds promote
 // together (torch's result_type of the three) and clamp in that type; an
-// undefined bound is none.
+// undefined bound is none (clamp with neither is a dvm::Error, as torch).
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
 Tensor clamp_min(const Tensor& x, const Tensor& lo);
 Tensor clamp_max(const Tensor& x, const Tensor& hi);

@@ -1455,6 +1455,20 @@ std::vector<RV> reference(const Program& p, const Instance& in, const std::vecto
       case OpK::Scalar: {
         const int op = o.sub;
         const RV s{{}, {std::isnan(o.s) ? must_nan() : point(o.s)}};
+        // A tensor to these float exponents is another op, as torch's scalar pow.
+        if (op == kPow && o.pos == 1 && (o.s == 2.0f || o.s == 3.0f || o.s == -1.0f || o.s == -2.0f ||
+                                         o.s == 0.5f || o.s == -0.5f)) {
+          const RV x = val(o.a);
+          const RV one = scalar_rv(1);
+          const RV x2 = mul(x, x);
+          if (o.s == 2.0f) r = x2;
+          else if (o.s == 3.0f) r = mul(x2, x);
+          else if (o.s == 0.5f) r = un(kSqrt, x);
+          else if (o.s == -0.5f) r = un(kRsqrt, x);
+          else r = map2(one, o.s == -1.0f ? x : x2, [](const IV& p, const IV& q) { return binary_ref(kDiv, p, q); });
+          r.shape = x.shape;
+          break;
+        }
         r = o.pos == 1 ? map2(val(o.a), s, [op](const IV& x, const IV& y) { return binary_ref(op, x, y); })
                        : map2(s, val(o.a), [op](const IV& x, const IV& y) { return binary_ref(op, x, y); });
         r.shape = val(o.a).shape;

@@ -108,6 +108,8 @@ TEST_F(Errors, ClampTakesTensorBounds) {
   EXPECT_EQ(clamp(x, lo, Tensor::from_vector({4, 4}, {2, 1})).to_vector(), (std::vector<float>{-2, 0, 1, 2, 4, 4}));
   EXPECT_EQ(clamp_min(x, lo).to_vector(), (std::vector<float>{-2, 0, 1, 2, 5, 9}));
   EXPECT_EQ(clamp(x, Tensor(), Tensor::full({}, 1.5f)).to_vector(), (std::vector<float>{-3, -1, 0, 1.5, 1.5, 1.5}));
+  // Not both (torch: "At least one of 'min' or 'max' must not be None").
+  expect_error("clamp with no bound", [&] { (void)clamp(x, Tensor(), Tensor()); }, {"clamp", "[2, 3]", "no bound"});
   const Tensor ids = Tensor::from_vector(std::vector<int32_t>{-7, 3, 12}, {3});
   const Tensor top = Tensor::from_vector(std::vector<int32_t>{10, 2, 11}, {3});
   const Tensor c = clamp_max(ids, top);
