@@ -542,6 +542,15 @@ void layout_of(const Node* x, int64_t* strides, int64_t* offset) {
   }
 }
 
+// Whether x is a view permute() made of a tensor that is not a view, and
+// then with perm[i] the input axis its axis i is (Node::permute_code).
+bool permuted_view(const Node* x, std::vector<int>* perm) {
+  if (x->kind != NodeKind::View || !(x->permute_code >> 31)) return false;
+  perm->resize(static_cast<size_t>(x->shape.rank()));
+  for (int i = 0; i < x->shape.rank(); ++i) (*perm)[static_cast<size_t>(i)] = static_cast<int>(x->permute_code >> (3 * i) & 7u);
+  return true;
+}
+
 // A Reduce op over axes. Errors name the op, or the composition `caller`
 // that uses it.
 Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool keepdim,
@@ -564,6 +573,21 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
   if (in->shape.rank() == 0) {
     // A scalar reduces to itself, in the type the reduction gives.
     return dt == in->dtype ? x : x.to(dt);
+  }
+  // A permuted view (a transpose) is reduced in its input's order and the
+  // result permuted back: the kernels then read rows and columns of the
+  // input, not elements a stride apart along the reduced axis.
+  if (std::vector<int> perm; permuted_view(in, &perm)) {
+    std::vector<int> inverse(perm.size()), base_axes;
+    for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+    for (int a : axes) base_axes.push_back(perm[static_cast<size_t>(a)]);
+    std::sort(base_axes.begin(), base_axes.end());
+    const Tensor r = reduce(op, x.permute(inverse), base_axes, true, caller).permute(perm);
+    if (keepdim) return r;
+    Shape out;
+    for (int i = 0; i < in->shape.rank(); ++i)
+      if (!std::binary_search(axes.begin(), axes.end(), i)) out.push_back(in->shape[i]);
+    return r.reshape(out);
   }
   // One node per run of adjacent axes, innermost run first, each keeping its
   // axes as size 1 so later runs' axis numbers stay valid.
@@ -1055,7 +1079,19 @@ Tensor Tensor::permute(const std::vector<int>& axes) const {
     s.push_back(x->shape[a]);
     ps[i] = st[a];
   }
-  return make_view(x, s, ps, off);
+  Tensor v = make_view(x, s, ps, off);
+  Node* n = v.node();
+  if (x->kind != NodeKind::View && n->kind == NodeKind::View) {
+    uint32_t code = uint32_t{1} << 31;
+    bool identity = true;
+    for (int i = 0; i < rank; ++i) {
+      const int a = detail::normalize_axis("permute", axes[static_cast<size_t>(i)], rank, x->shape);
+      code |= static_cast<uint32_t>(a) << (3 * i);
+      identity = identity && a == i;
+    }
+    if (!identity) n->permute_code = code;
+  }
+  return v;
 }
 
 Tensor Tensor::permute(std::initializer_list<int> axes) const { return permute(std::vector<int>(axes)); }

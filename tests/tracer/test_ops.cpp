@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <numbers>
 #include <sstream>
 #include <string>
@@ -1036,6 +1037,75 @@ TEST_P(Ops, MeanExactData) { run_reductions(Red::Mean, eighths_gen(), true); }
 
 // Reductions of a rank-0 tensor are the value; over size-1 axes they are the
 // values themselves (keepdim or not).
+// Reductions of permuted views (transposes, the attention head shuffle) of
+// buffers and of pending values, over generated axes: each is reduced in its
+// input's order and permuted back (tensor.cpp, reduce), which must give the
+// reductions of the permuted values in every layout and keepdim.
+TEST_P(Ops, ReductionsOfPermutedViews) {
+  std::mt19937 rng(71);
+  const std::vector<std::vector<int64_t>> shapes = {{37, 19}, {1, 300}, {5, 1, 33}, {4, 6, 7, 9}, {2, 17, 3, 1}};
+  uint32_t seed = 900;
+  for (const std::vector<int64_t>& shape : shapes)
+    for (int trial = 0; trial < 6; ++trial) {
+      const int rank = static_cast<int>(shape.size());
+      std::vector<int> perm(static_cast<size_t>(rank));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      // All axes, one, or two (what apply_red spells out).
+      std::vector<int> axes;
+      const int count = trial % 3;
+      while (static_cast<int>(axes.size()) < count) {
+        const int a = static_cast<int>(rng() % static_cast<uint32_t>(rank));
+        if (std::find(axes.begin(), axes.end(), a) == axes.end()) axes.push_back(a);
+      }
+      const bool all = axes.empty();
+      const std::vector<float> v = make_values(numel_of(shape), seed++, uniform_gen(-2, 2));
+      // The permuted values, row-major, and their shape.
+      std::vector<int64_t> pshape;
+      for (int i = 0; i < rank; ++i) pshape.push_back(shape[static_cast<size_t>(perm[static_cast<size_t>(i)])]);
+      std::vector<int64_t> bstride(static_cast<size_t>(rank), 1);
+      for (int i = rank - 2; i >= 0; --i) bstride[static_cast<size_t>(i)] = bstride[static_cast<size_t>(i) + 1] * shape[static_cast<size_t>(i) + 1];
+      std::vector<float> pv(v.size());
+      for (int64_t f = 0; f < static_cast<int64_t>(pv.size()); ++f) {
+        int64_t rem = f, src = 0;
+        for (int i = rank - 1; i >= 0; --i) {
+          const int64_t e = pshape[static_cast<size_t>(i)];
+          src += (rem % e) * bstride[static_cast<size_t>(perm[static_cast<size_t>(i)])];
+          rem /= e;
+        }
+        pv[static_cast<size_t>(f)] = v[static_cast<size_t>(src)];
+      }
+      const std::vector<int> norm = normalized(axes, pshape.size(), all);
+      const auto sl = slices(pshape, norm);
+      const Tensor buffer = Tensor::from_vector(v, Shape(shape));
+      for (bool pending : {false, true})
+        for (Red r : {Red::Sum, Red::Max, Red::Mean})
+          for (bool keepdim : {false, true}) {
+            if (all && keepdim) continue;
+            const Tensor base = pending ? buffer * 1.0f : buffer;  // * 1 is exact
+            Checker chk(cat(red_name(r), " of ", shape_str(shape), " permuted ", pending ? "(pending) " : "",
+                            "over ", axes.size(), " axes", keepdim ? " keepdim" : ""));
+            const Tensor y = apply_red(r, base.permute(perm), axes, all, keepdim);
+            const std::vector<int64_t> want_shape = reduced_shape(pshape, norm, keepdim);
+            if (!(y.shape() == Shape(want_shape))) {
+              chk.fail("shape", cat(y.shape().to_string(), " != ", shape_str(want_shape)));
+              continue;
+            }
+            check_reduction(chk, r, y.to_vector(), pv, sl, false);
+          }
+    }
+  // The last axis of a transpose is a column of its input: one column kernel.
+  const Tensor x = Tensor::uniform({64, 300}, 5);
+  x.sync();
+  dvm::set_kernel_log(true);
+  (void)dvm::take_kernel_log();
+  (void)x.transpose(0, 1).max(1).to_vector();
+  const std::vector<dvm::KernelRun> log = dvm::take_kernel_log();
+  dvm::set_kernel_log(false);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].form, "col_reduce") << "the transpose's rows were reduced element by element";
+}
+
 TEST_P(Ops, ReduceScalarsAndUnitAxes) {
   Tensor s = Tensor::from_vector({-2.5f}, Shape{});
   EXPECT_EQ(s.sum().item(), -2.5f);
