@@ -1467,6 +1467,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     throw Error("matmul: inner dimensions differ: " + describe(x) + " and " + describe(y) + " (expected a's last extent, " +
                 std::to_string(K) + ", to equal b's " + (rb == 1 ? "only" : "second to last") + " extent, " +
                 std::to_string(Kb) + ")");
+  // A transpose times a vector is the vector times the transpose's input:
+  // a row of B read by rows, not a column of A read a stride apart. The
+  // products and their order (k ascending) are the same, so are the bits.
+  if (ra == 2 && rb == 1 && x->kind == NodeKind::View && x->permute_code == ((uint32_t{1} << 31) | 1u))
+    return matmul(b, a.transpose(0, 1));
   const Tensor A = ra == 1 ? a.reshape({1, K}) : a;
   const Tensor B = rb == 1 ? b.reshape({K, 1}) : b;
   const Shape& sa = A.shape();

@@ -209,6 +209,25 @@ TEST(MatMul, BmmAndAddmm) {
             (std::vector<bool>{false, true, false, true}));
 }
 
+// A transpose times a vector runs as the vector times the transpose's
+// input: the same products in the same order, so the bits of the product of
+// the transpose made contiguous, at generated sizes.
+TEST(MatMul, ATransposeTimesAVectorKeepsItsBits) {
+  std::mt19937 rng(5);
+  for (int t = 0; t < 12; ++t) {
+    const int64_t K = 1 + static_cast<int64_t>(rng() % 700), M = 1 + static_cast<int64_t>(rng() % 300);
+    const Tensor a = tensor_of({K, M}, 40 + static_cast<uint32_t>(t)), v = tensor_of({K}, 60 + static_cast<uint32_t>(t));
+    const Tensor pending = a * 1.0f;  // exact: a pending input too
+    for (const Tensor& base : {a, pending}) {
+      const std::vector<float> got = matmul(base.transpose(0, 1), v).to_vector();
+      const std::vector<float> want = matmul(base.transpose(0, 1).contiguous(), v).to_vector();
+      ASSERT_EQ(got.size(), static_cast<size_t>(M));
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "K " << K << " M " << M << " [" << i << "]";
+    }
+  }
+}
+
 // K is never split: the bits do not depend on the thread count.
 TEST(MatMul, ThreadCountsGiveTheSameBits) {
   const Tensor a = tensor_of({2, 300, 257}, 30), b = tensor_of({257, 700}, 31), r = tensor_of({700}, 32);
