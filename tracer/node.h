@@ -106,6 +106,13 @@ struct Node {
   // numbers the list it is handed and keeps what it decides about each node
   // in its own arrays, indexed by this.
   int32_t index = 0;
+  // A View that permute() made of a tensor that is not a view: bit 31 set,
+  // and in bits 3i..3i+2 the input axis that its axis i is. A reduction of
+  // it reduces that input and permutes the result (tensor.cpp, reduce):
+  // decided by how the view was made, never by its extents, so a graph's
+  // capture and the lazy path at any binding decide alike. (Here: it fills
+  // the padding before `in`.)
+  uint32_t permute_code = 0;
   Node* in[3] = {nullptr, nullptr, nullptr};
   float value = 0.0f;       // Const; or the inline scalar operand
   int8_t scalar_pos = -1;   // Elementwise: operand position of the inline scalar
@@ -116,12 +123,6 @@ struct Node {
   // A 0-d int64 leaf made from a C++ integer (Tensor(int)): torch's wrapped
   // integer, which promotes bool operands only (tracer/tensor.cpp, Promotion).
   bool int_scalar = false;
-  // A View that permute() made of a tensor that is not a view: bit 31 set,
-  // and in bits 3i..3i+2 the input axis that its axis i is. A reduction of
-  // it reduces that input and permutes the result (tensor.cpp, reduce):
-  // decided by how the view was made, never by its extents, so a graph's
-  // capture and the lazy path at any binding decide alike.
-  uint32_t permute_code = 0;
   Shape shape;
 
   // Where the values live once materialized: element (i0, i1, ...) is at
