@@ -1072,25 +1072,19 @@ Tensor Tensor::permute(const std::vector<int>& axes) const {
   Shape s;
   int64_t st[kMaxRank], ps[kMaxRank], off;
   layout_of(x, st, &off);
+  uint32_t code = uint32_t{1} << 31;  // Node::permute_code
+  bool identity = true;
   for (int i = 0; i < rank; ++i) {
     int a = detail::normalize_axis("permute", axes[static_cast<size_t>(i)], rank, x->shape);
     if (seen[a]) throw Error("permute: axis " + std::to_string(a) + " repeats for shape " + x->shape.to_string());
     seen[a] = true;
     s.push_back(x->shape[a]);
     ps[i] = st[a];
+    code |= static_cast<uint32_t>(a) << (3 * i);
+    identity = identity && a == i;
   }
   Tensor v = make_view(x, s, ps, off);
-  Node* n = v.node();
-  if (x->kind != NodeKind::View && n->kind == NodeKind::View) {
-    uint32_t code = uint32_t{1} << 31;
-    bool identity = true;
-    for (int i = 0; i < rank; ++i) {
-      const int a = detail::normalize_axis("permute", axes[static_cast<size_t>(i)], rank, x->shape);
-      code |= static_cast<uint32_t>(a) << (3 * i);
-      identity = identity && a == i;
-    }
-    if (!identity) n->permute_code = code;
-  }
+  if (!identity && x->kind != NodeKind::View && v.node()->kind == NodeKind::View) v.node()->permute_code = code;
   return v;
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include "dvm/dvm.h"
@@ -76,13 +77,22 @@ int64_t address_space_bytes() {
 
 // Loads path with the address space capped a little past what the process
 // holds; exits 0 on a dvm::Error naming load_weights and out of memory (or
-// when there is no /proc to cap against), else nonzero.
+// when there is no /proc to cap against, or the cap is not enforced), else
+// nonzero.
 [[noreturn]] void load_capped_and_exit(const std::string& path) {
   const int64_t in_use = address_space_bytes();
   if (in_use == 0) std::exit(0);
   const auto bytes = static_cast<rlim_t>(in_use + (int64_t{48} << 20));
   const rlimit cap{bytes, bytes};
   setrlimit(RLIMIT_AS, &cap);
+  // Where the cap is not enforced (qemu's user mode ignores RLIMIT_AS for
+  // its guest) there is nothing to check.
+  const size_t probe_bytes = size_t{256} << 20;
+  void* probe = mmap(nullptr, probe_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe != MAP_FAILED) {
+    munmap(probe, probe_bytes);
+    std::exit(0);
+  }
   try {
     (void)load_weights(path);
     std::exit(4);  // it fit: the file is too small for the cap
