@@ -915,13 +915,18 @@ struct PoolBlock {
               eval_dims(c.operand, v.data(), &ok).to_string());
 }
 
+// Whether this thread's launches are observed (a kernel log, the profiler,
+// a fusion record): a run then rebuilds its ops, whose launches they see,
+// instead of replaying a program (unless a loaded executable must replay).
+bool launches_observed() { return fuser::kernel_log() || vm::profile::on() || fuser::fusion_record(); }
+
 // A run by the program made for v's relations, if there is one and no
 // other run holds it; false when the ops must be rebuilt. A loaded
 // executable, which has no ops, always replays or throws.
 bool replay(const detail::ExecutableState& x, const std::vector<int64_t>& v, const std::vector<const void*>& in,
             const std::vector<void*>& out) {
   const bool must = x.loaded;
-  if (!must && (fuser::kernel_log() || vm::profile::on() || fuser::fusion_record())) return false;
+  if (!must && launches_observed()) return false;
   thread_local std::vector<int32_t> key;
   if (!graph::relation_key(x, v.data(), &key)) return overflow(x, v, must);
   std::unique_lock<std::mutex> lock(x.mu, std::defer_lock);
@@ -1019,10 +1024,9 @@ void check_replay(const detail::ExecutableState& x, const std::vector<int64_t>& 
 }
 
 // Whether a run at v plans its relations before it runs: they have no
-// program yet, and the run would replay one (it rebuilds its ops instead
-// while a kernel log, the profiler or a fusion record observes them).
+// program yet, and the run would replay one (launches_observed).
 bool plans_first(const detail::ExecutableState& x, const std::vector<int64_t>& v) {
-  if (x.loaded || fuser::kernel_log() || vm::profile::on() || fuser::fusion_record()) return false;
+  if (x.loaded || launches_observed()) return false;
   std::vector<int32_t> key;
   if (!graph::relation_key(x, v.data(), &key)) return false;
   std::lock_guard<std::mutex> lock(x.mu);

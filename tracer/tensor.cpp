@@ -1464,8 +1464,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // A transpose times a vector is the vector times the transpose's input:
   // a row of B read by rows, not a column of A read a stride apart. The
   // products and their order (k ascending) are the same, so are the bits.
-  if (ra == 2 && rb == 1 && x->kind == NodeKind::View && x->permute_code == ((uint32_t{1} << 31) | 1u))
-    return matmul(b, a.transpose(0, 1));
+  if (std::vector<int> perm; ra == 2 && rb == 1 && permuted_view(x, &perm)) return matmul(b, a.transpose(0, 1));
   const Tensor A = ra == 1 ? a.reshape({1, K}) : a;
   const Tensor B = rb == 1 ? b.reshape({K, 1}) : b;
   const Shape& sa = A.shape();
