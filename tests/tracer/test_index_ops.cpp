@@ -57,9 +57,21 @@ std::vector<int64_t> values_of(const Tensor& y) {
   return out;
 }
 
-Tensor index_tensor(const std::vector<int64_t>& v, const Shape& s, bool wide, bool pending) {
-  Tensor t = make(wide ? Dtype::I64 : Dtype::I32, v, s);
-  return pending ? t + make(wide ? Dtype::I64 : Dtype::I32, std::vector<int64_t>(v.size(), 0), s) : t;
+// An index tensor holding v, laid out one of three ways: stored (read in
+// place), pending (computed first), or a view with a step of 2 along its
+// last axis (not contiguous: its values are copied first).
+Tensor index_tensor(const std::vector<int64_t>& v, const Shape& s, bool wide, int layout) {
+  const Dtype t = wide ? Dtype::I64 : Dtype::I32;
+  if (layout == 1) return make(t, v, s) + make(t, std::vector<int64_t>(v.size(), 0), s);
+  if (layout == 2 && s.rank() > 0) {
+    const int last = s.rank() - 1;
+    Shape doubled = s;
+    doubled[last] *= 2;
+    std::vector<int64_t> spread(static_cast<size_t>(doubled.numel()), -7);  // -7: out of range if read
+    for (size_t i = 0; i < v.size(); ++i) spread[2 * i] = v[i];
+    return make(t, spread, doubled).slice(last, 0, doubled[last], 2);
+  }
+  return make(t, v, s);
 }
 
 TEST(IndexOps, IndexSelectMatchesTheReference) {
@@ -76,7 +88,7 @@ TEST(IndexOps, IndexSelectMatchesTheReference) {
     std::vector<int64_t> idx(rng() % 9);
     for (int64_t& e : idx) e = static_cast<int64_t>(rng() % static_cast<unsigned>(s[axis]));
     const Tensor x = source(t, v, s, static_cast<int>(rng() % 3));
-    const Tensor ix = index_tensor(idx, Shape{static_cast<int64_t>(idx.size())}, rng() % 2, rng() % 2);
+    const Tensor ix = index_tensor(idx, Shape{static_cast<int64_t>(idx.size())}, rng() % 2, static_cast<int>(rng() % 3));
     const Tensor y = index_select(x, rng() % 2 ? axis : axis - rank, ix);
     Shape want = s;
     want[axis] = static_cast<int64_t>(idx.size());
@@ -94,42 +106,50 @@ TEST(IndexOps, IndexSelectMatchesTheReference) {
   }
 }
 
-TEST(IndexOps, EmbeddingOfPendingIdsMatchesTheTable) {
+TEST(IndexOps, EmbeddingMatchesTheTable) {
   std::mt19937 rng(9);
-  for (int iter = 0; iter < 40; ++iter) {
+  const Dtype types[] = {Dtype::F32, Dtype::BF16, Dtype::I64, Dtype::I32, Dtype::U8};
+  for (int iter = 0; iter < 120; ++iter) {
+    // Rows of 1 to 40 elements: copies of 1 to 320 bytes.
     const int64_t V = 1 + static_cast<int64_t>(rng() % 50), D = 1 + static_cast<int64_t>(rng() % 40);
     const int64_t B = 1 + static_cast<int64_t>(rng() % 3), S = 1 + static_cast<int64_t>(rng() % 7);
-    std::vector<float> w(static_cast<size_t>(V * D));
-    for (float& e : w) e = static_cast<float>(static_cast<int>(rng() % 1000) - 500) / 16.0f;
+    const Dtype t = types[rng() % std::size(types)];
+    std::vector<int64_t> w(static_cast<size_t>(V * D));
+    for (int64_t& e : w) e = static_cast<int64_t>(rng() % (t == Dtype::U8 || t == Dtype::BF16 ? 256 : 1000));
     std::vector<int64_t> ids(static_cast<size_t>(B * S));
     for (int64_t& e : ids) e = static_cast<int64_t>(rng() % static_cast<unsigned>(V));
-    // The ids come from a pending op, as greedy decoding's argmax does.
-    const Tensor id = index_tensor(ids, Shape{B, S}, rng() % 2, true);
-    const Tensor weight = Tensor::from_vector(w, Shape{V, D});
-    const Tensor y = embedding(id, weight) * 2.0f;
+    // Ids stored, pending (as greedy decoding's argmax gives them) or a
+    // strided view; the table stored, pending or transposed.
+    const Tensor id = index_tensor(ids, Shape{B, S}, rng() % 2, static_cast<int>(rng() % 3));
+    const Tensor weight = source(t, w, Shape{V, D}, static_cast<int>(rng() % 3));
+    const Tensor y = embedding(id, weight);
     ASSERT_EQ(y.shape(), (Shape{B, S, D}));
-    const std::vector<float> got = y.to_vector();
-    for (int64_t t = 0; t < B * S; ++t)
+    ASSERT_EQ(y.dtype(), t);
+    const std::vector<int64_t> got = values_of(y);
+    for (int64_t k = 0; k < B * S; ++k)
       for (int64_t d = 0; d < D; ++d)
-        ASSERT_EQ(got[static_cast<size_t>(t * D + d)], 2.0f * w[static_cast<size_t>(ids[static_cast<size_t>(t)] * D + d)]);
+        ASSERT_EQ(got[static_cast<size_t>(k * D + d)], w[static_cast<size_t>(ids[static_cast<size_t>(k)] * D + d)])
+            << "iteration " << iter << " row " << k << " element " << d;
   }
 }
 
 TEST(IndexOps, GatherMatchesTheReference) {
   std::mt19937 rng(13);
-  for (int iter = 0; iter < 150; ++iter) {
-    const int rank = 1 + static_cast<int>(rng() % 3);
+  const Dtype types[] = {Dtype::F32, Dtype::BF16, Dtype::I64, Dtype::I32, Dtype::U8};
+  for (int iter = 0; iter < 300; ++iter) {
+    const int rank = 1 + static_cast<int>(rng() % 4);
     Shape s, is;
     for (int k = 0; k < rank; ++k) s.push_back(1 + static_cast<int64_t>(rng() % 6));
     const int axis = static_cast<int>(rng() % static_cast<unsigned>(rank));
     for (int k = 0; k < rank; ++k)
       is.push_back(k == axis ? static_cast<int64_t>(rng() % 8) : 1 + static_cast<int64_t>(rng() % static_cast<unsigned>(s[k])));
-    const Dtype t = rng() % 2 ? Dtype::F32 : Dtype::I64;
+    const Dtype t = types[rng() % std::size(types)];
     std::vector<int64_t> v(static_cast<size_t>(s.numel()));
-    for (int64_t& e : v) e = static_cast<int64_t>(rng() % 1000);
+    for (int64_t& e : v) e = static_cast<int64_t>(rng() % (t == Dtype::U8 || t == Dtype::BF16 ? 256 : 1000));
     std::vector<int64_t> idx(static_cast<size_t>(is.numel()));
     for (int64_t& e : idx) e = static_cast<int64_t>(rng() % static_cast<unsigned>(s[axis]));
-    const Tensor y = gather(source(t, v, s, static_cast<int>(rng() % 3)), axis, index_tensor(idx, is, rng() % 2, rng() % 2));
+    const Tensor y = gather(source(t, v, s, static_cast<int>(rng() % 3)), axis,
+                            index_tensor(idx, is, rng() % 2, static_cast<int>(rng() % 3)));
     ASSERT_EQ(y.shape(), is);
     const std::vector<int64_t> got = values_of(y);
     const std::vector<int64_t> st = strides_of(s);
@@ -157,6 +177,9 @@ TEST(IndexOps, OutOfRangeAndBadOperandsAreErrors) {
   expect_error("index past the end", [&] { (void)index_select(table, 0, high); },
                {"index_select", "index 5 at position 1", "axis 0", "float32[5, 3]", "< 5"});
   expect_error("negative index", [&] { (void)index_select(table, 1, low); }, {"index_select", "index -1", "< 3"});
+  const Tensor several = make(Dtype::I64, {3, INT64_MIN, 7, INT64_MAX});
+  expect_error("the first of several bad indices", [&] { (void)embedding(several, table); },
+               {"embedding", "index -9223372036854775808 at position 1", "< 5"});
   expect_error("float index", [&] { (void)index_select(table, 0, fl); }, {"index_select", "int64 or int32"});
   expect_error("2-D index", [&] { (void)index_select(table, 0, two_d); }, {"index_select", "1-D"});
   expect_error("bad axis", [&] { (void)index_select(table, 2, ok); }, {"index_select"});
