@@ -18,9 +18,11 @@ namespace dvm::vm {
 namespace {
 
 // The parent's prologue and reduction block, then one ST per reduction into
-// a new output argument. The parent's outputs become inputs nobody loads (a
-// kernel must store every output). No LDG: a chunk is the parent's launch
-// with its row pointers advanced, which general loads do not follow.
+// a new output argument. The parent's epilogue outputs become inputs nobody
+// loads (a kernel must store every output); its prologue outputs (softmax's
+// exponentials) stay outputs, each chunk storing its own rows. No LDG: a
+// chunk is the parent's launch with its row pointers advanced, which
+// general loads do not follow.
 std::shared_ptr<Kernel> make_fold_kernel(const Kernel& k) {
   const VerifiedProgram& vp = k.verified();
   const Program& p = vp.program;
@@ -30,7 +32,11 @@ std::shared_ptr<Kernel> make_fold_kernel(const Kernel& k) {
   Program f;
   f.form = Form::ColReduce;
   f.nregs = p.nregs;
-  for (ArgRole r : p.roles) f.roles.push_back(r == ArgRole::Output ? ArgRole::Input : r);
+  std::vector<uint8_t> prologue_out(p.roles.size(), 0);
+  for (size_t i = 0; i < r0; ++i)
+    if (op_class(p.code[i].op) == OpClass::Store) prologue_out[p.code[i].r[0]] = 1;
+  for (size_t a = 0; a < p.roles.size(); ++a)
+    f.roles.push_back(p.roles[a] == ArgRole::Output && !prologue_out[a] ? ArgRole::Input : p.roles[a]);
   f.types = p.types;
   f.int_lanes = p.int_lanes;
   f.nscalars = p.nscalars;
@@ -229,6 +235,7 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
   std::vector<float> partial(sp.floats());
   const size_t nargs = l.args.size();
   const Program& p = k.program();
+  const Program& f = fold->program();
   parallel_items(sp.chunks * sp.items, sp.rows * std::min(l.C(), kTile), [&](int64_t b, int64_t e) {
     Launch cl;
     cl.extent[kP] = l.P();
@@ -242,12 +249,13 @@ bool jit_split_cols(const Kernel& k, const Launch& l, const backends::MicroKerne
       cl.extent[kR] = std::min(sp.rows, l.R() - r_begin);
       for (size_t a = 0; a < nargs; ++a) {
         ArgBinding& ab = cl.args[a];
-        if (p.roles[a] == ArgRole::Output) {
-          ab = ArgBinding{};  // an input of the fold kernel that nothing reads
+        if (f.roles[a] != p.roles[a]) {
+          ab = ArgBinding{};  // an epilogue output: an input of the fold kernel that nothing reads
           continue;
         }
         ab = l.args[a];
         if (ab.in) ab.in = advance(ab.in, r_begin * ab.stride[kR], p.types[a]);
+        if (ab.out) ab.out = advance(ab.out, r_begin * ab.stride[kR], p.types[a]);  // a prologue store
       }
       for (size_t j = 0; j < sp.nred; ++j) {
         ArgBinding& ab = cl.args[nargs + j];

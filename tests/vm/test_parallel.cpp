@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -301,6 +303,69 @@ TEST(Parallel, SplitColumnReductionsRunOnTheJitWithTheInterpretersBits) {
     for (size_t k = 0; k < ref.size(); ++k)
       ASSERT_EQ(std::memcmp(got[k].data(), ref[k].data(), ref[k].size() * sizeof(float)), 0)
           << c.what << ", result " << k << ": the JIT's fold differs from the interpreter's";
+  }
+  set_num_threads(0);
+  set_tier_mode(TierMode::Auto);
+}
+
+// A split column reduction whose prologue also stores (softmax along an
+// outer axis: its sum of exponentials stores the exponentials too) folds on
+// machine code, each chunk storing its own rows, with the interpreter's
+// bits: generated shapes, narrow and odd widths, 1s, P > 1, against a
+// softmax in double.
+TEST(Parallel, SplitColumnReductionsWithPrologueStoresFoldOnTheJit) {
+  if (isa() == "portable") GTEST_SKIP() << "no JIT on a CPU without AVX2";
+  DVM_SKIP_WITHOUT_JIT();
+  std::mt19937 gen(20261129);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(gen); };
+  for (int c = 0; c < 12; ++c) {
+    // More than two chunks of rows (vm::col_split): narrower than 64 columns
+    // always splits; wider ones once a column tile folds enough floats.
+    const int64_t P = c % 3 == 0 ? pick(1, 3) : 1;
+    const int64_t C = c == 0 ? 1 : c == 1 ? 3 : c == 2 ? 100 : pick(1, 63);
+    const int64_t R = c == 2 ? pick(2700, 3500) : pick(2 * 1024 + 1, 7000);
+    const std::vector<int64_t> shape = P > 1 || c % 3 == 0 ? std::vector<int64_t>{P, R, C} : std::vector<int64_t>{R, C};
+    const int axis = static_cast<int>(shape.size()) - 2;
+    std::vector<float> xv(static_cast<size_t>(P * R * C));
+    std::uniform_real_distribution<float> val(-4.0f, 4.0f);
+    for (float& v : xv) v = val(gen);
+    const std::string what = "softmax over rows of [" + std::to_string(P) + ", " + std::to_string(R) + ", " +
+                             std::to_string(C) + "]";
+    auto run = [&] { return softmax(Tensor::from_blob(xv.data(), Shape(shape)), axis).to_vector(); };
+    set_num_threads(2);
+    set_tier_mode(TierMode::Off);
+    const std::vector<float> ref = run();
+    set_tier_mode(TierMode::Eager);
+    set_kernel_log(true);
+    (void)take_kernel_log();
+    const std::vector<float> got = run();
+    const std::vector<KernelRun> log = take_kernel_log();
+    set_kernel_log(false);
+    int col_reduces = 0;
+    for (const KernelRun& k : log) {
+      // One column reads as one value per row (ldb), whose reductions the
+      // fold kernel leaves to the interpreter (x.sum(0) of [R, 1] too).
+      if (C > 1) {
+        EXPECT_EQ(k.tier, "jit") << what << ": a " << k.form << " launch left the JIT";
+      }
+      col_reduces += k.form == "col_reduce";
+    }
+    EXPECT_EQ(col_reduces, 2) << what;
+    ASSERT_EQ(got.size(), xv.size()) << what;
+    ASSERT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0)
+        << what << ": the JIT's fold differs from the interpreter's";
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t j = 0; j < C; ++j) {
+        const float* x = xv.data() + p * R * C + j;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t r = 0; r < R; ++r) mx = std::max(mx, static_cast<double>(x[r * C]));
+        for (int64_t r = 0; r < R; ++r) sum += std::exp(x[r * C] - mx);
+        for (int64_t r = 0; r < R; ++r) {
+          const double want = std::exp(x[r * C] - mx) / sum;
+          const size_t at = static_cast<size_t>(p * R * C + r * C + j);
+          ASSERT_NEAR(got[at], want, 1e-5 * want + 1e-12) << what << " at p " << p << ", row " << r << ", column " << j;
+        }
+      }
   }
   set_num_threads(0);
   set_tier_mode(TierMode::Auto);
