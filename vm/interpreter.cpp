@@ -895,6 +895,19 @@ void run_contraction(const Kernel& k, const Launch& l, int64_t begin, int64_t en
   thread_local std::vector<float> product;
   product.resize(static_cast<size_t>(blocks.rows * blocks.cols));
   const size_t ni = p.code.size();
+  // Items that are whole tiny products (bmm of small matrices) run as one
+  // batch: the same sums, without per-product packing and set-up.
+  if (direct && !panels && blocks.rblocks == 1 && blocks.cblocks == 1 && begin < end) {
+    const ArgBinding& out = l.args[store->r[0]];
+    backends::cube::Gemm g{l.R(), l.C(), l.K(), {}, {}, nullptr, l.R() > 1 ? out.stride[kR] : l.C()};
+    g.a = {f32_in(A, begin * A.stride[kP]), A.stride[kR], A.stride[kK]};
+    g.b = {f32_in(B, begin * B.stride[kP]), B.stride[kK], B.stride[kC]};
+    g.c = f32_out(out, begin * out.stride[kP]);
+    if (backends::cube::tiny(g)) {
+      backends::cube::tiny_batch(g, mk.isa, end - begin, A.stride[kP], B.stride[kP], out.stride[kP]);
+      return;
+    }
+  }
   for (int64_t item = begin; item < end; ++item) {
     int64_t rows = 0;
     const ItemStart at = mma_item(l, blocks, item, &rows);

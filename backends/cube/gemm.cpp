@@ -3,6 +3,7 @@
 // -ffp-contract=off, so the two are never fused).
 #include "backends/cube/gemm.h"
 
+#include <atomic>
 #include <string>
 
 #include "backends/convert.h"
@@ -26,6 +27,8 @@ struct VScalar {
   static T load(const float* p) { return *p; }
   static void store(float* p, T x) { *p = x; }
   static T bcast(const float* p) { return *p; }
+  static T load_n(const float* p, int64_t) { return *p; }  // one lane: never called
+  static void store_n(float* p, T x, int64_t) { *p = x; }
   static T madd(T a, T b, T acc) { return acc + a * b; }
   static T load_bf16(const uint16_t* p) { return bf16_to_f32(*p); }
   static T load_f16(const uint16_t* p) { return f16_to_f32(*p); }
@@ -159,6 +162,26 @@ void gemm(const Gemm& g, Isa isa) {
   const detail::Impl& im = impl_for(isa);
   im.run(g, 0, im.items(g), tiles_for(g, isa, im));
 }
+
+namespace {
+std::atomic<int64_t> g_tiny_products{0};
+}  // namespace
+
+bool tiny(const Gemm& g) {
+  return g.M <= kTinyDim && g.N <= kTinyDim && g.K <= kTinyDim && (g.b.cs == 1 || g.N <= 1) && !g.hook &&
+         !g.b16 && !g.accumulate;
+}
+
+void tiny_batch(const Gemm& g, Isa isa, int64_t count, int64_t sa, int64_t sb, int64_t sc) {
+  if (!tiny(g))
+    throw Error("cube::tiny_batch: a product of " + std::to_string(g.M) + " x " + std::to_string(g.K) + " times " +
+                std::to_string(g.K) + " x " + std::to_string(g.N) + " is not tiny (expected M, N, K <= " +
+                std::to_string(kTinyDim) + ", B's rows contiguous, no hook, 16-bit B or accumulate)");
+  impl_for(isa).tiny_batch(g, count, sa, sb, sc);
+  g_tiny_products.fetch_add(count, std::memory_order_relaxed);
+}
+
+int64_t tiny_products() { return g_tiny_products.load(std::memory_order_relaxed); }
 
 void transpose_to_rows(Isa isa, const float* src, int64_t cs, int64_t K, int64_t N, float* dst,
                        int64_t ld) {

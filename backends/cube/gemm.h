@@ -95,6 +95,19 @@ void run(const Gemm& g, Isa isa, int64_t begin, int64_t end);
 // Convenience: all items on the calling thread.
 void gemm(const Gemm& g, Isa isa);
 
+// Batches of tiny products (bmm of 4 x 4 matrices), where packing and the
+// per-product set-up of run() would cost more than the arithmetic: `count`
+// products of g's shape, product q reading A at g.a.data + q * sa, B at
+// g.b.data + q * sb and writing C at g.c + q * sc (in floats), each with the
+// sums run() makes (the same bits), nothing packed. Takes g when tiny(g):
+// M, N and K at most kTinyDim, B's rows contiguous (b.cs == 1, or N <= 1),
+// no hook, no 16-bit B, not accumulate; otherwise dvm::Error. `isa` as for
+// run(). tiny_products() counts the products it has computed.
+inline constexpr int64_t kTinyDim = 16;
+bool tiny(const Gemm& g);
+void tiny_batch(const Gemm& g, Isa isa, int64_t count, int64_t sa, int64_t sb, int64_t sc);
+int64_t tiny_products();
+
 // dst[k * ld + n] = src[n * cs + k] for k < K, n < N (ld >= N): a K x N
 // matrix stored by columns (cs apart, each contiguous in k) copied into
 // rows, with the ISA's transposes. `isa` as for run().

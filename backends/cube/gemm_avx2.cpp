@@ -20,6 +20,12 @@ struct V256 {
   [[gnu::always_inline]] static inline T load(const float* p) { return _mm256_loadu_ps(p); }
   [[gnu::always_inline]] static inline void store(float* p, T x) { _mm256_storeu_ps(p, x); }
   [[gnu::always_inline]] static inline T bcast(const float* p) { return _mm256_set1_ps(*p); }
+  // Lane q is on when q < n: the sign bits of (q - n).
+  [[gnu::always_inline]] static inline __m256i first(int64_t n) {
+    return _mm256_sub_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(n)));
+  }
+  [[gnu::always_inline]] static inline T load_n(const float* p, int64_t n) { return _mm256_maskload_ps(p, first(n)); }
+  [[gnu::always_inline]] static inline void store_n(float* p, T x, int64_t n) { _mm256_maskstore_ps(p, first(n), x); }
   [[gnu::always_inline]] static inline T madd(T a, T b, T acc) { return _mm256_fmadd_ps(a, b, acc); }
   [[gnu::always_inline]] static inline T load_bf16(const uint16_t* p) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -20,6 +20,12 @@ struct V512 {
   [[gnu::always_inline]] static inline T load(const float* p) { return _mm512_loadu_ps(p); }
   [[gnu::always_inline]] static inline void store(float* p, T x) { _mm512_storeu_ps(p, x); }
   [[gnu::always_inline]] static inline T bcast(const float* p) { return _mm512_set1_ps(*p); }
+  [[gnu::always_inline]] static inline T load_n(const float* p, int64_t n) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+  }
+  [[gnu::always_inline]] static inline void store_n(float* p, T x, int64_t n) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), x);
+  }
   [[gnu::always_inline]] static inline T madd(T a, T b, T acc) { return _mm512_fmadd_ps(a, b, acc); }
   [[gnu::always_inline]] static inline T load_bf16(const uint16_t* p) {
     const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -30,8 +36,26 @@ struct V512 {
   }
 };
 
+// Eight lanes (AVX-512VL masks) for tiny products at most eight wide.
+struct V256 {
+  using T = __m256;
+  static constexpr int kLanes = 8;
+  [[gnu::always_inline]] static inline T zero() { return _mm256_setzero_ps(); }
+  [[gnu::always_inline]] static inline T load(const float* p) { return _mm256_loadu_ps(p); }
+  [[gnu::always_inline]] static inline void store(float* p, T x) { _mm256_storeu_ps(p, x); }
+  [[gnu::always_inline]] static inline T bcast(const float* p) { return _mm256_set1_ps(*p); }
+  [[gnu::always_inline]] static inline T madd(T a, T b, T acc) { return _mm256_fmadd_ps(a, b, acc); }
+  [[gnu::always_inline]] static inline T load_n(const float* p, int64_t n) {
+    return _mm256_maskz_loadu_ps(static_cast<__mmask8>((1u << n) - 1), p);
+  }
+  [[gnu::always_inline]] static inline void store_n(float* p, T x, int64_t n) {
+    _mm256_mask_storeu_ps(p, static_cast<__mmask8>((1u << n) - 1), x);
+  }
+};
+
 struct Params {
   using V = V512;
+  using NarrowV = V256;
   // One scalar step of V::madd (one fused rounding).
   [[gnu::always_inline]] static inline float madd1(float a, float b, float acc) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(acc)));

@@ -4,6 +4,7 @@
 // Included by one translation unit per ISA, each compiled with that ISA's
 // flags and supplying the vector primitives V:
 //   V::T, V::kLanes, V::zero(), V::load(p), V::store(p, x), V::bcast(p),
+//   V::load_n(p, n), V::store_n(p, x, n)   (the first n < kLanes lanes only),
 //   V::madd(a, b, acc)   (acc + a * b in the ISA's rounding: fused or not),
 //   V::load_bf16(p), V::load_f16(p)   (kLanes 16-bit floats at p, widened).
 #pragma once
@@ -39,6 +40,7 @@ struct Impl {
   Block (*block)(const Gemm& g, int64_t item);
   void (*run)(const Gemm& g, int64_t begin, int64_t end, const TileSet& tiles);
   void (*transpose)(const float* src, int64_t cs, int64_t K, int64_t N, float* dst, int64_t ld);
+  void (*tiny_batch)(const Gemm& g, int64_t count, int64_t sa, int64_t sb, int64_t sc);
   const TileSet* precompiled;
   int mr, nv, small_mr, small_nv;  // rows and vectors per row of the two tile shapes
   bool one_row_by_columns;         // one row times B stored by columns reads B in place (col_times)
@@ -97,6 +99,65 @@ struct TileTable<V, NV, PF, std::index_sequence<R...>> {
                                                    &tile<V, static_cast<int>(R) + 1, NV, PF>...};
 };
 
+// Tiny products (gemm.h: tiny_batch), one after another, with vectors V:
+// per strip of kLanes columns (the last one masked: V::load_n, V::store_n)
+// and group of up to kRows rows, each row's sum in a register, one V::madd
+// per k in ascending order from +0, as a tile does; B's rows and A's
+// elements read in place, nothing packed.
+template <class V>
+struct Tiny {
+  static constexpr int kRows = 4;
+  // The operands' strides as values: stores through c cannot change them.
+  struct Shape {
+    int64_t K, ars, acs, brs, ldc;
+  };
+  template <int R>
+  static void rows(const Shape& t, const float* a, const float* b, float* c, int64_t nc) {
+    constexpr int W = V::kLanes;
+    typename V::T acc[R];
+    const float* ar[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      acc[r] = V::zero();
+      ar[r] = a + r * t.ars;
+    }
+    for (int64_t k = 0; k < t.K; ++k, b += t.brs) {
+      const typename V::T bk = nc == W ? V::load(b) : V::load_n(b, nc);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        acc[r] = V::madd(V::bcast(ar[r]), bk, acc[r]);
+        ar[r] += t.acs;
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      if (nc == W) V::store(c + r * t.ldc, acc[r]);
+      else V::store_n(c + r * t.ldc, acc[r], nc);
+    }
+  }
+  static void batch(const Gemm& g, int64_t count, int64_t sa, int64_t sb, int64_t sc) {
+    constexpr int W = V::kLanes;
+    const Shape t{g.K, g.a.rs, g.a.cs, g.b.rs, g.ldc};
+    const int64_t M = g.M, N = g.N;
+    const float* a = g.a.data;
+    const float* b = g.b.data;
+    float* c = g.c;
+    for (int64_t q = 0; q < count; ++q, a += sa, b += sb, c += sc) {
+      for (int64_t j = 0; j < N; j += W) {
+        const int64_t nc = N - j < W ? N - j : W;
+        int64_t i = 0;
+        for (; i + kRows <= M; i += kRows) rows<kRows>(t, a + i * t.ars, b + j, c + i * t.ldc + j, nc);
+        switch (M - i) {
+          case 3: rows<3>(t, a + i * t.ars, b + j, c + i * t.ldc + j, nc); break;
+          case 2: rows<2>(t, a + i * t.ars, b + j, c + i * t.ldc + j, nc); break;
+          case 1: rows<1>(t, a + i * t.ars, b + j, c + i * t.ldc + j, nc); break;
+          default: break;
+        }
+      }
+    }
+  }
+};
+
 // P: the ISA's parameters: V, MR, NV (NR = NV * lanes), KC, MB, NB (block
 // sizes, multiples of MR and NR), kSmallM (up to this many rows: one block
 // row of kSmallNB columns, kSmallMR x kSmallNV tiles, B read in place in K
@@ -104,7 +165,8 @@ struct TileTable<V, NV, PF, std::index_sequence<R...>> {
 // kSmallPackedKC, short so that a panel stays in L1 from packing to use),
 // madd1(a, b, acc) (one scalar step of V::madd, for column tails), and
 // optionally transpose8(src, cs, dst, ldd) (dst[t * ldd + j] =
-// src[j * cs + t], j, t < 8) for packing B stored by columns.
+// src[j * cs + t], j, t < 8) for packing B stored by columns, and
+// optionally NarrowV (vectors for tiny products at most its width wide).
 template <class P>
 struct Driver {
   using V = typename P::V;
@@ -584,6 +646,17 @@ struct Driver {
     col_times<RowsBf16>(g, blk, g.b16 + blk.j0 * g.b.cs);
   }
 
+  // Tiny products (gemm.h: tiny_batch): Tiny<V>, or Tiny<P::NarrowV> for
+  // products at most its width wide where the ISA has one (a masked load of
+  // a few floats from a wide vector can cost more than the narrow one; each
+  // lane's sums are the same, so the bits are).
+  static void tiny_batch(const Gemm& g, int64_t count, int64_t sa, int64_t sb, int64_t sc) {
+    if constexpr (requires { typename P::NarrowV; }) {
+      if (g.N <= P::NarrowV::kLanes) return Tiny<typename P::NarrowV>::batch(g, count, sa, sb, sc);
+    }
+    Tiny<V>::batch(g, count, sa, sb, sc);
+  }
+
   static constexpr int64_t kKeepA = int64_t{1} << 18;
   static void run(const Gemm& g, int64_t begin, int64_t end, const TileSet& ts) {
     if (begin >= end) return;
@@ -661,7 +734,7 @@ struct Driver {
     }
   }
 
-  static constexpr Impl kImpl = {&items, &block,        &run,         &transpose, &kPrecompiled,
+  static constexpr Impl kImpl = {&items, &block,        &run,         &transpose, &tiny_batch, &kPrecompiled,
                                  MR,     P::NV,         P::kSmallMR, P::kSmallNV, kColTimes};
 };
 

@@ -191,6 +191,79 @@ TEST(CubeGemm, OddSizesAllLayouts) {
   }
 }
 
+// Batches of tiny products: generated shapes up to kTinyDim (1s, odd sizes,
+// K = 0), every layout of A, B's rows contiguous (row-major or broadcast),
+// a gap after each row of C; each product of the batch bit-equal to the
+// ordered scalar sum and within the rounding bound, guards intact.
+TEST(CubeGemm, TinyBatchesKeepTheDocumentedOrder) {
+  std::mt19937 gen(77);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(gen); };
+  uint32_t seed = 500;
+  for (Isa isa : isas()) {
+    for (int c = 0; c < 24; ++c) {
+      const Shape s{c == 0 ? 1 : pick(1, kTinyDim), c == 1 ? 0 : pick(1, kTinyDim), c == 2 ? 1 : pick(1, kTinyDim)};
+      const Layout la = kLayouts[c % 6], lb = c % 5 == 4 ? Layout::BcastRows : Layout::RowMajor;
+      const int64_t count = pick(1, 5);
+      std::vector<Operand> as, bs;
+      std::vector<Output> cs;
+      for (int64_t q = 0; q < count; ++q) {
+        as.push_back(make_operand(s.M, s.K, la, seed++));
+        bs.push_back(make_operand(s.K, s.N, lb, seed++));
+        cs.emplace_back(s.M, s.N, c % 3);
+      }
+      // The batch reads product q at q times the stride from product 0's
+      // pointers: one pointer difference per operand, as a launch's stride.
+      Gemm g = make_gemm(as[0], bs[0], cs[0]);
+      ASSERT_TRUE(tiny(g)) << describe(isa, s, la, lb);
+      const int64_t before = tiny_products();
+      for (int64_t q = 0; q < count; ++q) {
+        Gemm one = make_gemm(as[static_cast<size_t>(q)], bs[static_cast<size_t>(q)], cs[static_cast<size_t>(q)]);
+        tiny_batch(one, isa, 1, 0, 0, 0);
+      }
+      EXPECT_EQ(tiny_products() - before, count);
+      for (int64_t q = 0; q < count; ++q)
+        check_result(as[static_cast<size_t>(q)], bs[static_cast<size_t>(q)], cs[static_cast<size_t>(q)], isa,
+                     describe(isa, s, la, lb) + " tiny, product " + std::to_string(q));
+      // One call over products laid out a fixed stride apart.
+      const int64_t sa = 3 * s.M * s.K + 5, sb = lb == Layout::BcastRows ? 0 : 2 * s.K * s.N + 3,
+                    ldc = s.N + c % 3, sc = s.M * ldc + 7;
+      std::vector<float> abuf(static_cast<size_t>(count * sa + 1)), bbuf(static_cast<size_t>(count * sb + s.K * s.N + 1)),
+          cbuf(static_cast<size_t>(count * sc + kGuards), std::bit_cast<float>(kGuardBits));
+      for (int64_t q = 0; q < count; ++q)
+        for (int64_t i = 0; i < s.M; ++i)
+          for (int64_t k = 0; k < s.K; ++k)
+            abuf[static_cast<size_t>(q * sa + i * s.K + k)] = as[static_cast<size_t>(q)].at(i, k);
+      for (int64_t q = 0; q < count; ++q)
+        for (int64_t k = 0; k < s.K; ++k)
+          for (int64_t j = 0; j < s.N; ++j)
+            bbuf[static_cast<size_t>(q * sb + k * s.N + j)] = bs[static_cast<size_t>(sb == 0 ? 0 : q)].at(k, j);
+      Gemm b = g;
+      b.a = {abuf.data(), s.K, 1};
+      b.b = {bbuf.data(), s.N, 1};
+      b.c = cbuf.data();
+      b.ldc = ldc;
+      tiny_batch(b, isa, count, sa, sb, sc);
+      int64_t bad = 0;
+      for (int64_t q = 0; q < count; ++q)
+        for (int64_t i = 0; i < s.M; ++i)
+          for (int64_t j = 0; j < s.N; ++j) {
+            const float want = scalar_order(as[static_cast<size_t>(q)], bs[static_cast<size_t>(sb == 0 ? 0 : q)], i, j, isa);
+            const float got = cbuf[static_cast<size_t>(q * sc + i * ldc + j)];
+            if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want)) ++bad;
+          }
+      EXPECT_EQ(bad, 0) << describe(isa, s, la, lb) << ": a strided batch of " << count;
+      int64_t written = 0;
+      for (size_t e = 0; e < cbuf.size(); ++e) written += std::bit_cast<uint32_t>(cbuf[e]) != kGuardBits;
+      EXPECT_EQ(written, count * s.M * s.N) << describe(isa, s, la, lb) << ": writes outside the products";
+    }
+    Gemm big{};
+    big.M = big.N = big.K = kTinyDim + 1;
+    big.b = {nullptr, 1, 1};
+    EXPECT_FALSE(tiny(big));
+    EXPECT_THROW(tiny_batch(big, isa, 1, 0, 0, 0), Error);
+  }
+}
+
 // Sizes that cross every blocking boundary (K panels, block rows and columns,
 // the small-M path's limit) with the common layouts.
 TEST(CubeGemm, LargeSizes) {

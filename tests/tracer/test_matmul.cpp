@@ -9,10 +9,12 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "backends/cube/gemm.h"
 #include "dvm/dvm.h"
 #include "fuser/executor.h"
 #include "tests/tracer/tracer_testing.h"
@@ -247,6 +249,65 @@ TEST(MatMul, ThreadCountsGiveTheSameBits) {
 // sums are the same, so the bits are, at shapes that cross the launch's
 // blocks (240 rows, 512 columns), in a batch, with one row, on 1 and 3
 // threads (a write past the output is the ASan job's to see).
+// bmm of many tiny matrices runs as batches of the cube's tiny products
+// (backends/cube/gemm.h: tiny_batch): generated shapes (1s, odd sizes, up to
+// the tiny limit, a broadcast batch operand), each element bit-equal to the
+// documented order (ascending k from +0, fused on the SIMD ISAs) on every
+// tier, within the rounding bound of a double reference.
+TEST(MatMul, TinyBatchedProductsRunAsOneBatchWithTheDocumentedBits) {
+  std::mt19937 gen(4242);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(gen); };
+  const bool fused = isa() != "portable";
+  for (int c = 0; c < 16; ++c) {
+    const int64_t P = pick(1, 300), M = c == 0 ? 1 : pick(1, 16), K = c == 1 ? 1 : pick(1, 16),
+                  N = c == 2 ? 1 : pick(1, 16);
+    const bool bcast_b = c % 4 == 3;  // one B for every product: a stride of 0
+    const std::vector<float> av = random_vec(P * M * K, static_cast<uint32_t>(2 * c + 1));
+    const std::vector<float> bv = random_vec((bcast_b ? 1 : P) * K * N, static_cast<uint32_t>(2 * c + 2));
+    const std::string what = "bmm [" + std::to_string(P) + ", " + std::to_string(M) + ", " + std::to_string(K) +
+                             "] x [" + (bcast_b ? "1 expanded" : std::to_string(P)) + ", " + std::to_string(K) +
+                             ", " + std::to_string(N) + "]";
+    auto run = [&] {
+      Tensor a = Tensor::from_blob(av.data(), {P, M, K});
+      Tensor b = Tensor::from_blob(bv.data(), {bcast_b ? 1 : P, K, N});
+      if (bcast_b) b = b.expand({P, K, N});
+      return bmm(a, b).to_vector();
+    };
+    std::vector<std::vector<float>> got;
+    for (TierMode t : {TierMode::Off, TierMode::Eager}) {
+      set_tier_mode(t);
+      const int64_t before = backends::cube::tiny_products();
+      got.push_back(run());
+      EXPECT_EQ(backends::cube::tiny_products() - before, P) << what << ": the products left the tiny batch";
+    }
+    set_tier_mode(TierMode::Auto);
+    ASSERT_EQ(got[0].size(), static_cast<size_t>(P * M * N)) << what;
+    EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0)
+        << what << ": the tiers differ";
+    const double u = std::ldexp(1.0, -24), gamma = (K + 1) * u / (1.0 - (K + 1) * u);
+    int64_t bad = 0;
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          const float* a = av.data() + (p * M + i) * K;
+          const float* b = bv.data() + (bcast_b ? 0 : p) * K * N + j;
+          float acc = 0.0f;
+          double ref = 0.0, mag = 0.0;
+          for (int64_t k = 0; k < K; ++k) {
+            acc = fused ? std::fmaf(a[k], b[k * N], acc) : acc + a[k] * b[k * N];
+            ref += static_cast<double>(a[k]) * b[k * N];
+            mag += std::fabs(static_cast<double>(a[k]) * b[k * N]);
+          }
+          const float g = got[1][static_cast<size_t>((p * M + i) * N + j)];
+          if ((std::bit_cast<uint32_t>(g) != std::bit_cast<uint32_t>(acc) || !(std::fabs(g - ref) <= gamma * mag)) &&
+              bad++ < 3)
+            ADD_FAILURE() << what << ": C[" << p << "][" << i << "][" << j << "] = " << g << ", ordered sum " << acc
+                          << ", reference " << ref;
+        }
+    EXPECT_EQ(bad, 0) << what;
+  }
+}
+
 TEST(MatMul, DirectStoreMatchesTheEpiloguePathBitForBit) {
   const int before = dvm::num_threads();
   struct Case {
