@@ -106,6 +106,8 @@ enum class VI : uint8_t {
   // Stores that bypass the caches (aligned vectors: floats, converted
   // elements; see sfence()).
   vmovntps, vmovntdq,
+  // Strided loads built in registers (four lanes per xmm, then the xmms).
+  vinsertps, vinsertf128, vinsertf32x4,
   kCount
 };
 

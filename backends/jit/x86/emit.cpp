@@ -560,12 +560,20 @@ struct Gen {
     as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     as.shl(asmx::rax, 2);
     if (!masked) {
-      for (int j = 0; j < lanes; ++j) {
-        as.mov32_load(asmx::rcx, asmx::mem(asmx::r11, 0));
-        as.mov32_store(asmx::mem(asmx::rsp, kGatherBuf + 4 * j), asmx::rcx);
-        if (j + 1 < lanes) as.add(asmx::r11, asmx::rax);
+      // Built in registers, four lanes per xmm (vmovss, then vinsertps from
+      // memory), the xmms then inserted into the vector: scalar stores to a
+      // buffer read back as one vector would wait for store forwarding.
+      const Opnd d = dst(i);
+      as.lea(asmx::rcx, asmx::mem(asmx::rax, asmx::rax, 1, 0));  // three strides
+      for (int g = 0; g < lanes / 4; ++g) {
+        const Opnd x = asmx::vreg(g == 0 ? d.reg : 1, W::X);
+        as.v(VI::vmovss, x, asmx::mem(asmx::r11, 0, 4));
+        as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rax, 0, 0, 4), asmx::imm(0x10));
+        as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rax, 1, 0, 4), asmx::imm(0x20));
+        as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rcx, 0, 0, 4), asmx::imm(0x30));
+        if (g > 0) as.v(avx512 ? VI::vinsertf32x4 : VI::vinsertf128, d, d, x, asmx::imm(g));
+        if (g + 1 < lanes / 4) as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
       }
-      as.v(VI::vmovups, dst(i), asmx::mem(asmx::rsp, kGatherBuf, vbytes));
     } else {
       asmx::Label top = as.new_label(), done = as.new_label();
       as.sub(asmx::rcx, asmx::rcx);
