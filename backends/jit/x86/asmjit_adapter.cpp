@@ -134,6 +134,7 @@ constexpr InstId kInst[] = {
     ax::Inst::kIdVrndscalepd, ax::Inst::kIdVcvttpd2dq,   ax::Inst::kIdVinserti128,
     ax::Inst::kIdVinserti64x4, ax::Inst::kIdVmovntps,  ax::Inst::kIdVmovntdq,
     ax::Inst::kIdVinsertps,   ax::Inst::kIdVinsertf128,  ax::Inst::kIdVinsertf32x4,
+    ax::Inst::kIdVpinsrw,     ax::Inst::kIdVpinsrb,      ax::Inst::kIdVpunpcklqdq,
 };
 static_assert(sizeof(kInst) / sizeof(kInst[0]) == static_cast<size_t>(VI::kCount), "an asmjit id per VI");
 

@@ -107,7 +107,7 @@ enum class VI : uint8_t {
   // elements; see sfence()).
   vmovntps, vmovntdq,
   // Strided loads built in registers (four lanes per xmm, then the xmms).
-  vinsertps, vinsertf128, vinsertf32x4,
+  vinsertps, vinsertf128, vinsertf32x4, vpinsrw, vpinsrb, vpunpcklqdq,
   kCount
 };
 

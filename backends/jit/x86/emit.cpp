@@ -546,6 +546,48 @@ struct Gen {
     return f == 2 ? !masked : f == 1 && !masked_copy(masked, nodes[static_cast<size_t>(i)].imm);
   }
 
+  // The vector d from `lanes` 4-byte elements at r11, r11 + rax, ...,
+  // built in registers: four lanes per xmm (vmovss, then vinsertps from
+  // memory), the xmms then inserted into d. Scalar stores to a buffer read
+  // back as one vector would wait for store forwarding. Uses rcx and
+  // scratch 1; advances r11.
+  void gather_dwords(const Opnd& d) {
+    as.lea(asmx::rcx, asmx::mem(asmx::rax, asmx::rax, 1, 0));  // three strides
+    for (int g = 0; g < lanes / 4; ++g) {
+      const Opnd x = asmx::vreg(g == 0 ? d.reg : 1, W::X);
+      as.v(VI::vmovss, x, asmx::mem(asmx::r11, 0, 4));
+      as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rax, 0, 0, 4), asmx::imm(0x10));
+      as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rax, 1, 0, 4), asmx::imm(0x20));
+      as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rcx, 0, 0, 4), asmx::imm(0x30));
+      if (g > 0) as.v(avx512 ? VI::vinsertf32x4 : VI::vinsertf128, d, d, x, asmx::imm(g));
+      if (g + 1 < lanes / 4) as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
+    }
+  }
+  // The same for 1- and 2-byte elements (vpinsrb, vpinsrw): their raw
+  // vector, in scratch 1. Lanes 8..15 go to scratch 2 first: two
+  // independent chains of inserts, each started by a zeroing idiom so that
+  // it does not wait for the register's last value.
+  Opnd gather_narrow(Dtype t, int b) {
+    const VI ins = b == 1 ? VI::vpinsrb : VI::vpinsrw;
+    as.lea(asmx::rcx, asmx::mem(asmx::rax, asmx::rax, 1, 0));  // three strides
+    for (int j = 0; j < lanes; j += 4) {
+      const Opnd x = asmx::vreg(j < 8 ? 1 : 2, W::X);
+      const int at = j % 8;
+      if (at == 0) as.v(VI::vpxor, x, x, x);
+      as.v(ins, x, x, asmx::mem(asmx::r11, 0, b), asmx::imm(at));
+      as.v(ins, x, x, asmx::mem(asmx::r11, asmx::rax, 0, 0, b), asmx::imm(at + 1));
+      as.v(ins, x, x, asmx::mem(asmx::r11, asmx::rax, 1, 0, b), asmx::imm(at + 2));
+      as.v(ins, x, x, asmx::mem(asmx::r11, asmx::rcx, 0, 0, b), asmx::imm(at + 3));
+      if (j + 4 < lanes) as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
+    }
+    if (lanes > 8) {
+      const Opnd x1 = asmx::vreg(1, W::X), x2 = asmx::vreg(2, W::X);
+      if (b == 1) as.v(VI::vpunpcklqdq, x1, x1, x2);
+      else as.v(VI::vinserti128, asmx::vreg(1, W::Y), asmx::vreg(1, W::Y), x2, asmx::imm(1));
+    }
+    return raw_reg(1, t);
+  }
+
   // Strided gather: element j of the vector from base + (i + j) * cs.
   void gather(int32_t i, const Node& n, bool masked) {
     as.mov(asmx::r11, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
@@ -560,20 +602,7 @@ struct Gen {
     as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     as.shl(asmx::rax, 2);
     if (!masked) {
-      // Built in registers, four lanes per xmm (vmovss, then vinsertps from
-      // memory), the xmms then inserted into the vector: scalar stores to a
-      // buffer read back as one vector would wait for store forwarding.
-      const Opnd d = dst(i);
-      as.lea(asmx::rcx, asmx::mem(asmx::rax, asmx::rax, 1, 0));  // three strides
-      for (int g = 0; g < lanes / 4; ++g) {
-        const Opnd x = asmx::vreg(g == 0 ? d.reg : 1, W::X);
-        as.v(VI::vmovss, x, asmx::mem(asmx::r11, 0, 4));
-        as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rax, 0, 0, 4), asmx::imm(0x10));
-        as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rax, 1, 0, 4), asmx::imm(0x20));
-        as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rcx, 0, 0, 4), asmx::imm(0x30));
-        if (g > 0) as.v(avx512 ? VI::vinsertf32x4 : VI::vinsertf128, d, d, x, asmx::imm(g));
-        if (g + 1 < lanes / 4) as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
-      }
+      gather_dwords(dst(i));
     } else {
       asmx::Label top = as.new_label(), done = as.new_label();
       as.sub(asmx::rcx, asmx::rcx);
@@ -1009,6 +1038,17 @@ struct Gen {
     as.lea(asmx::r11, asmx::mem(p, asmx::r11, sh, 0));
     as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     if (sh) as.shl(asmx::rax, sh);
+    if (!masked && t != Dtype::I64) {  // built in registers (gather_dwords)
+      const Opnd d = dst(i);
+      if (b == 4) {
+        gather_dwords(d);
+        cvt_in(t, d, d, ints_of(n));
+      } else {
+        cvt_in(t, d, gather_narrow(t, b), ints_of(n));
+      }
+      commit(i);
+      return;
+    }
     if (!masked) {
       for (int j = 0; j < lanes; ++j) {
         as.load_n(asmx::rcx, asmx::mem(asmx::r11, 0), b);
