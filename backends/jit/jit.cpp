@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <mutex>
 #include <string>
@@ -113,12 +114,46 @@ void run_row_runs(ItemRunner& run, int64_t begin, int64_t end) {
   }
 }
 
+// Blocks of rows when an argument is read across rows (a transpose: LDS
+// whose elements lie a cache line or more apart): each call covers
+// kCrossRows rows of kCrossCols columns, so the lines a block reads stay in
+// L1 while its rows use them, where a whole row at a time reads a new line
+// per element. Small blocks also keep a power-of-two stride's lines from
+// filling one cache set. Elementwise values do not depend on the order they
+// are computed in, so this is a choice of speed alone.
+constexpr int64_t kCrossRows = 32, kCrossCols = 32;
+
+bool reads_across_rows(const ItemRunner& run) {
+  if (run.code.scratch_rows > 0 || run.l.R() < 2) return false;
+  for (size_t a = 0; a < run.nargs; ++a) {
+    const Dtype t = a < run.types.size() ? run.types[a] : Dtype::F32;
+    if (run.code.patterns[a] == kArgStrided &&
+        std::abs(run.l.args[a].stride[vm::kC]) * static_cast<int64_t>(dtype_size(t)) >= 64)
+      return true;
+  }
+  return false;
+}
+
+std::atomic<int64_t> g_row_block_launches{0};
+
+// Items that are whole rows, in blocks (above).
+void run_row_blocks(ItemRunner& run, int64_t begin, int64_t end) {
+  g_row_block_launches.fetch_add(1, std::memory_order_relaxed);
+  const vm::Launch& l = run.l;
+  for (int64_t item = begin; item < end;) {
+    const int64_t p = item / l.R(), r = item % l.R();
+    const int64_t rows = std::min({end - item, l.R() - r, kCrossRows});
+    for (int64_t c0 = 0; c0 < l.C(); c0 += kCrossCols) run.call(p, r, c0, std::min(kCrossCols, l.C() - c0), rows);
+    item += rows;
+  }
+}
+
 // Elementwise: (row, chunk) items; rows of one chunk run as row runs, and
 // consecutive chunks of one row as one call (the function loops over any
 // n), so a long row pays the call's exit, entry and address set-up once.
 void run_elementwise(ItemRunner& run, int64_t begin, int64_t end) {
   const int64_t chunks = vm::elementwise_chunks(run.l);
-  if (chunks == 1) return run_row_runs(run, begin, end);
+  if (chunks == 1) return reads_across_rows(run) ? run_row_blocks(run, begin, end) : run_row_runs(run, begin, end);
   for (int64_t item = begin; item < end;) {
     const vm::ItemStart at = vm::elementwise_item(run.l, chunks, item);
     const int64_t row_end = (item / chunks + 1) * chunks;  // the first item of the next row
@@ -349,5 +384,6 @@ void set_bf16_instructions(bool on) { set_target_bf16(on); }
 void set_stream_min_bytes(int64_t bytes) { g_stream_min_bytes.store(bytes < 0 ? -1 : bytes, std::memory_order_relaxed); }
 int64_t stream_min_bytes_for_tests() { return stream_min_bytes(); }
 int64_t streaming_variants_compiled() { return g_streaming_compiles.load(std::memory_order_relaxed); }
+int64_t row_block_launches() { return g_row_block_launches.load(std::memory_order_relaxed); }
 
 }  // namespace dvm::backends::jit

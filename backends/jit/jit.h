@@ -100,5 +100,8 @@ constexpr int stream_bytes_per_vector(Dtype t, bool avx512) {
 int64_t stream_min_bytes_for_tests();
 // How many streaming variants have been compiled in this process.
 int64_t streaming_variants_compiled();
+// Item ranges of Elementwise launches run in blocks of rows because an
+// argument is read across rows (jit.cpp, run_row_blocks): for tests.
+int64_t row_block_launches();
 
 }  // namespace dvm::backends::jit

@@ -676,6 +676,31 @@ TEST(JitPatterns, StridedLoadsInEveryForm) {
   }
 }
 
+// Elementwise launches with an input read across rows (a transpose: its
+// elements a cache line or more apart) run in blocks of rows (jit.cpp,
+// run_row_blocks): the interpreter's bits at generated shapes around the
+// block sizes, in ranges that start inside a block, with strides on both
+// sides of a line and of both signs; only those at a line or more block.
+TEST(JitShapes, InputsReadAcrossRowsRunInBlocksOfRows) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder e(Form::Elementwise);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Input), o = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, o, e.binary(Op::MUL, e.load(Op::LDS, ax), e.load(Op::LD, ay)));
+  auto k = make_kernel(e);
+  ASSERT_TRUE(k);
+  std::mt19937 rng(23);
+  for (int iter = 0; iter < 80; ++iter) {
+    const int64_t P = 1 + static_cast<int64_t>(rng() % 2), R = 1 + static_cast<int64_t>(rng() % 70);
+    const int64_t C = 1 + static_cast<int64_t>(rng() % 90);
+    const int64_t step = (rng() % 2 ? -1 : 1) * (1 + static_cast<int64_t>(rng() % 40));
+    const std::string what = "P=" + std::to_string(P) + " R=" + std::to_string(R) + " C=" + std::to_string(C) +
+                             " stride " + std::to_string(step);
+    const int64_t before = row_block_launches();
+    differential(*k, {strided(R, C, step), dense(R, C), dense(R, C)}, P, R, C, static_cast<uint32_t>(iter), what);
+    EXPECT_EQ(row_block_launches() > before, R >= 2 && std::abs(step) >= 16) << what;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Code shapes: every unroll factor, interleaved or not, and every ColReduce
 // column block computes the interpreter's bits, at lengths around each
