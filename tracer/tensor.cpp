@@ -1436,6 +1436,23 @@ Shape leading(const Shape& s, int drop) {
   return out;
 }
 
+// The first of the batch dims from which B's extents are all 1 to the end,
+// when A's batch dims before it equal B's: A's dims from there fold into M,
+// so B is read once per remaining batch instead of copied once per folded
+// one (grouped-query attention: q [b, h, g, 1, d] against a key cache
+// [b, h, 1, d, s]). -1 when B has no such trailing dims. Decided by B's
+// extents alone; every output element is the same sum in the same order
+// either way, so the bits do not depend on it.
+int fold_into_rows(const Shape& ba, const Shape& bb) {
+  if (bb.rank() != ba.rank()) return -1;
+  int j = bb.rank();
+  while (j > 0 && bb[j - 1] == 1) --j;
+  if (j == bb.rank()) return -1;
+  for (int i = 0; i < j; ++i)
+    if (ba[i] != bb[i]) return -1;
+  return j;
+}
+
 Tensor contract(const Tensor& a, const Tensor& b, const Shape& out) {
   // The cube unit reads its operands from memory (a constant, which has no
   // buffer, becomes one first), widens 16-bit floats exactly as it reads
@@ -1480,6 +1497,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor r;
   if (batch.rank() <= 1) {
     r = contract(A, B, out);
+  } else if (const int j = fold_into_rows(ba, bb); j >= 0) {
+    int64_t lead = 1, rows = M;
+    for (int i = 0; i < ba.rank(); ++i) (i < j ? lead : rows) *= ba[i];
+    if (j == 0) r = contract(A.reshape({rows, K}), B.reshape({K, N}), Shape{rows, N}).reshape(out);
+    else r = contract(A.reshape({lead, rows, K}), B.reshape({lead, K, N}), Shape{lead, rows, N}).reshape(out);
   } else {
     // One batch dim: the batch dims collapse (a copy only where an operand
     // broadcasts over them or cannot be viewed so); an operand without any

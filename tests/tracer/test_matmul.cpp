@@ -230,6 +230,56 @@ TEST(MatMul, ATransposeTimesAVectorKeepsItsBits) {
   }
 }
 
+// B broadcast over the batch dims next to M (grouped-query attention: one
+// key cache per group of query heads) folds those dims into M: one product
+// per remaining batch reads B in place, no copy of B per folded dim. Over
+// generated shapes (leading dims equal, trailing dims of B 1, A's there 1 or
+// more, transposed B as a key cache is), each element has the bits of the
+// same product with B copied out to the full batch (the unfolded path), and
+// is within the rounding bound of a double reference.
+TEST(MatMul, BatchDimsWhereBIsOneFoldIntoRows) {
+  std::mt19937 rng(77);
+  for (int t = 0; t < 40; ++t) {
+    const int lead = static_cast<int>(rng() % 3), trail = 1 + static_cast<int>(rng() % 2);
+    const int64_t M = 1 + static_cast<int64_t>(rng() % 5), K = 1 + static_cast<int64_t>(rng() % 70);
+    const int64_t N = 1 + static_cast<int64_t>(rng() % 90);
+    Shape ba, bb;
+    for (int i = 0; i < lead; ++i) {
+      const int64_t e = 1 + static_cast<int64_t>(rng() % 3);
+      ba.push_back(e);
+      bb.push_back(e);
+    }
+    for (int i = 0; i < trail; ++i) {
+      ba.push_back(1 + static_cast<int64_t>(rng() % 4));
+      bb.push_back(1);
+    }
+    Shape sa = ba, sbt = bb;
+    sa.push_back(M);
+    sa.push_back(K);
+    sbt.push_back(N);
+    sbt.push_back(K);
+    const Tensor a = tensor_of(sa, 500 + static_cast<uint32_t>(t));
+    const int r = sbt.rank();
+    const Tensor b = tensor_of(sbt, 600 + static_cast<uint32_t>(t)).transpose(r - 2, r - 1);  // [.., K, N] by columns
+    Shape full = ba;
+    full.push_back(K);
+    full.push_back(N);
+    const std::string what = "a " + sa.to_string() + " b " + b.shape().to_string();
+    dvm::set_kernel_log(true);
+    (void)dvm::take_kernel_log();
+    const Tensor got = matmul(a, b);
+    got.sync();
+    const std::vector<KernelRun> log = dvm::take_kernel_log();
+    dvm::set_kernel_log(false);
+    for (const KernelRun& k : log) EXPECT_EQ(k.form, "contraction") << what << ": B was copied (" << k.form << ")";
+    const std::vector<float> g = got.to_vector(), w = matmul(a, b.expand(full).contiguous()).to_vector();
+    ASSERT_EQ(g.size(), w.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(w[i])) << what << " [" << i << "]";
+    expect_close(got, reference_matmul(dense(a), dense(b.contiguous())), K, what);
+  }
+}
+
 // K is never split: the bits do not depend on the thread count.
 TEST(MatMul, ThreadCountsGiveTheSameBits) {
   const Tensor a = tensor_of({2, 300, 257}, 30), b = tensor_of({257, 700}, 31), r = tensor_of({700}, 32);
