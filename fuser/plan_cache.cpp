@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace dvm::fuser {
 using detail::Node;
@@ -17,12 +19,68 @@ constexpr size_t kMaxPlans = 1024;
 // write's layout word), and per input a leaf's word, shape and strides.
 constexpr size_t kMaxNodeWords = 2 + 2 * (kMaxRank + 1) + 3 * (1 + 2 * (kMaxRank + 1));
 
+// The distinct leaves of one signature by first appearance, and each one's
+// number: a scan while there are few, an open-addressing table of pointers
+// beyond (a flush of many independent ops or cat pieces has a leaf per op,
+// and a scan per input made it quadratic). Kept per thread: the capacity
+// stays from flush to flush.
+class LeafIds {
+ public:
+  void clear() {
+    if (!leaves_.empty() && leaves_.size() > kScan) std::fill(slots_.begin(), slots_.end(), 0u);
+    leaves_.clear();
+  }
+  // x's number, or -1 when it is new.
+  int64_t find(const Node* x) const {
+    if (leaves_.size() <= kScan) {
+      for (size_t id = 0; id < leaves_.size(); ++id)
+        if (leaves_[id] == x) return static_cast<int64_t>(id);
+      return -1;
+    }
+    for (size_t i = hash(x);; i = (i + 1) & (slots_.size() - 1)) {
+      const uint32_t v = slots_[i];
+      if (v == 0) return -1;
+      if (leaves_[v - 1] == x) return v - 1;
+    }
+  }
+  // Numbers x (new): its number.
+  size_t add(const Node* x) {
+    leaves_.push_back(x);
+    const size_t id = leaves_.size() - 1;
+    if (leaves_.size() == kScan + 1 || leaves_.size() * 2 > slots_.size()) {
+      rehash();
+    } else if (leaves_.size() > kScan) {
+      place(id);
+    }
+    return id;
+  }
+
+ private:
+  static constexpr size_t kScan = 8;
+  size_t hash(const Node* x) const {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(x) >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (slots_.size() - 1);
+  }
+  void place(size_t id) {
+    size_t i = hash(leaves_[id]);
+    while (slots_[i] != 0) i = (i + 1) & (slots_.size() - 1);
+    slots_[i] = static_cast<uint32_t>(id + 1);
+  }
+  void rehash() {
+    size_t n = std::max<size_t>(slots_.size(), 64);
+    while (n < leaves_.size() * 4) n *= 2;
+    slots_.assign(n, 0u);
+    for (size_t id = 0; id < leaves_.size(); ++id) place(id);
+  }
+  std::vector<const Node*> leaves_;
+  std::vector<uint32_t> slots_;  // leaf number + 1, 0 empty
+};
+
 // Writes words through a raw cursor: the caller reserves kMaxNodeWords
 // before each node, so no write checks capacity.
 struct SigBuilder {
   uint64_t* w;
-  std::vector<int64_t>& sizes;        // distinct extents > 1, by first appearance
-  std::vector<const Node*>& leaves;   // distinct leaves, by first appearance
+  std::vector<int64_t>& sizes;  // distinct extents > 1, by first appearance
+  LeafIds& leaves;              // distinct leaves, by first appearance
 
   uint64_t extent_class(int64_t v) {
     if (v <= 1) return static_cast<uint64_t>(v);
@@ -66,11 +124,10 @@ struct SigBuilder {
       *w++ = 1 | static_cast<uint64_t>(index - x->index) << 8;
       return;
     }
-    for (size_t id = 0; id < leaves.size(); ++id)
-      if (leaves[id] == x) {  // seen before: its id says everything
-        *w++ = 5 | id << 16;
-        return;
-      }
+    if (const int64_t id = leaves.find(x); id >= 0) {  // seen before: its id says everything
+      *w++ = 5 | static_cast<uint64_t>(id) << 16;
+      return;
+    }
     new_input(x);
   }
   [[gnu::noinline]] void new_input(const Node* x) {
@@ -80,8 +137,7 @@ struct SigBuilder {
       shape(x->shape);
       return;
     }
-    const size_t id = leaves.size();
-    leaves.push_back(x);
+    const size_t id = leaves.add(x);
     const bool contiguous = x->is_contiguous();
     *w++ = (contiguous ? 3 : 4) | static_cast<uint64_t>(x->dtype) << 8 | id << 16;
     shape(x->shape);
@@ -119,7 +175,7 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
   out->size_ = 0;
   // Kept per thread: their capacity stays from flush to flush (no malloc).
   thread_local std::vector<int64_t> sizes;
-  thread_local std::vector<const Node*> leaves;
+  thread_local LeafIds leaves;
   sizes.clear();
   leaves.clear();
   out->reserve(nodes.size() * 8 + kMaxNodeWords);

@@ -103,6 +103,42 @@ TEST(PlanCache, StructureChangesMiss) {
   }
 }
 
+// Which inputs are the same tensor is structure, however many leaves a
+// flush has (past a few, make_signature finds them through a table): 20
+// leaves, the first ten each added to itself, the last ten paired by a
+// rotation. New tensors in the same pairing replay the plan; another
+// rotation, which differs only among leaves found through the table,
+// misses; every value is the sum of the right two.
+TEST(PlanCache, ManyLeavesKeepTheirIdentity) {
+  constexpr int n = 20, half = 10;
+  std::vector<std::vector<float>> vals;
+  for (int i = 0; i < n; ++i) vals.push_back(ramp(16, 0.1f * static_cast<float>(i + 1)));
+  fuser::PlanCache& cache = fuser::PlanCache::current();
+  auto partner = [&](int i, int shift) { return i < half ? i : half + (i - half + shift) % half; };
+  auto run = [&](int shift) {
+    std::vector<Tensor> xs, ys;
+    for (int i = 0; i < n; ++i) xs.push_back(Tensor::from_blob(vals[static_cast<size_t>(i)].data(), {16}));
+    for (int i = 0; i < n; ++i) ys.push_back(xs[static_cast<size_t>(i)] + xs[static_cast<size_t>(partner(i, shift))]);
+    flush();
+    for (int i = 0; i < n; ++i) {
+      const std::vector<float> got = ys[static_cast<size_t>(i)].to_vector();
+      const std::vector<float>& a = vals[static_cast<size_t>(i)];
+      const std::vector<float>& b = vals[static_cast<size_t>(partner(i, shift))];
+      for (size_t j = 0; j < got.size(); ++j) ASSERT_EQ(got[j], a[j] + b[j]) << "shift " << shift << " y" << i;
+    }
+  };
+  run(1);
+  int64_t misses = cache.misses;
+  run(1);
+  EXPECT_EQ(cache.misses, misses);
+  run(3);
+  EXPECT_EQ(cache.misses, misses + 1);
+  misses = cache.misses;
+  run(3);
+  run(1);
+  EXPECT_EQ(cache.misses, misses);
+}
+
 // Views of padded buffers keep their literal strides while their extents
 // change within one class pattern, so whether a view's axes continue each
 // other linearly can flip between two flushes of one signature (X below:
