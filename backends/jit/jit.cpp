@@ -363,7 +363,8 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   args.scalars = l.scalars.data();
   thread_local std::vector<float> scratch;
   if (code.scratch_rows > 0) {
-    const size_t need = static_cast<size_t>(code.scratch_rows) * static_cast<size_t>(std::max<int64_t>(l.C(), 1));
+    // Rows of C rounded up to whole vectors of the widest ISA (the code's tails load and store them whole).
+    const size_t need = static_cast<size_t>(code.scratch_rows) * static_cast<size_t>((std::max<int64_t>(l.C(), 1) + 15) / 16 * 16);
     if (scratch.size() < need) scratch.resize(need);
     args.scratch = scratch.data();
   }

@@ -38,9 +38,10 @@ struct JitArgs {
   int64_t rs[vm::kMaxArgs];
   int64_t n;
   int64_t rows;
-  // RowReduce: room for `scratch_rows` rows of n floats (JitCode), where a
-  // multi-phase kernel keeps vec values a later pass reads again instead of
-  // recomputing them. Unused by the other forms.
+  // RowReduce: room for `scratch_rows` rows of n floats each rounded up to
+  // a multiple of 16 (JitCode), where a multi-phase kernel keeps vec values a
+  // later pass reads again instead of recomputing them. Unused by the other
+  // forms.
   float* scratch;
   const float* scalars;  // the launch's scalar parameters (Launch::scalars)
 };

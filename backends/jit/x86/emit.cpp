@@ -227,12 +227,14 @@ struct Gen {
     for (int a = 0; a < vm::kMaxArgs; ++a)
       if (home[a][kPhaseBase] >= 0)
         as.mov(static_cast<Gp>(home[a][kPhaseBase]), asmx::mem(asmx::rdi, kOffBase + 8 * a));
-    if (scratch_rows > 0) {  // row s of the scratch at scratch + s * n
+    if (scratch_rows > 0) {  // row s of the scratch at scratch + s * (n rounded up to whole vectors)
       as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffScratch));
+      as.lea(asmx::rcx, asmx::mem(asmx::rdx, lanes - 1));
+      as.and_(asmx::rcx, -lanes);
       for (int s = 0; s < scratch_rows; ++s) {
         as.mov(asmx::mem(asmx::rsp, kScratchPtrs + 8 * s), asmx::rax);
         if (home[s][kPhaseScratch] >= 0) as.mov(static_cast<Gp>(home[s][kPhaseScratch]), asmx::rax);
-        as.lea(asmx::rax, asmx::mem(asmx::rax, asmx::rdx, 2, 0));
+        as.lea(asmx::rax, asmx::mem(asmx::rax, asmx::rcx, 2, 0));
       }
     }
     range(0, static_cast<int32_t>(nodes.size()), false);
@@ -1172,7 +1174,10 @@ struct Gen {
           typed_load(i, n, masked);
           return;
         }
-        const bool m = masked_copy(masked, n.imm);
+        // Scratch rows are whole vectors: their tails load and store whole,
+        // since a masked store does not forward to a later load of it (a stall
+        // per row on short rows); the lanes past n are never folded or stored.
+        const bool m = masked_copy(masked, n.imm) && n.phase != kPhaseScratch;
         if (skipped(i, masked)) return;  // the next node reads the memory
         if (m) use_copy_mask(n.imm);
         Gp p = arg_ptr(n, asmx::rax);
@@ -1205,7 +1210,7 @@ struct Gen {
           typed_store(n, masked);
           return;
         }
-        const bool m = masked_copy(masked, n.imm);
+        const bool m = masked_copy(masked, n.imm) && n.phase != kPhaseScratch;  // whole, as Load
         if (m) use_copy_mask(n.imm);
         Opnd s = src_reg(n.a, 0);
         Gp p = arg_ptr(n, asmx::rax);

@@ -1,0 +1,140 @@
+// RowReduce kernels on short rows ([N, 3] positions): what the machine code
+// does per row is cut without changing a bit. Scratch rows (values kept
+// between passes) hold whole vectors, so a pass's tail stores and reloads
+// them unmasked (a masked store does not forward to the next pass's load).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/jit/jit.h"
+#include "backends/jit/lower.h"
+#include "dvm/dvm.h"
+#include "tests/backends/jit_isas.h"
+
+namespace dvm::backends::jit {
+namespace {
+
+using testing::jit_isas;
+using testing::make_kernel;
+using vm::ArgRole;
+using vm::Encoder;
+using vm::Form;
+using vm::Op;
+
+constexpr uint32_t kSentinel = 0x7fc0beefu;  // a NaN no kernel computes here
+
+std::vector<int64_t> generated_lengths(std::mt19937& g) {
+  std::vector<int64_t> out = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 100};
+  std::uniform_int_distribution<int64_t> d(1, 300);
+  for (int i = 0; i < 8; ++i) out.push_back(d(g));
+  return out;
+}
+
+// softmax over rows, in double.
+std::vector<double> softmax_ref(const std::vector<float>& x, int64_t R, int64_t C) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < R; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(x[r * C + c]));
+    for (int64_t c = 0; c < C; ++c) s += y[r * C + c] = std::exp(x[r * C + c] - m);
+    for (int64_t c = 0; c < C; ++c) y[r * C + c] /= s;
+  }
+  return y;
+}
+
+// The kernel's entry point run directly on a scratch buffer it shares with
+// nothing: the exponentials are kept in scratch row 0 and their tail is
+// stored as a whole vector (the lanes past C change), nothing is written past
+// the row's room, and the results are the reference's.
+TEST(JitShortRows, ScratchTailsStoreAndLoadWholeVectors) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder e(Form::RowReduce);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
+  auto x = e.load(Op::LD, ax);
+  auto ex = e.unary(Op::EXP, e.binary(Op::SUB, x, e.reduce(Op::RMAX, x)));
+  e.store(Op::ST, ay, e.binary(Op::DIV, ex, e.reduce(Op::RSUM, ex)));
+  auto k = make_kernel(e);
+  ASSERT_TRUE(k);
+  IrBuilder ir;
+  std::string reason;
+  ASSERT_TRUE(lower(k->verified(), &ir, &reason)) << reason;
+  ASSERT_EQ(ir.scratch_rows, 1) << "exp(x - max) is kept for the last pass";
+  std::mt19937 g(7);
+  for (Isa isa : jit_isas()) {
+    auto code = compile(k->verified(), isa, &reason);
+    ASSERT_TRUE(code) << reason;
+    ASSERT_EQ(code->scratch_rows, 1);
+    const int64_t lanes = isa == Isa::Avx512 ? 16 : 8;
+    for (int64_t C : generated_lengths(g)) {
+      const int64_t R = std::uniform_int_distribution<int64_t>(1, 6)(g), room = (C + 15) / 16 * 16;
+      std::vector<float> xs(static_cast<size_t>(R * C)), y(static_cast<size_t>(R * C + 1), -7.0f);
+      std::uniform_real_distribution<float> d(-4.0f, 4.0f);
+      for (float& v : xs) v = d(g);
+      std::vector<float> scratch(static_cast<size_t>(room + 16), std::bit_cast<float>(kSentinel));
+      JitArgs args{};
+      args.base[0] = xs.data();
+      args.base[1] = y.data();
+      args.cs[0] = args.cs[1] = 1;
+      args.rs[0] = args.rs[1] = C;
+      args.n = C;
+      args.rows = R;
+      args.scratch = scratch.data();
+      code->entry(&args);
+      const std::vector<double> want = softmax_ref(xs, R, C);
+      for (int64_t i = 0; i < R * C; ++i)
+        ASSERT_NEAR(y[static_cast<size_t>(i)], want[static_cast<size_t>(i)], 1e-6 + 1e-5 * want[static_cast<size_t>(i)])
+            << isa_name(isa) << " C=" << C << " R=" << R << " at " << i;
+      EXPECT_EQ(y[static_cast<size_t>(R * C)], -7.0f) << "guard after the output";
+      const int64_t whole = (C + lanes - 1) / lanes * lanes;
+      for (int64_t i = C; i < whole; ++i)
+        EXPECT_NE(std::bit_cast<uint32_t>(scratch[static_cast<size_t>(i)]), kSentinel)
+            << isa_name(isa) << " C=" << C << ": lane " << i << " of the tail vector was not stored whole";
+      for (int64_t i = whole; i < room + 16; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(scratch[static_cast<size_t>(i)]), kSentinel)
+            << isa_name(isa) << " C=" << C << ": written past the tail vector at " << i;
+    }
+  }
+}
+
+// Through the public API at generated [R, C], C short or not a multiple of
+// the vector: the JIT serves softmax, its bits are the interpreter's, and
+// both are the reference's values.
+TEST(JitShortRows, SoftmaxKeepsTheInterpretersBits) {
+  if (jit_isas().empty() || dvm::isa() == "portable") GTEST_SKIP() << "no machine code for this ISA";
+  const TierMode before = tier_mode();
+  std::mt19937 g(11);
+  std::vector<int64_t> lens = generated_lengths(g);
+  for (int64_t C : lens) {
+    const int64_t R = std::uniform_int_distribution<int64_t>(1, 40)(g);
+    std::vector<float> xs(static_cast<size_t>(R * C));
+    std::uniform_real_distribution<float> d(-4.0f, 4.0f);
+    for (float& v : xs) v = d(g);
+    Tensor x = Tensor::from_blob(xs.data(), {R, C});
+    set_tier_mode(TierMode::Off);
+    const std::vector<float> interp = softmax(x, 1).to_vector();
+    set_tier_mode(TierMode::Eager);
+    set_kernel_log(true);
+    const std::vector<float> jit = softmax(x, 1).to_vector();
+    std::vector<KernelRun> log = take_kernel_log();
+    set_kernel_log(false);
+    ASSERT_EQ(log.size(), 1u) << "C=" << C;
+    EXPECT_EQ(log[0].form, "row_reduce");
+    EXPECT_EQ(log[0].tier, "jit") << "C=" << C;
+    ASSERT_EQ(jit.size(), interp.size());
+    const std::vector<double> want = softmax_ref(xs, R, C);
+    for (size_t i = 0; i < jit.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(jit[i]), std::bit_cast<uint32_t>(interp[i])) << "C=" << C << " R=" << R;
+      ASSERT_NEAR(jit[i], want[i], 1e-6 + 1e-5 * want[i]) << "C=" << C << " R=" << R;
+    }
+  }
+  set_tier_mode(before);
+}
+
+
+}  // namespace
+}  // namespace dvm::backends::jit
