@@ -1,10 +1,13 @@
 // RowReduce kernels on short rows ([N, 3] positions): what the machine code
 // does per row is cut without changing a bit. Scratch rows (values kept
 // between passes) hold whole vectors, so a pass's tail stores and reloads
-// them unmasked (a masked store does not forward to the next pass's load).
+// them unmasked (a masked store does not forward to the next pass's load);
+// the horizontal tree skips the steps whose upper half lies past the row.
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cstring>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -135,6 +138,85 @@ TEST(JitShortRows, SoftmaxKeepsTheInterpretersBits) {
   set_tier_mode(before);
 }
 
+
+// The canonical row-reduction order written out one float at a time
+// (docs/BYTECODE.md): element i to lane i mod W of accumulator (i / W) mod 4,
+// op(op(a0, a1), op(a2, a3)) lane-wise, then the tree (j, j + W/2) ... (0, 1).
+float canonical(Op op, size_t w, const std::vector<float>& x) {
+  auto f = [op](float a, float b) {  // max / min as vmaxps(a, b) after a NaN check of a (docs/MATH.md)
+    if (op == Op::RSUM) return a + b;
+    if (std::isnan(a)) return a;
+    return op == Op::RMAX ? (a > b ? a : b) : (a < b ? a : b);
+  };
+  const float id = op == Op::RSUM ? 0.0f
+                   : op == Op::RMAX ? -std::numeric_limits<float>::infinity()
+                                    : std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> a(4, std::vector<float>(w, id));
+  for (size_t i = 0; i < x.size(); ++i) a[(i / w) % 4][i % w] = f(a[(i / w) % 4][i % w], x[i]);
+  std::vector<float> t(w);
+  for (size_t j = 0; j < w; ++j) t[j] = f(f(a[0][j], a[1][j]), f(a[2][j], a[3][j]));
+  for (size_t h = w / 2; h >= 1; h /= 2)
+    for (size_t j = 0; j < h; ++j) t[j] = f(t[j], t[j + h]);
+  return t[0];
+}
+
+struct Asm {
+  std::string text;
+  static void log(void* self, LogLevel, const char* m) { static_cast<Asm*>(self)->text += m; }
+};
+
+// Rows of 1 to 2W + 1 floats drawn from signed zeros, NaNs, infinities,
+// denormals and values whose sum depends on the order: every reduction gives
+// the canonical order's bits (NaN: a NaN), in one call over many rows, and
+// the code branches on n before its tree (the short-row path exists).
+TEST(JitShortRows, TreeSkipsStepsPastTheRowKeepingTheOrder) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float pool[] = {0.0f, -0.0f, nan, -nan, inf, -inf, 1e-40f, -3e-39f, 1.5f, -2.25f, 16777216.0f, -16777216.0f, 0.25f};
+  std::mt19937 g(5);
+  for (Op op : {Op::RSUM, Op::RMAX, Op::RMIN}) {
+    Encoder e(Form::RowReduce);
+    int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
+    e.store(Op::STB, ay, e.reduce(op, e.load(Op::LD, ax)));
+    auto k = make_kernel(e);
+    ASSERT_TRUE(k);
+    for (Isa isa : jit_isas()) {
+      Asm asm_text;
+      set_log_callback(&Asm::log, &asm_text);
+      set_log(true);
+      std::string reason;
+      auto code = compile(k->verified(), isa, &reason);
+      set_log(false);
+      set_log_callback(nullptr, nullptr);
+      ASSERT_TRUE(code) << reason;
+      EXPECT_NE(asm_text.text.find("cmp rdx, 4"), std::string::npos)
+          << isa_name(isa) << ": no short-row branch before the tree";
+      const size_t w = isa == Isa::Avx512 ? 16 : 8;
+      for (size_t C = 1; C <= 2 * w + 1; ++C) {
+        const int64_t R = std::uniform_int_distribution<int64_t>(1, 64)(g);
+        std::vector<float> xs(static_cast<size_t>(R) * C);
+        for (float& v : xs) v = pool[g() % std::size(pool)];
+        std::vector<float> y(static_cast<size_t>(R) + 1, -7.0f);
+        JitArgs args{};
+        args.base[0] = xs.data();
+        args.base[1] = y.data();
+        args.cs[0] = 1;
+        args.rs[0] = static_cast<int64_t>(C);
+        args.rs[1] = 1;
+        args.n = static_cast<int64_t>(C);
+        args.rows = R;
+        code->entry(&args);
+        for (int64_t r = 0; r < R; ++r) {
+          const std::vector<float> row(xs.begin() + r * static_cast<int64_t>(C), xs.begin() + (r + 1) * static_cast<int64_t>(C));
+          const float want = canonical(op, w, row), got = y[static_cast<size_t>(r)];
+          ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : std::memcmp(&want, &got, 4) == 0)
+              << isa_name(isa) << " " << vm::op_name(op) << " C=" << C << " row " << r << ": " << got << " vs " << want;
+        }
+        EXPECT_EQ(y[static_cast<size_t>(R)], -7.0f) << "guard";
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace dvm::backends::jit

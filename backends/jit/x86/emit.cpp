@@ -646,18 +646,43 @@ struct Gen {
     as.v(VI::vblendvps, lo, hi, lo, t);  // unord(lo, lo) ? lo : r
   }
 
+  // The lanes of a row's folded accumulators past n hold the identity, and
+  // op(x, identity) is x bit for bit for every lane value a fold yields (a sum
+  // never yields -0 from +0; the max/min step keeps x; MXCSR default,
+  // docs/MATH.md). So a step whose upper half lies past n changes nothing and
+  // short rows skip it: the same bits, a shorter chain per row.
   void hreduce(int32_t i, const Node& n) {
     Opnd s = src_reg(n.a, 0);
+    asmx::Label quarter = as.new_label();
     if (avx512) {
+      asmx::Label full = as.new_label(), half = as.new_label(), eight = as.new_label();
+      as.cmp(asmx::rdx, 8);
+      as.j(Cond::G, full);
+      as.cmp(asmx::rdx, 4);
+      as.j(Cond::G, half);
+      if (s.reg != 0) as.v(VI::vmovaps, asmx::vreg(0, W::X), asmx::vreg(s.reg, W::X));
+      as.jmp(quarter);
+      as.bind(half);
+      if (s.reg != 0) as.v(VI::vmovaps, asmx::vreg(0, W::Y), asmx::vreg(s.reg, W::Y));
+      as.jmp(eight);
+      as.bind(full);
       as.v(VI::vextractf32x8, asmx::vreg(1, W::Y), s, asmx::imm(1));
       if (s.reg != 0) as.v(VI::vmovaps, asmx::vreg(0, W::Y), asmx::vreg(s.reg, W::Y));
       hstep(n.imm, W::Y);
+      as.bind(eight);
       as.v(VI::vextractf128, asmx::vreg(1, W::X), asmx::vreg(0, W::Y), asmx::imm(1));
     } else {
+      asmx::Label full = as.new_label();
+      as.cmp(asmx::rdx, 4);
+      as.j(Cond::G, full);
+      if (s.reg != 0) as.v(VI::vmovaps, asmx::vreg(0, W::X), asmx::vreg(s.reg, W::X));
+      as.jmp(quarter);
+      as.bind(full);
       as.v(VI::vextractf128, asmx::vreg(1, W::X), s, asmx::imm(1));
       if (s.reg != 0) as.v(VI::vmovaps, asmx::vreg(0, W::X), asmx::vreg(s.reg, W::X));
     }
     hstep(n.imm, W::X);
+    as.bind(quarter);
     as.v(VI::vmovhlps, asmx::vreg(1, W::X), asmx::vreg(0, W::X), asmx::vreg(0, W::X));
     hstep(n.imm, W::X);
     as.v(VI::vmovshdup, asmx::vreg(1, W::X), asmx::vreg(0, W::X));
