@@ -16,6 +16,7 @@
 
 #include "backends/jit/jit.h"
 #include "backends/jit/lower.h"
+#include "backends/microkernels.h"
 #include "dvm/dvm.h"
 #include "tests/backends/jit_isas.h"
 
@@ -215,6 +216,64 @@ TEST(JitShortRows, TreeSkipsStepsPastTheRowKeepingTheOrder) {
         EXPECT_EQ(y[static_cast<size_t>(R)], -7.0f) << "guard";
       }
     }
+  }
+}
+
+// AVX-512: every row of a call leaves the same tails, so their counts and
+// masks are computed once per call (the code takes n mod 64 for the folding
+// passes' four copies and n mod 16 for one-vector tails) and each row only
+// loads them. A two-level kernel (a folding pass with a stored value, a sum of
+// it, a last pass storing x * sum) at generated [R, C] against a double
+// reference, one call over all rows.
+TEST(JitShortRows, TailsAreComputedOncePerCall) {
+  if (!microkernels_for(Isa::Avx512)) GTEST_SKIP() << "no AVX-512";
+  Encoder e(Form::RowReduce);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output), az = e.add_arg(ArgRole::Output);
+  auto x = e.load(Op::LD, ax);
+  auto sq = e.binary(Op::MUL, x, x);
+  e.store(Op::ST, az, sq);
+  e.store(Op::ST, ay, e.binary(Op::MUL, x, e.reduce(Op::RSUM, sq)));
+  auto k = make_kernel(e);
+  ASSERT_TRUE(k);
+  Asm asm_text;
+  set_log_callback(&Asm::log, &asm_text);
+  set_log(true);
+  std::string reason;
+  auto code = compile(k->verified(), Isa::Avx512, &reason);
+  set_log(false);
+  set_log_callback(nullptr, nullptr);
+  ASSERT_TRUE(code) << reason;
+  EXPECT_NE(asm_text.text.find("and rcx, 63"), std::string::npos) << "the folding tails are not computed per call";
+  EXPECT_NE(asm_text.text.find("and rcx, 15"), std::string::npos) << "the one-vector tails are not computed per call";
+  std::mt19937 g(3);
+  std::vector<int64_t> lens = generated_lengths(g);
+  for (int64_t C : {int64_t{47}, int64_t{48}, int64_t{49}, int64_t{64}, int64_t{65}, int64_t{127}}) lens.push_back(C);
+  for (int64_t C : lens) {
+    const int64_t R = std::uniform_int_distribution<int64_t>(1, 9)(g);
+    std::vector<float> xs(static_cast<size_t>(R * C)), y(static_cast<size_t>(R * C + 1), -7.0f),
+        z(static_cast<size_t>(R * C + 1), -7.0f);
+    std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+    for (float& v : xs) v = d(g);
+    JitArgs args{};
+    args.base[0] = xs.data();
+    args.base[1] = y.data();
+    args.base[2] = z.data();
+    args.cs[0] = args.cs[1] = args.cs[2] = 1;
+    args.rs[0] = args.rs[1] = args.rs[2] = C;
+    args.n = C;
+    args.rows = R;
+    code->entry(&args);
+    for (int64_t r = 0; r < R; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < C; ++c) s += static_cast<double>(xs[static_cast<size_t>(r * C + c)]) * xs[static_cast<size_t>(r * C + c)];
+      for (int64_t c = 0; c < C; ++c) {
+        const size_t i = static_cast<size_t>(r * C + c);
+        ASSERT_EQ(z[i], xs[i] * xs[i]) << "C=" << C << " R=" << R << " at " << i;
+        ASSERT_NEAR(y[i], xs[i] * s, 1e-5 * (1 + std::fabs(xs[i] * s))) << "C=" << C << " R=" << R << " at " << i;
+      }
+    }
+    EXPECT_EQ(y[static_cast<size_t>(R * C)], -7.0f) << "guard";
+    EXPECT_EQ(z[static_cast<size_t>(R * C)], -7.0f) << "guard";
   }
 }
 

@@ -92,6 +92,10 @@ struct Gen {
   const int nslots;
   bool block_masks = false;  // emitting a masked block: per-copy masks (masked_block)
   int block_full = 0;        // ... whose copies below this are full
+  // Inside a row loop whose tails the call computed once (row_tails): the
+  // copies of its folding passes (0: none), and whether one-vector tails are.
+  int row_tail_copies = 0;
+  bool row_tail_single = false;
 
   int8_t home[vm::kMaxArgs][3];  // pointer register per (argument, phase), or -1
   std::vector<int> row_args;     // arguments accessed through row pointers
@@ -329,11 +333,15 @@ struct Gen {
       return;
     }
     as.bind(tail);
-    as.cmp(asmx::rsi, asmx::rdx);
-    as.j(Cond::GE, done);
-    as.mov(asmx::rcx, asmx::rdx);
-    as.sub(asmx::rcx, asmx::rsi);
-    tail_mask();
+    if (row_tail_single) {
+      row_tail(kRowTailSlotSingle, done);
+    } else {
+      as.cmp(asmx::rsi, asmx::rdx);
+      as.j(Cond::GE, done);
+      as.mov(asmx::rcx, asmx::rdx);
+      as.sub(asmx::rcx, asmx::rsi);
+      tail_mask();
+    }
     range(b + 1, e, true);
     as.bind(done);
     unhoist();
@@ -431,6 +439,15 @@ struct Gen {
     as.sub(asmx::rsi, asmx::rsi);
     full_steps(b, e, step, body, rest);
     as.bind(rest);
+    if (row_tail_copies == copies) {
+      for (size_t k = 0; k + 1 < starts.size(); ++k) {
+        row_tail(kRowTailSlot0 + static_cast<int>(k), done);
+        range(starts[k] + 1, starts[k + 1], true);
+      }
+      as.bind(done);
+      unhoist();
+      return;
+    }
     for (size_t k = 0; k + 1 < starts.size(); ++k) {
       asmx::Label clipped = as.new_label();
       as.mov(asmx::rcx, asmx::rdx);
@@ -449,7 +466,70 @@ struct Gen {
     unhoist();
   }
 
+  // AVX-512 row loops: every row leaves the same tails (n is the call's), so
+  // their counts and k-masks are computed once before the loop into the
+  // masked-block slots (a row loop over column loops never runs inside a
+  // masked block): slot k for copy k of the folding passes, which all run
+  // `copies` copies from 0 and leave n mod (copies * lanes) elements; slot
+  // kRowTailSlotSingle for one-vector tails, which leave n mod lanes.
+  static constexpr int kRowTailSlot0 = 0, kRowTailSlotSingle = kMaxColBlock - 1;
+  void row_tails(int32_t b, int32_t e) {
+    if (!avx512 || block_masks) return;
+    int copies = 0;
+    bool single = false, mixed = false;
+    for (int32_t i = b + 1; i < e; ++i) {
+      const Node& n = nodes[static_cast<size_t>(i)];
+      if (n.op != IrOp::LoopBegin || n.imm != 0) continue;
+      if (n.b == 2) {
+        mixed |= copies != 0 && copies != static_cast<int>(n.u);
+        copies = static_cast<int>(n.u);
+      } else if (n.b != 3 && n.u <= 1) {
+        single = true;
+      }
+    }
+    if (mixed || copies >= kRowTailSlotSingle || (copies & (copies - 1)) != 0) copies = 0;
+    for (int k = 0; k < copies; ++k) row_tail_slot(kRowTailSlot0 + k, copies * lanes, k * lanes);
+    if (single) row_tail_slot(kRowTailSlotSingle, lanes, 0);
+    row_tail_copies = copies;
+    row_tail_single = single;
+  }
+  // Slot s: clip(n mod step - skip, 0, lanes) and its k-mask (step a power of two).
+  void row_tail_slot(int s, int32_t step, int32_t skip) {
+    asmx::Label nonneg = as.new_label(), clipped = as.new_label();
+    as.mov(asmx::rcx, asmx::rdx);
+    as.and_(asmx::rcx, step - 1);
+    if (skip > 0) as.sub(asmx::rcx, skip);
+    as.cmp(asmx::rcx, 0);
+    as.j(Cond::GE, nonneg);
+    as.mov_imm(asmx::rcx, 0);
+    as.bind(nonneg);
+    as.cmp(asmx::rcx, lanes);
+    as.j(Cond::LE, clipped);
+    as.mov_imm(asmx::rcx, lanes);
+    as.bind(clipped);
+    as.mov(asmx::mem(asmx::rsp, kBlockRems + 8 * s), asmx::rcx);
+    as.mov_imm(asmx::rax, 1);
+    as.shl_cl(asmx::rax);
+    as.sub(asmx::rax, 1);
+    as.mov32_store(asmx::mem(asmx::rsp, kBlockMasks + 32 * s, 4), asmx::rax);
+  }
+  // A tail from slot s: to `none` when it is empty, else rem in its slot
+  // (masked gathers count to it) and k1.
+  void row_tail(int s, asmx::Label none) {
+    as.mov(asmx::rcx, asmx::mem(asmx::rsp, kBlockRems + 8 * s));
+    as.cmp(asmx::rcx, 0);
+    as.j(Cond::LE, none);
+    as.mov(asmx::mem(asmx::rsp, kRemSlot), asmx::rcx);
+    as.mov32_load(asmx::rax, asmx::mem(asmx::rsp, kBlockMasks + 32 * s, 4));
+    Opnd eax = asmx::gpr(asmx::rax);
+    eax.w = W::X;  // 32-bit view
+    as.v(VI::kmovw, asmx::kreg(1), eax);
+  }
+
   void row_loop(int32_t b, int32_t e, bool masked) {
+    const int outer_copies = row_tail_copies;
+    const bool outer_single = row_tail_single;
+    row_tails(b, e);
     for (int a : row_args) {
       const int8_t g = home[a][kPhaseRow];
       if (g >= 0) {
@@ -475,6 +555,8 @@ struct Gen {
     as.add(asmx::r8, 1);
     as.jmp(top);
     as.bind(done);
+    row_tail_copies = outer_copies;
+    row_tail_single = outer_single;
   }
 
   void binary(VI inst, int32_t i, const Node& n, bool masked) {
