@@ -70,10 +70,23 @@ class JitCodeImpl final : public JitCode {
   }
 };
 
+// Offset of index idx of one part of an LDG argument (its dims, innermost
+// last), as the interpreter finds it.
+inline int64_t gather_offset(const vm::ArgBinding& a, int part, int64_t idx) {
+  int64_t off = 0;
+  for (int d = a.ndims[part] - 1; d >= 0; --d) {
+    const int64_t s = a.dim_size[part][d];
+    off += (idx % s) * a.dim_stride[part][d];
+    idx /= s;
+  }
+  return off;
+}
+
 // Offset of element (p, r, c0) of an argument as the interpreter addresses it
 // for this argument's access pattern.
 inline int64_t item_offset(const vm::ArgBinding& a, uint8_t pattern, int64_t p, int64_t r,
                            int64_t c0) {
+  if (pattern == kArgGathered) return gather_offset(a, vm::kP, p) + gather_offset(a, vm::kR, r) + c0;
   int64_t off = p * a.stride[vm::kP] + r * a.stride[vm::kR];
   if (pattern == kArgContiguous) off += c0;
   else if (pattern == kArgStrided) off += c0 * a.stride[vm::kC];
@@ -269,6 +282,8 @@ std::unique_ptr<JitCodeImpl> compile_variant(const vm::VerifiedProgram& vp, Isa 
 // cache (the kernel's inputs share it); -1 until first read.
 std::atomic<int64_t> g_stream_min_bytes{-1};
 std::atomic<int64_t> g_streaming_compiles{0};
+// run_items calls that left a launch's gather to the interpreter (can_run).
+std::atomic<int64_t> g_gathers_declined{0};
 
 // The largest cache level of cpu 0 as Linux describes it (sysfs), or 0.
 // sysconf's figure is not used: under virtual machines it can be the
@@ -348,8 +363,38 @@ std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::st
   return compile_variant(vp, isa, reason, false);
 }
 
-void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launch& l,
+// The element stride of an LDG argument's gather over `part` when its
+// indices below `extent` walk memory linearly (one dim that does not wrap,
+// or none: every index at offset 0); false otherwise.
+bool gather_linear(const vm::ArgBinding& b, int part, int64_t extent, int64_t* stride) {
+  if (b.ndims[part] == 0) {
+    *stride = 0;
+    return true;
+  }
+  if (b.ndims[part] > 1 || b.dim_size[part][0] < extent) return false;
+  *stride = b.dim_stride[part][0];
+  return true;
+}
+
+bool can_run(const JitCode& jc, const vm::Launch& l) {
+  const JitCodeImpl& code = static_cast<const JitCodeImpl&>(jc);
+  for (size_t a = 0; a < std::min(l.args.size(), code.patterns.size()); ++a) {
+    if (code.patterns[a] != kArgGathered) continue;
+    // Contiguous along C, and rows one stride apart (calls run runs of rows).
+    int64_t cs = 0, rs = 0;
+    if (!gather_linear(l.args[a], vm::kC, l.C(), &cs) || (cs != 1 && l.C() > 1) ||
+        !gather_linear(l.args[a], vm::kR, l.R(), &rs))
+      return false;
+  }
+  return true;
+}
+
+bool run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launch& l,
                int64_t begin, int64_t end) {
+  if (!can_run(jc, l)) {
+    g_gathers_declined.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   const JitCodeImpl& code = variant_for(static_cast<const JitCodeImpl&>(jc), vp, l);
   const size_t nargs = std::min(l.args.size(), code.patterns.size());
   JitArgs args;
@@ -357,6 +402,7 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   for (size_t a = 0; a < nargs; ++a) {
     args.cs[a] = l.args[a].stride[vm::kC];
     args.rs[a] = l.args[a].stride[vm::kR];
+    if (code.patterns[a] == kArgGathered) gather_linear(l.args[a], vm::kR, l.R(), &args.rs[a]);  // can_run: linear
   }
   args.rows = 1;
   args.scratch = nullptr;
@@ -370,6 +416,7 @@ void run_items(const JitCode& jc, const vm::VerifiedProgram& vp, const vm::Launc
   }
   ItemRunner run{code, l, vp.program.types, nargs, args};
   kFormDrivers[static_cast<int>(vp.program.form)].run(run, begin, end);
+  return true;
 }
 
 size_t code_bytes_in_use(Isa isa) { return g_code_bytes[static_cast<int>(isa)].load(std::memory_order_relaxed); }
@@ -386,5 +433,6 @@ void set_stream_min_bytes(int64_t bytes) { g_stream_min_bytes.store(bytes < 0 ? 
 int64_t stream_min_bytes_for_tests() { return stream_min_bytes(); }
 int64_t streaming_variants_compiled() { return g_streaming_compiles.load(std::memory_order_relaxed); }
 int64_t row_block_launches() { return g_row_block_launches.load(std::memory_order_relaxed); }
+int64_t gather_runs_declined() { return g_gathers_declined.load(std::memory_order_relaxed); }
 
 }  // namespace dvm::backends::jit

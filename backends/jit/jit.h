@@ -26,6 +26,7 @@ namespace dvm::backends::jit {
 // For argument a, base[a] is the address of its element at the call's first
 // (p, r, c). Per instruction:
 //   LD, ST:  element i at base[a] + i
+//   LDG:     as LD, base[a] found through the argument's gather dims
 //   LDS:     element i at base[a] + i * cs[a]
 //   LDB:     one value at base[a] (one per row)
 //   STB:     writes one value to base[a]
@@ -64,9 +65,15 @@ class JitCode : public vm::CompiledKernel {
 // same ISA: same operations, same order, same approximations.
 std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::string* reason);
 
+// Whether code runs launch l: an LDG argument's gather must be contiguous
+// along C with one stride between rows (a permuted view whose inner axis
+// stays inner); other launches of the kernel run on the interpreter.
+bool can_run(const JitCode& code, const vm::Launch& l);
+
 // Runs work items [begin, end) of a launch (the same items as
-// vm::work_items / vm::interpret) through the compiled entry point.
-void run_items(const JitCode& code, const vm::VerifiedProgram& vp, const vm::Launch& l,
+// vm::work_items / vm::interpret) through the compiled entry point. False,
+// having run nothing, when l fails can_run: the caller interprets them.
+bool run_items(const JitCode& code, const vm::VerifiedProgram& vp, const vm::Launch& l,
                int64_t begin, int64_t end);
 
 // Bytes of executable memory held by live JitCode objects, of every ISA or
@@ -104,5 +111,7 @@ int64_t streaming_variants_compiled();
 // Item ranges of Elementwise launches run in blocks of rows because an
 // argument is read across rows (jit.cpp, run_row_blocks): for tests.
 int64_t row_block_launches();
+// How many run_items calls declined a launch (can_run) in this process.
+int64_t gather_runs_declined();
 
 }  // namespace dvm::backends::jit

@@ -51,7 +51,9 @@ void run_kernel_items(const vm::CompiledKernel* code, const vm::Kernel& k, const
     vm::run_contraction(k, l, begin, end, static_cast<const CubeCode&>(*code).mk, cube::Kernels::Generated);
     return;
   }
-  run_items(static_cast<const JitCode&>(*code), k.verified(), l, begin, end);
+  const JitCode& jc = static_cast<const JitCode&>(*code);
+  // A gather the code does not walk runs on the interpreter: the same bits.
+  if (!run_items(jc, k.verified(), l, begin, end)) vm::interpret(k, l, begin, end, *microkernels_for(jc.isa));
 }
 
 template <Isa kIsa>

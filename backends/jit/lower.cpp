@@ -17,6 +17,10 @@ using vm::Kind;
 using vm::Op;
 using vm::OpClass;
 
+// Loads the machine code reads contiguously along C from the call's base
+// (an LDG's row base comes from its gather dims: run_items).
+bool reads_in_place(Op op) { return op == Op::LD || op == Op::LDG; }
+
 // ---------------------------------------------------------------------------
 // One table from opcode to its JitVec body (sources in operand order; for
 // reductions s[0] is the accumulator and s[1] the new value).
@@ -195,7 +199,7 @@ struct Lowering {
     const vm::Instr& ins = p.code[i];
     switch (cls(i)) {
       case OpClass::Load: {
-        Node n{ins.op == Op::LD ? IrOp::Load : ins.op == Op::LDB ? IrOp::LoadB : IrOp::LoadS};
+        Node n{reads_in_place(ins.op) ? IrOp::Load : ins.op == Op::LDB ? IrOp::LoadB : IrOp::LoadS};
         n.arg = ins.r[1];
         n.phase = phase;
         if (n.op != IrOp::LoadB) n.imm = copy;
@@ -338,7 +342,7 @@ struct Lowering {
     for (size_t i = 0; i < ni; ++i) {
       if (!folds_here(i, pass)) continue;
       const size_t s = static_cast<size_t>(src[i][0]);
-      if (kind(s) != Kind::Vec || p.code[s].op == Op::LD || (*rows)[s] >= 0) continue;
+      if (kind(s) != Kind::Vec || reads_in_place(p.code[s].op) || (*rows)[s] >= 0) continue;
       if (cached_[s] >= 0 && cached_[s] <= pass) {
         (*rows)[s] = slot_[s];  // already kept (this pass or before)
         continue;
@@ -482,7 +486,7 @@ struct Lowering {
     for (int pass = 0; pass <= vp.max_level; ++pass) needs(pass, need_at[static_cast<size_t>(pass)]);
     const std::vector<int>& cost = recompute_costs();
     for (size_t i = ni; i-- > 0 && ir.scratch_rows < kMaxScratchRows;) {
-      if (p.code[i].op == Op::LD || kind(i) != Kind::Vec) continue;
+      if (reads_in_place(p.code[i].op) || kind(i) != Kind::Vec) continue;
       int first = -1, count = 0;
       for (int pass = 0; pass <= vp.max_level; ++pass)
         if (need_at[static_cast<size_t>(pass)][i]) {
@@ -635,9 +639,7 @@ bool arg_patterns(const vm::Program& p, std::vector<uint8_t>* out, std::string* 
       case Op::LDB: pat = kArgPerRow; arg = ins.r[1]; break;
       case Op::ST: pat = kArgContiguous; arg = ins.r[0]; break;
       case Op::STB: pat = kArgPerRow; arg = ins.r[0]; break;
-      case Op::LDG:
-        *reason = "ldg: general gather is interpreter-only";
-        return false;
+      case Op::LDG: pat = kArgGathered; arg = ins.r[1]; break;
       default: continue;
     }
     uint8_t& cur = (*out)[static_cast<size_t>(arg)];
@@ -657,11 +659,6 @@ Tuning& tuning() {
 
 bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, int unroll,
            bool interleave, int col_block) {
-  for (const vm::Instr& ins : vp.program.code)
-    if (ins.op == Op::LDG) {
-      *reason = "ldg: general gather is interpreter-only";
-      return false;
-    }
   if (vp.program.form == vm::Form::Contraction) {
     *reason = "contraction kernels are interpreter-only";
     return false;

@@ -16,10 +16,13 @@
 namespace dvm::backends::jit {
 
 // How a call's base address of each argument is found (see run_items).
-enum : uint8_t { kArgUnused = 0, kArgContiguous = 1, kArgStrided = 2, kArgPerRow = 3 };
+// kArgGathered (LDG): the row's base from the gather dims of P and R, then
+// contiguous along C as LD; launches whose gather is not (can_run in jit.h)
+// run on the interpreter.
+enum : uint8_t { kArgUnused = 0, kArgContiguous = 1, kArgStrided = 2, kArgPerRow = 3, kArgGathered = 4 };
 
-// One access pattern per argument; false (with *reason) for LDG or an
-// argument read with two patterns.
+// One access pattern per argument; false (with *reason) for an argument
+// read with two patterns.
 bool arg_patterns(const vm::Program& p, std::vector<uint8_t>* out, std::string* reason);
 
 // Code-shape choices compile() makes. Zero fields mean "decide per kernel";

@@ -3,14 +3,17 @@
 // BIT-IDENTICAL results (memcmp) with guard elements intact after every output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/isa.h"
@@ -1126,20 +1129,213 @@ TEST(JitRandom, TwoHundredKernels) {
 }
 
 // ---------------------------------------------------------------------------
-// What the JIT refuses, and bookkeeping.
+// Gathered rows (LDG whose C part is contiguous: a permute whose inner axis
+// stays inner): the machine code finds each row through the gather dims of
+// P and R and reads C in place, with the interpreter's bits; a launch whose
+// gather is strided along C, or whose R part has two dims, is declined at
+// run time (run_items runs nothing) and stays on the interpreter.
 // ---------------------------------------------------------------------------
-TEST(JitRefusal, GeneralGatherStaysOnTheInterpreter) {
+
+// An LDG input of [P = P1 * P2, R, C] that lies in memory as [P2, P1, R, C]
+// with `gap` unused elements after each row: P's two dims are permuted.
+struct GatherInput {
+  int64_t P1, P2, R, C, gap;
+  int64_t row() const { return C + gap; }
+  int64_t elems() const { return P2 * P1 * R * row(); }
+  vm::ArgBinding bind(const float* data) const {
+    vm::ArgBinding b;
+    b.in = data;
+    auto dims = [&](int part, std::vector<std::pair<int64_t, int64_t>> ds) {  // (size, stride), size-1 dims left out as bind() does
+      for (auto [size, stride] : ds)
+        if (size > 1) {
+          b.dim_size[part][b.ndims[part]] = size;
+          b.dim_stride[part][b.ndims[part]] = stride;
+          b.stride[part] = stride;
+          ++b.ndims[part];
+        }
+    };
+    dims(vm::kP, {{P1, R * row()}, {P2, P1 * R * row()}});
+    dims(vm::kR, {{R, row()}});
+    dims(vm::kC, {{C, 1}});
+    return b;
+  }
+  // Element (p, r, c) of the gather.
+  int64_t at(int64_t p, int64_t r, int64_t c) const {
+    const int64_t p1 = p / P2, p2 = p % P2;
+    return ((p2 * P1 + p1) * R + r) * row() + c;
+  }
+};
+
+// Runs k (argument 0 the gather, argument 1 the output of `out_elems`
+// elements with binding `ob`) on the interpreter and on the JIT in three
+// item ranges; expects the same bytes and intact guards.
+void gathered_differential(const vm::Kernel& k, const GatherInput& g, vm::ArgBinding ob, int64_t out_elems,
+                           const std::string& what) {
+  const std::vector<float> x = input_data(static_cast<size_t>(g.elems()), static_cast<uint32_t>(g.elems()), true);
+  vm::Launch l;
+  l.extent[vm::kP] = g.P1 * g.P2;
+  l.extent[vm::kR] = g.R;
+  l.extent[vm::kC] = g.C;
+  l.args = {g.bind(x.data()), ob};
+  for (Isa isa : jit_isas()) {
+    std::string reason;
+    auto code = compile(k.verified(), isa, &reason);
+    ASSERT_TRUE(code) << what << ": " << reason;
+    ASSERT_TRUE(can_run(*code, l)) << what;
+    Floats yi(static_cast<size_t>(out_elems + kGuards), kGuard), yj = yi;
+    const int64_t items = vm::work_items(k, l);
+    l.args[1].out = yi.data();
+    vm::interpret(k, l, 0, items, *microkernels_for(isa));
+    l.args[1].out = yj.data();
+    const int64_t declined = gather_runs_declined();
+    const int64_t cut1 = std::min<int64_t>(items, 1), cut2 = std::max(cut1, items - 1);
+    EXPECT_TRUE(run_items(*code, k.verified(), l, 0, cut1));
+    EXPECT_TRUE(run_items(*code, k.verified(), l, cut1, cut2));
+    EXPECT_TRUE(run_items(*code, k.verified(), l, cut2, items));
+    EXPECT_EQ(gather_runs_declined(), declined);
+    for (int64_t i = 0; i < kGuards; ++i) ASSERT_EQ(yj[static_cast<size_t>(out_elems + i)], kGuard) << what;
+    for (int64_t i = 0; i < out_elems; ++i) {
+      uint32_t bi, bj;
+      std::memcpy(&bi, &yi[static_cast<size_t>(i)], 4);
+      std::memcpy(&bj, &yj[static_cast<size_t>(i)], 4);
+      // Which NaN two NaNs of different sign give may differ (see differential).
+      if (std::isnan(yi[static_cast<size_t>(i)]) && std::isnan(yj[static_cast<size_t>(i)])) continue;
+      ASSERT_EQ(bi, bj) << what << " " << isa_name(isa) << " element " << i;
+    }
+  }
+}
+
+TEST(JitPatterns, GatheredRowsInEveryForm) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  std::mt19937 rng(7);
+  const int64_t sizes[] = {1, 2, 3, 5, 16, 17, 33, 100};
+  auto pick = [&] { return sizes[rng() % std::size(sizes)]; };
+  // Elementwise: y = neg(x) * x + 1 over the gather.
+  Encoder ew(Form::Elementwise);
+  {
+    int ax = ew.add_arg(ArgRole::Input), ay = ew.add_arg(ArgRole::Output);
+    auto x = ew.load(Op::LDG, ax);
+    ew.store(Op::ST, ay, ew.binary(Op::ADD, ew.binary(Op::MUL, ew.unary(Op::NEG, x), x), ew.constant(1.0f)));
+  }
+  auto kew = make_kernel(ew);
+  // RowReduce: softmax's max and sum of each gathered row.
+  Encoder rw(Form::RowReduce);
+  {
+    int ax = rw.add_arg(ArgRole::Input), ay = rw.add_arg(ArgRole::Output);
+    auto x = rw.load(Op::LDG, ax);
+    rw.store(Op::STB, ay, rw.reduce(Op::RSUM, rw.unary(Op::EXP, rw.binary(Op::SUB, x, rw.reduce(Op::RMAX, x)))));
+  }
+  auto krw = make_kernel(rw);
+  // ColReduce: the sum over R of the gathered rows.
+  Encoder cl(Form::ColReduce);
+  {
+    int ax = cl.add_arg(ArgRole::Input), ay = cl.add_arg(ArgRole::Output);
+    cl.store(Op::ST, ay, cl.reduce(Op::RSUM, cl.load(Op::LDG, ax)));
+  }
+  auto kcl = make_kernel(cl);
+  for (int round = 0; round < 40; ++round) {
+    GatherInput g{pick(), pick(), pick(), round == 0 ? 4099 : pick(), static_cast<int64_t>(rng() % 3)};
+    const int64_t P = g.P1 * g.P2;
+    const std::string shape = " P1=" + std::to_string(g.P1) + " P2=" + std::to_string(g.P2) + " R=" +
+                              std::to_string(g.R) + " C=" + std::to_string(g.C) + " gap=" + std::to_string(g.gap);
+    vm::ArgBinding dense;
+    dense.stride[vm::kP] = g.R * g.C;
+    dense.stride[vm::kR] = g.C;
+    dense.stride[vm::kC] = 1;
+    gathered_differential(*kew, g, dense, P * g.R * g.C, "elementwise" + shape);
+    vm::ArgBinding rows;
+    rows.stride[vm::kP] = g.R;
+    rows.stride[vm::kR] = 1;
+    gathered_differential(*krw, g, rows, P * g.R, "row reduce" + shape);
+    vm::ArgBinding cols;
+    cols.stride[vm::kP] = g.C;
+    cols.stride[vm::kC] = 1;
+    gathered_differential(*kcl, g, cols, P * g.C, "col reduce" + shape);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// Offset of index idx of one part of an LDG binding: its dims as
+// mixed-radix digits (innermost last), each wrapping at its size.
+int64_t ldg_part_offset(const vm::ArgBinding& b, int part, int64_t idx) {
+  int64_t off = 0;
+  for (int d = b.ndims[part] - 1; d >= 0; --d) {
+    off += (idx % b.dim_size[part][d]) * b.dim_stride[part][d];
+    idx /= b.dim_size[part][d];
+  }
+  return off;
+}
+
+TEST(JitPatterns, GathersNotContiguousAlongCAreDeclinedAtRunTime) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   Encoder e(Form::Elementwise);
   int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
   e.store(Op::ST, ay, e.unary(Op::NEG, e.load(Op::LDG, ax)));
   auto k = make_kernel(e);
-  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
-    std::string reason;
-    EXPECT_EQ(compile(k->verified(), isa, &reason), nullptr);
-    EXPECT_EQ(reason, "ldg: general gather is interpreter-only");
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  const int64_t R = 4, C = 4;
+  vm::Launch l;
+  l.extent[vm::kP] = 1;
+  l.extent[vm::kR] = R;
+  l.extent[vm::kC] = C;
+  vm::ArgBinding out;
+  out.stride[vm::kR] = C;
+  out.stride[vm::kC] = 1;
+  // (size, stride) dims of R and of C per case; the binding's part strides
+  // say something else on purpose (an LDG reads only its dims).
+  struct Case {
+    const char* what;
+    std::vector<std::pair<int64_t, int64_t>> r, c;
+  };
+  const Case cases[] = {
+      {"C strided (a transpose of the inner axes)", {{4, 1}}, {{4, 4}}},
+      {"C over two dims", {{4, 4}}, {{2, 16}, {2, 32}}},
+      {"R over two dims", {{2, 4}, {2, 8}}, {{4, 1}}},
+      {"C of no dims: every element at offset 0", {{4, 4}}, {}},
+      {"C's dim wraps before C", {{4, 4}}, {{2, 1}}},
+      {"R's dim wraps before R", {{2, 4}}, {{4, 1}}},
+  };
+  for (const Case& c : cases) {
+    vm::ArgBinding b;
+    b.in = x.data();
+    b.stride[vm::kR] = 5;
+    b.stride[vm::kC] = 1;
+    for (auto [size, stride] : c.r) {
+      b.dim_size[vm::kR][b.ndims[vm::kR]] = size;
+      b.dim_stride[vm::kR][b.ndims[vm::kR]++] = stride;
+    }
+    for (auto [size, stride] : c.c) {
+      b.dim_size[vm::kC][b.ndims[vm::kC]] = size;
+      b.dim_stride[vm::kC][b.ndims[vm::kC]++] = stride;
+    }
+    for (Isa isa : jit_isas()) {
+      std::string reason;
+      auto code = compile(k->verified(), isa, &reason);
+      ASSERT_TRUE(code) << reason;
+      std::vector<float> y(static_cast<size_t>(R * C + kGuards), kGuard);
+      out.out = y.data();
+      l.args = {b, out};
+      EXPECT_FALSE(can_run(*code, l)) << c.what;
+      const int64_t declined = gather_runs_declined();
+      EXPECT_FALSE(run_items(*code, k->verified(), l, 0, vm::work_items(*k, l))) << c.what;
+      EXPECT_EQ(gather_runs_declined(), declined + 1) << c.what;
+      for (float v : y) ASSERT_EQ(v, kGuard) << c.what << ": run_items wrote";
+      // What the backend then runs: the interpreter, with the gather's values.
+      vm::interpret(*k, l, 0, vm::work_items(*k, l), *microkernels_for(isa));
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = 0; j < C; ++j)
+          EXPECT_EQ(y[static_cast<size_t>(r * C + j)],
+                    -x[static_cast<size_t>(ldg_part_offset(b, vm::kR, r) + ldg_part_offset(b, vm::kC, j))])
+              << c.what << " " << isa_name(isa) << " r=" << r << " c=" << j;
+      for (int64_t g = 0; g < kGuards; ++g) EXPECT_EQ(y[static_cast<size_t>(R * C + g)], kGuard) << c.what;
+    }
   }
 }
 
+// ---------------------------------------------------------------------------
+// What the JIT refuses, and bookkeeping.
+// ---------------------------------------------------------------------------
 TEST(JitRefusal, PortableIsNotATarget) {
   Encoder e(Form::Elementwise);
   int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output);
