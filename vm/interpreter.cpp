@@ -117,6 +117,14 @@ inline int64_t part_offset(const ArgBinding& a, int part, int64_t idx) {
   return off;
 }
 
+// Whether elements [c0, c0 + n) of an LDG argument's C part are
+// contiguous: element c at offset c (one dim of stride 1 that does not wrap
+// there, or a single element).
+inline bool contiguous_c(const ArgBinding& a, int64_t c0, int64_t n) {
+  if (a.ndims[kC] == 0) return c0 + n <= 1;
+  return a.ndims[kC] == 1 && a.dim_stride[kC][0] == 1 && a.dim_size[kC][0] >= c0 + n;
+}
+
 // Gathers n elements of an LDG argument along C from index c0: the C part's
 // mixed-radix digits advance one element at a time, which wraps as
 // part_offset's modulo does, without a division per element.
@@ -370,8 +378,13 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
           f.ptr[static_cast<size_t>(d)] = f.reg(d);
           break;
         default: {  // LDG
+          const float* row = f32_in(a, part_offset(a, 0, t.p) + part_offset(a, 1, t.r));
+          if (contiguous_c(a, t.c0, n)) {  // rows gathered, C in place (a permute whose inner axis stays inner)
+            f.ptr[static_cast<size_t>(d)] = row + t.c0;
+            break;
+          }
           float* dst = f.reg(d);
-          gather_c(dst, f32_in(a, part_offset(a, 0, t.p) + part_offset(a, 1, t.r)), a, t.c0, n);
+          gather_c(dst, row, a, t.c0, n);
           f.ptr[static_cast<size_t>(d)] = dst;
           break;
         }
