@@ -39,8 +39,7 @@ constexpr int kNumPtrRegs = 8;
 constexpr int kFirstVec = 3;
 constexpr int kFirstK = 2, kLastK = 5;
 
-// Frame layout (rsp 64-byte aligned).
-constexpr int32_t kGatherBuf = 0;   // 64 bytes
+// Frame layout (rsp 64-byte aligned; its first 64 bytes are unused).
 constexpr int32_t kMaskSlot = 64;   // AVX2 tail mask, 32 bytes
 constexpr int32_t kRemSlot = 128;
 constexpr int32_t kSavedRsp = 136;
@@ -633,39 +632,83 @@ struct Gen {
   // The vector d from `lanes` 4-byte elements at r11, r11 + rax, ...,
   // built in registers: four lanes per xmm (vmovss, then vinsertps from
   // memory), the xmms then inserted into d. Scalar stores to a buffer read
-  // back as one vector would wait for store forwarding. Uses rcx and
+  // back as one vector would wait for store forwarding. With copy >= 0 (a
+  // masked tail) only the copy's first rem lanes are read and the others
+  // are 0, as a masked load leaves them: a compare per lane, which predicts
+  // (rows of a launch share their tail). Uses rcx, rdx (N again after) and
   // scratch 1; advances r11.
-  void gather_dwords(const Opnd& d) {
+  void gather_dwords(const Opnd& d, int copy = -1) {
+    const bool masked = copy >= 0;
+    const asmx::Label done = as.new_label();
+    if (masked) {
+      const asmx::Label some = as.new_label();
+      as.mov(asmx::rdx, asmx::mem(asmx::rsp, rem_slot(copy)));
+      as.cmp(asmx::rdx, 0);
+      as.j(Cond::G, some);
+      as.v(VI::vpxor, asmx::vreg(1, W::X), asmx::vreg(1, W::X), asmx::vreg(1, W::X));
+      as.v(VI::vmovaps, d, vr(1));
+      as.jmp(done);
+      as.bind(some);
+    }
     as.lea(asmx::rcx, asmx::mem(asmx::rax, asmx::rax, 1, 0));  // three strides
     for (int g = 0; g < lanes / 4; ++g) {
       const Opnd x = asmx::vreg(g == 0 ? d.reg : 1, W::X);
-      as.v(VI::vmovss, x, asmx::mem(asmx::r11, 0, 4));
-      as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rax, 0, 0, 4), asmx::imm(0x10));
-      as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rax, 1, 0, 4), asmx::imm(0x20));
-      as.v(VI::vinsertps, x, x, asmx::mem(asmx::r11, asmx::rcx, 0, 0, 4), asmx::imm(0x30));
-      if (g > 0) as.v(avx512 ? VI::vinsertf32x4 : VI::vinsertf128, d, d, x, asmx::imm(g));
+      const asmx::Label insert = g > 0 ? as.new_label() : done;
+      for (int k = 0; k < 4; ++k) {
+        if (masked && 4 * g + k > 0) {
+          as.cmp(asmx::rdx, 4 * g + k);
+          as.j(Cond::LE, k == 0 ? done : insert);
+        }
+        const Opnd m = k == 0   ? asmx::mem(asmx::r11, 0, 4)
+                       : k == 3 ? asmx::mem(asmx::r11, asmx::rcx, 0, 0, 4)
+                                : asmx::mem(asmx::r11, asmx::rax, k - 1, 0, 4);
+        if (k == 0) as.v(VI::vmovss, x, m);
+        else as.v(VI::vinsertps, x, x, m, asmx::imm(k << 4));
+      }
+      if (g > 0) {
+        as.bind(insert);
+        as.v(avx512 ? VI::vinsertf32x4 : VI::vinsertf128, d, d, x, asmx::imm(g));
+      }
       if (g + 1 < lanes / 4) as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
     }
+    as.bind(done);
+    if (masked) as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
   }
   // The same for 1- and 2-byte elements (vpinsrb, vpinsrw): their raw
   // vector, in scratch 1. Lanes 8..15 go to scratch 2 first: two
   // independent chains of inserts, each started by a zeroing idiom so that
-  // it does not wait for the register's last value.
-  Opnd gather_narrow(Dtype t, int b) {
+  // it does not wait for the register's last value. copy as for
+  // gather_dwords.
+  Opnd gather_narrow(Dtype t, int b, int copy = -1) {
+    const bool masked = copy >= 0;
     const VI ins = b == 1 ? VI::vpinsrb : VI::vpinsrw;
+    const Opnd x1 = asmx::vreg(1, W::X), x2 = asmx::vreg(2, W::X);
+    const asmx::Label done = as.new_label();
+    if (masked) as.mov(asmx::rdx, asmx::mem(asmx::rsp, rem_slot(copy)));
     as.lea(asmx::rcx, asmx::mem(asmx::rax, asmx::rax, 1, 0));  // three strides
     for (int j = 0; j < lanes; j += 4) {
-      const Opnd x = asmx::vreg(j < 8 ? 1 : 2, W::X);
+      const Opnd x = j < 8 ? x1 : x2;
       const int at = j % 8;
       if (at == 0) as.v(VI::vpxor, x, x, x);
-      as.v(ins, x, x, asmx::mem(asmx::r11, 0, b), asmx::imm(at));
-      as.v(ins, x, x, asmx::mem(asmx::r11, asmx::rax, 0, 0, b), asmx::imm(at + 1));
-      as.v(ins, x, x, asmx::mem(asmx::r11, asmx::rax, 1, 0, b), asmx::imm(at + 2));
-      as.v(ins, x, x, asmx::mem(asmx::r11, asmx::rcx, 0, 0, b), asmx::imm(at + 3));
+    }
+    for (int j = 0; j < lanes; j += 4) {
+      const Opnd x = j < 8 ? x1 : x2;
+      const int at = j % 8;
+      for (int k = 0; k < 4; ++k) {
+        if (masked) {
+          as.cmp(asmx::rdx, j + k);
+          as.j(Cond::LE, done);
+        }
+        const Opnd m = k == 0   ? asmx::mem(asmx::r11, 0, b)
+                       : k == 3 ? asmx::mem(asmx::r11, asmx::rcx, 0, 0, b)
+                                : asmx::mem(asmx::r11, asmx::rax, k - 1, 0, b);
+        as.v(ins, x, x, m, asmx::imm(at + k));
+      }
       if (j + 4 < lanes) as.lea(asmx::r11, asmx::mem(asmx::r11, asmx::rax, 2, 0));
     }
+    as.bind(done);
+    if (masked) as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
     if (lanes > 8) {
-      const Opnd x1 = asmx::vreg(1, W::X), x2 = asmx::vreg(2, W::X);
       if (b == 1) as.v(VI::vpunpcklqdq, x1, x1, x2);
       else as.v(VI::vinserti128, asmx::vreg(1, W::Y), asmx::vreg(1, W::Y), x2, asmx::imm(1));
     }
@@ -685,24 +728,7 @@ struct Gen {
     as.lea(asmx::r11, asmx::mem(p, asmx::r11, 2, 0));
     as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     as.shl(asmx::rax, 2);
-    if (!masked) {
-      gather_dwords(dst(i));
-    } else {
-      asmx::Label top = as.new_label(), done = as.new_label();
-      as.sub(asmx::rcx, asmx::rcx);
-      as.bind(top);
-      as.cmp(asmx::rcx, asmx::mem(asmx::rsp, rem_slot(n.imm)));
-      as.j(Cond::GE, done);
-      as.mov32_load(asmx::rdx, asmx::mem(asmx::r11, 0));
-      as.mov32_store(asmx::mem(asmx::rsp, asmx::rcx, 2, kGatherBuf), asmx::rdx);
-      as.add(asmx::r11, asmx::rax);
-      as.add(asmx::rcx, 1);
-      as.jmp(top);
-      as.bind(done);
-      as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
-      use_copy_mask(n.imm);
-      masked_load(dst(i), asmx::mem(asmx::rsp, kGatherBuf, vbytes), n.imm);
-    }
+    gather_dwords(dst(i), masked ? n.imm : -1);
     commit(i);
   }
 
@@ -1147,13 +1173,14 @@ struct Gen {
     as.lea(asmx::r11, asmx::mem(p, asmx::r11, sh, 0));
     as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     if (sh) as.shl(asmx::rax, sh);
-    if (!masked && t != Dtype::I64) {  // built in registers (gather_dwords)
+    if (t != Dtype::I64) {  // built in registers (gather_dwords)
       const Opnd d = dst(i);
+      const int copy = masked ? n.imm : -1;
       if (b == 4) {
-        gather_dwords(d);
+        gather_dwords(d, copy);
         cvt_in(t, d, d, ints_of(n));
       } else {
-        cvt_in(t, d, gather_narrow(t, b), ints_of(n));
+        cvt_in(t, d, gather_narrow(t, b, copy), ints_of(n));
       }
       commit(i);
       return;
