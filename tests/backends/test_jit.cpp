@@ -26,6 +26,7 @@
 #include "vm/schedule.h"
 #include "vm/verifier.h"
 
+#include "tests/backends/canonical_row_reduce.h"
 #include "tests/backends/jit_isas.h"
 
 namespace dvm::backends::jit {
@@ -40,6 +41,7 @@ constexpr float kGuard = -12345.678f;
 int64_t g_nan_sign_differences = 0;
 constexpr int64_t kGuards = 16;
 
+using testing::canonical_row_reduce;
 using testing::jit_isas;
 
 using testing::make_kernel;
@@ -323,28 +325,6 @@ TEST(JitReduce, RowReductions) {
   }
 }
 
-// The canonical row-reduction order (backends/microkernels.h), one float at a
-// time: element i to accumulator (i / W) mod 4, lane i mod W; then
-// op(op(a0, a1), op(a2, a3)) lane-wise; then the tree (j, j + W/2), ..., (0, 1).
-float canonical_row_reduce(Op op, int W, const std::vector<float>& x) {
-  auto f = [op](float a, float b) {
-    if (op == Op::RSUM) return a + b;
-    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<float>::quiet_NaN();
-    return op == Op::RMAX ? std::max(a, b) : std::min(a, b);
-  };
-  const float id = op == Op::RSUM ? 0.0f
-                   : op == Op::RMAX ? -std::numeric_limits<float>::infinity()
-                                    : std::numeric_limits<float>::infinity();
-  const size_t w = static_cast<size_t>(W);
-  std::vector<std::vector<float>> a(4, std::vector<float>(w, id));
-  for (size_t i = 0; i < x.size(); ++i) a[(i / w) % 4][i % w] = f(a[(i / w) % 4][i % w], x[i]);
-  std::vector<float> t(w);
-  for (size_t j = 0; j < w; ++j) t[j] = f(f(a[0][j], a[1][j]), f(a[2][j], a[3][j]));
-  for (size_t h = w / 2; h >= 1; h /= 2)
-    for (size_t j = 0; j < h; ++j) t[j] = f(t[j], t[j + h]);
-  return t[0];
-}
-
 // Both tiers against the scalar re-implementation of the canonical order, on
 // rows whose float sum depends on the association (2^24-scale values of both
 // signs among small ones), at lengths around multiples of 4 * W, and past
@@ -378,10 +358,10 @@ TEST(JitReduce, RowReductionOrderPinned) {
           const int c = static_cast<int>(rng() % 4);
           v = c == 0 ? 16777216.0f : c == 1 ? -16777216.0f : static_cast<float>(static_cast<int>(rng() % 17) - 8) + 0.25f;
         }
-        const float want1 = canonical_row_reduce(op, static_cast<int>(W), xs);
+        const float want1 = canonical_row_reduce(op, static_cast<size_t>(W), xs);
         std::vector<float> d(xs.size());
         for (size_t i = 0; i < xs.size(); ++i) d[i] = xs[i] - want1;
-        const float want2 = canonical_row_reduce(op, static_cast<int>(W), d);
+        const float want2 = canonical_row_reduce(op, static_cast<size_t>(W), d);
         for (int tier = 0; tier < 2; ++tier) {
           float y1 = kGuard, y2 = kGuard;
           vm::Launch l;

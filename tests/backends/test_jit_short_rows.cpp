@@ -18,11 +18,13 @@
 #include "backends/jit/lower.h"
 #include "backends/microkernels.h"
 #include "dvm/dvm.h"
+#include "tests/backends/canonical_row_reduce.h"
 #include "tests/backends/jit_isas.h"
 
 namespace dvm::backends::jit {
 namespace {
 
+using testing::canonical_row_reduce;
 using testing::jit_isas;
 using testing::make_kernel;
 using vm::ArgRole;
@@ -140,27 +142,6 @@ TEST(JitShortRows, SoftmaxKeepsTheInterpretersBits) {
 }
 
 
-// The canonical row-reduction order written out one float at a time
-// (docs/BYTECODE.md): element i to lane i mod W of accumulator (i / W) mod 4,
-// op(op(a0, a1), op(a2, a3)) lane-wise, then the tree (j, j + W/2) ... (0, 1).
-float canonical(Op op, size_t w, const std::vector<float>& x) {
-  auto f = [op](float a, float b) {  // max / min as vmaxps(a, b) after a NaN check of a (docs/MATH.md)
-    if (op == Op::RSUM) return a + b;
-    if (std::isnan(a)) return a;
-    return op == Op::RMAX ? (a > b ? a : b) : (a < b ? a : b);
-  };
-  const float id = op == Op::RSUM ? 0.0f
-                   : op == Op::RMAX ? -std::numeric_limits<float>::infinity()
-                                    : std::numeric_limits<float>::infinity();
-  std::vector<std::vector<float>> a(4, std::vector<float>(w, id));
-  for (size_t i = 0; i < x.size(); ++i) a[(i / w) % 4][i % w] = f(a[(i / w) % 4][i % w], x[i]);
-  std::vector<float> t(w);
-  for (size_t j = 0; j < w; ++j) t[j] = f(f(a[0][j], a[1][j]), f(a[2][j], a[3][j]));
-  for (size_t h = w / 2; h >= 1; h /= 2)
-    for (size_t j = 0; j < h; ++j) t[j] = f(t[j], t[j + h]);
-  return t[0];
-}
-
 struct Asm {
   std::string text;
   static void log(void* self, LogLevel, const char* m) { static_cast<Asm*>(self)->text += m; }
@@ -209,7 +190,7 @@ TEST(JitShortRows, TreeSkipsStepsPastTheRowKeepingTheOrder) {
         code->entry(&args);
         for (int64_t r = 0; r < R; ++r) {
           const std::vector<float> row(xs.begin() + r * static_cast<int64_t>(C), xs.begin() + (r + 1) * static_cast<int64_t>(C));
-          const float want = canonical(op, w, row), got = y[static_cast<size_t>(r)];
+          const float want = canonical_row_reduce(op, w, row), got = y[static_cast<size_t>(r)];
           ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : std::memcmp(&want, &got, 4) == 0)
               << isa_name(isa) << " " << vm::op_name(op) << " C=" << C << " row " << r << ": " << got << " vs " << want;
         }

@@ -362,18 +362,10 @@ struct Gen {
     as.cmp(asmx::rcx, full * lanes);
     as.j(Cond::LE, skip);
     for (int k = full; k < copies; ++k) {
-      asmx::Label nonneg = as.new_label(), clipped = as.new_label();
       as.mov(asmx::rcx, asmx::rdx);
       as.sub(asmx::rcx, asmx::rsi);
       if (k > 0) as.sub(asmx::rcx, k * lanes);
-      as.cmp(asmx::rcx, 0);
-      as.j(Cond::GE, nonneg);
-      as.mov_imm(asmx::rcx, 0);
-      as.bind(nonneg);
-      as.cmp(asmx::rcx, lanes);
-      as.j(Cond::LE, clipped);
-      as.mov_imm(asmx::rcx, lanes);
-      as.bind(clipped);
+      clip_rcx_to_lanes();
       as.mov(asmx::mem(asmx::rsp, kBlockRems + 8 * k), asmx::rcx);
       if (avx512) {
         as.mov_imm(asmx::rax, 1);
@@ -492,12 +484,9 @@ struct Gen {
     row_tail_copies = copies;
     row_tail_single = single;
   }
-  // Slot s: clip(n mod step - skip, 0, lanes) and its k-mask (step a power of two).
-  void row_tail_slot(int s, int32_t step, int32_t skip) {
-    asmx::Label nonneg = as.new_label(), clipped = as.new_label();
-    as.mov(asmx::rcx, asmx::rdx);
-    as.and_(asmx::rcx, step - 1);
-    if (skip > 0) as.sub(asmx::rcx, skip);
+  // rcx = clip(rcx, 0, lanes): a tail's element count.
+  void clip_rcx_to_lanes() {
+    const asmx::Label nonneg = as.new_label(), clipped = as.new_label();
     as.cmp(asmx::rcx, 0);
     as.j(Cond::GE, nonneg);
     as.mov_imm(asmx::rcx, 0);
@@ -506,6 +495,14 @@ struct Gen {
     as.j(Cond::LE, clipped);
     as.mov_imm(asmx::rcx, lanes);
     as.bind(clipped);
+  }
+
+  // Slot s: clip(n mod step - skip, 0, lanes) and its k-mask (step a power of two).
+  void row_tail_slot(int s, int32_t step, int32_t skip) {
+    as.mov(asmx::rcx, asmx::rdx);
+    as.and_(asmx::rcx, step - 1);
+    if (skip > 0) as.sub(asmx::rcx, skip);
+    clip_rcx_to_lanes();
     as.mov(asmx::mem(asmx::rsp, kBlockRems + 8 * s), asmx::rcx);
     as.mov_imm(asmx::rax, 1);
     as.shl_cl(asmx::rax);
