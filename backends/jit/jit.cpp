@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -161,12 +163,89 @@ void run_row_blocks(ItemRunner& run, int64_t begin, int64_t end) {
   }
 }
 
+// Rows narrower than a few vectors whose arguments each continue the row
+// before (rs == C) or repeat one row ([C] broadcast over the rows, rs ==
+// 0): G rows at a time run as one row of L = lcm(C, 16) elements, the
+// repeated row read from G copies of it, so a vector spans rows instead of
+// each row paying a masked tail and its own loop turn (x [N, 3] - [3]).
+// Every element reads the values it read before; only the calls change.
+constexpr int64_t kPeriodLanes = 16, kPeriodMaxC = 64;
+
+bool periodic_rows(const ItemRunner& run) {
+  const vm::Launch& l = run.l;
+  const int64_t C = l.C();
+  if (run.code.scratch_rows > 0 || C < 1 || C >= kPeriodMaxC || C % kPeriodLanes == 0) return false;
+  if (l.R() < 2 * (std::lcm(C, kPeriodLanes) / C)) return false;
+  bool repeats = false;
+  for (size_t a = 0; a < run.nargs; ++a) {
+    if (run.code.patterns[a] == kArgUnused) continue;
+    if (run.code.patterns[a] != kArgContiguous) return false;
+    const int64_t rs = l.args[a].stride[vm::kR];
+    if (rs == 0 && l.args[a].in) repeats = true;
+    else if (rs != C) return false;
+  }
+  return repeats;
+}
+
+std::atomic<int64_t> g_periodic_row_launches{0};
+
+// Row runs of one p, G rows to a call (above); the rows past the last
+// whole G as row runs.
+void run_periodic_rows(ItemRunner& run, int64_t begin, int64_t end) {
+  g_periodic_row_launches.fetch_add(1, std::memory_order_relaxed);
+  const vm::Launch& l = run.l;
+  const int64_t C = l.C(), L = std::lcm(C, kPeriodLanes), G = L / C;
+  thread_local std::vector<unsigned char> copies;
+  for (int64_t item = begin; item < end;) {
+    const int64_t p = item / l.R(), r = item % l.R();
+    const int64_t rows = std::min(end - item, l.R() - r), whole = rows / G;
+    if (whole > 0) {
+      // G copies of each repeated row, 64-byte aligned, in one buffer sized
+      // before any pointer into it is taken.
+      auto copy_bytes = [&](size_t a) {
+        const Dtype t = a < run.types.size() ? run.types[a] : Dtype::F32;
+        return (static_cast<size_t>(L) * dtype_size(t) + 63) / 64 * 64;
+      };
+      size_t need = 0;
+      for (size_t a = 0; a < run.nargs; ++a)
+        if (run.code.patterns[a] != kArgUnused && l.args[a].stride[vm::kR] == 0) need += copy_bytes(a);
+      if (copies.size() < need) copies.resize(need);
+      size_t used = 0;
+      for (size_t a = 0; a < run.nargs; ++a) {
+        if (run.code.patterns[a] == kArgUnused) continue;
+        const vm::ArgBinding& b = l.args[a];
+        const Dtype t = a < run.types.size() ? run.types[a] : Dtype::F32;
+        const void* at = vm::advance(arg_base(b), item_offset(b, kArgContiguous, p, r, 0), t);
+        if (b.stride[vm::kR] != 0) {
+          run.args.base[a] = at;
+          run.args.rs[a] = L;
+          continue;
+        }
+        const size_t row_bytes = static_cast<size_t>(C) * dtype_size(t);
+        for (int64_t g = 0; g < G; ++g)
+          std::memcpy(copies.data() + used + static_cast<size_t>(g) * row_bytes, at, row_bytes);
+        run.args.base[a] = copies.data() + used;
+        used += copy_bytes(a);
+      }
+      run.args.n = L;
+      run.args.rows = whole;
+      run.code.entry(&run.args);
+      for (size_t a = 0; a < run.nargs; ++a) run.args.rs[a] = l.args[a].stride[vm::kR];
+    }
+    if (rows > whole * G) run.call(p, r + whole * G, 0, C, rows - whole * G);
+    item += rows;
+  }
+}
+
 // Elementwise: (row, chunk) items; rows of one chunk run as row runs, and
 // consecutive chunks of one row as one call (the function loops over any
 // n), so a long row pays the call's exit, entry and address set-up once.
 void run_elementwise(ItemRunner& run, int64_t begin, int64_t end) {
   const int64_t chunks = vm::elementwise_chunks(run.l);
-  if (chunks == 1) return reads_across_rows(run) ? run_row_blocks(run, begin, end) : run_row_runs(run, begin, end);
+  if (chunks == 1) {
+    if (reads_across_rows(run)) return run_row_blocks(run, begin, end);
+    return periodic_rows(run) ? run_periodic_rows(run, begin, end) : run_row_runs(run, begin, end);
+  }
   for (int64_t item = begin; item < end;) {
     const vm::ItemStart at = vm::elementwise_item(run.l, chunks, item);
     const int64_t row_end = (item / chunks + 1) * chunks;  // the first item of the next row
@@ -433,6 +512,7 @@ void set_stream_min_bytes(int64_t bytes) { g_stream_min_bytes.store(bytes < 0 ? 
 int64_t stream_min_bytes_for_tests() { return stream_min_bytes(); }
 int64_t streaming_variants_compiled() { return g_streaming_compiles.load(std::memory_order_relaxed); }
 int64_t row_block_launches() { return g_row_block_launches.load(std::memory_order_relaxed); }
+int64_t periodic_row_launches() { return g_periodic_row_launches.load(std::memory_order_relaxed); }
 int64_t gather_runs_declined() { return g_gathers_declined.load(std::memory_order_relaxed); }
 
 }  // namespace dvm::backends::jit

@@ -111,6 +111,9 @@ int64_t streaming_variants_compiled();
 // Item ranges of Elementwise launches run in blocks of rows because an
 // argument is read across rows (jit.cpp, run_row_blocks): for tests.
 int64_t row_block_launches();
+// Item ranges of Elementwise launches run several narrow rows to a call
+// because an argument repeats one row (jit.cpp, run_periodic_rows): for tests.
+int64_t periodic_row_launches();
 // How many run_items calls declined a launch (can_run) in this process.
 int64_t gather_runs_declined();
 

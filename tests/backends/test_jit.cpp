@@ -11,6 +11,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
@@ -682,6 +683,37 @@ TEST(JitShapes, InputsReadAcrossRowsRunInBlocksOfRows) {
     differential(*k, {strided(R, C, step), dense(R, C), dense(R, C)}, P, R, C, static_cast<uint32_t>(iter), what);
     EXPECT_EQ(row_block_launches() > before, R >= 2 && std::abs(step) >= 16) << what;
   }
+}
+
+// Narrow rows whose arguments continue the row before or repeat one row (a
+// [C] operand broadcast over [R, C]) run several rows to a call (jit.cpp,
+// run_periodic_rows): the interpreter's bits over generated P, R and C
+// below 64 (multiples of 16 keep their rows), in three item ranges (the
+// later ones start inside a group of rows), with a strided input as the
+// case that does not qualify.
+TEST(JitShapes, NarrowRowsWithARepeatedRowRunSeveralToACall) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  Encoder e(Form::Elementwise);
+  int ax = e.add_arg(ArgRole::Input), am = e.add_arg(ArgRole::Input), as = e.add_arg(ArgRole::Input);
+  int o = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, o, e.binary(Op::DIV, e.binary(Op::SUB, e.load(Op::LD, ax), e.load(Op::LD, am)), e.load(Op::LD, as)));
+  auto k = make_kernel(e);
+  ASSERT_TRUE(k);
+  std::mt19937 rng(29);
+  for (int iter = 0; iter < 80; ++iter) {
+    const int64_t P = 1 + static_cast<int64_t>(rng() % 2), R = 1 + static_cast<int64_t>(rng() % 300);
+    const int64_t C = 1 + static_cast<int64_t>(rng() % 70);
+    const bool both_repeat = rng() % 2;
+    const std::string what = "P=" + std::to_string(P) + " R=" + std::to_string(R) + " C=" + std::to_string(C);
+    const int64_t before = periodic_row_launches();
+    differential(*k, {dense(R, C), row_bcast(C), both_repeat ? row_bcast(C) : dense(R, C), dense(R, C)}, P, R, C,
+                 static_cast<uint32_t>(iter) + 3, what);
+    const int64_t group = std::lcm(C, int64_t{16}) / C;
+    EXPECT_EQ(periodic_row_launches() > before, C < 64 && C % 16 != 0 && R >= 2 * group) << what;
+  }
+  const int64_t before = periodic_row_launches();
+  differential(*k, {strided(40, 3, 2), row_bcast(3), row_bcast(3), dense(40, 3)}, 1, 40, 3, 1, "strided x");
+  EXPECT_EQ(periodic_row_launches(), before) << "a strided input does not continue its rows";
 }
 
 // ---------------------------------------------------------------------------

@@ -371,6 +371,36 @@ TEST_P(IntOps, FloorCeilAndRoundOfIntegersAreTheValues) {
   }
 }
 
+// Narrow rows and a row broadcast over them ([R, C] + [C], which the JIT
+// runs several rows to a call), in every type that has integer values
+// exactly: int32 and uint8 wrap as torch's, float16 and bfloat16 on small
+// integers; each against the host, over generated R and C.
+TEST_P(IntOps, NarrowRowsPlusABroadcastRow) {
+  std::mt19937 rng(41);
+  for (int iter = 0; iter < 30; ++iter) {
+    const int64_t R = 1 + static_cast<int64_t>(rng() % 200), C = 1 + static_cast<int64_t>(rng() % 40);
+    for (Dtype t : {Dtype::I32, Dtype::U8, Dtype::F16, Dtype::BF16}) {
+      const bool ints = t == Dtype::I32 || t == Dtype::U8;
+      std::vector<int64_t> xv = values(ints ? t : Dtype::U8, R * C, static_cast<uint32_t>(iter) * 7 + 1);
+      std::vector<int64_t> bv = values(ints ? t : Dtype::U8, C, static_cast<uint32_t>(iter) * 7 + 2);
+      if (!ints)  // small integers: every sum below 256 is exact in both 16-bit types
+        for (auto* v : {&xv, &bv})
+          for (int64_t& e : *v) e %= 128;
+      auto as = [&](const std::vector<int64_t>& v, Shape s) {
+        return ints ? make(t, v, s) : Tensor::from_vector(std::vector<float>(v.begin(), v.end()), s).to(t);
+      };
+      const Tensor y = as(xv, Shape{R, C}) + as(bv, Shape{C});
+      const std::vector<float> got = ints ? std::vector<float>() : y.to_vector();
+      const std::vector<int64_t> got_ints = ints ? read(y) : std::vector<int64_t>();
+      for (int64_t i = 0; i < R * C; ++i) {
+        const int64_t want = xv[static_cast<size_t>(i)] + bv[static_cast<size_t>(i % C)];
+        if (ints) ASSERT_EQ(got_ints[static_cast<size_t>(i)], wrap(t, want)) << dtype_name(t) << " R=" << R << " C=" << C << " [" << i << "]";
+        else ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(want)) << dtype_name(t) << " R=" << R << " C=" << C << " [" << i << "]";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Target, IntOps, ::testing::ValuesIn(kTargets), target_name);
 
 // The same bits from the interpreter and from machine code, on every ISA the
