@@ -1324,9 +1324,10 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   if (a.defined() && b.defined() && b.node()->int_scalar && !is_floating(a.node()->dtype) &&
       !is_inline_scalar(a)) [[unlikely]]
     return integer_pow(a, int_scalar_value(b.node()));
-  // A float scalar (Tensor(2.0f)) is the float overload's exponent.
+  // A float scalar (Tensor(2.0f), Tensor::scalar(2.0f)) is the float
+  // overload's exponent, whatever the base (a 0-d constant too).
   if (a.defined() && b.defined() && detail::wrapped_scalar(b.node()) && !b.node()->int_scalar &&
-      b.node()->dtype == Dtype::F32 && is_floating(a.node()->dtype) && !is_inline_scalar(a))
+      b.node()->dtype == Dtype::F32 && is_floating(a.node()->dtype))
     return pow(a, b.node()->value);
   return binary(OpKind::Pow, a, b);
 }

@@ -808,6 +808,13 @@ TEST_P(Ops, Operators) {
   for (const auto& [e, form] : forms) {
     const std::vector<float> got = dvm::pow(xt, e).to_vector();
     for (size_t i = 0; i < xs.size(); ++i) {
+      // The exponent as Tensor(e) or Tensor::scalar(e), and a 0-d constant
+      // base (Tensor::full({}, x)), take the same op: the same bits.
+      const Tensor base = Tensor::full({}, xs[i]);
+      for (const Tensor& y : {dvm::pow(xt, Tensor(e)), dvm::pow(xt, Tensor(Tensor::scalar(e)))})
+        ASSERT_TRUE(same_float(y.to_vector()[i], got[i])) << "pow(x, Tensor(" << e << ")) [" << i << "]";
+      for (const Tensor& y : {dvm::pow(base, e), dvm::pow(base, Tensor(e)), dvm::pow(base, Tensor(Tensor::scalar(e)))})
+        ASSERT_TRUE(same_float(y.item(), got[i])) << "pow(" << xs[i] << " as a 0-d constant, " << e << ")";
       const float want = static_cast<float>(form(static_cast<double>(xs[i])));
       // x * x * x rounds twice in float32; rsqrt is within MATH.md's bound.
       const double tol = e == 3.0f || e == -2.0f || e == -0.5f ? 2.0 : 0.5;
