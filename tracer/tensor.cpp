@@ -576,8 +576,11 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
   }
   // A permuted view (a transpose) is reduced in its input's order and the
   // result permuted back: the kernels then read rows and columns of the
-  // input, not elements a stride apart along the reduced axis.
-  if (std::vector<int> perm; permuted_view(in, &perm)) {
+  // input, not elements a stride apart along the reduced axis. Not for a
+  // 16-bit float result: read back through the permuted view it is stored
+  // first, rounded, where ops fused with the reduction read it in float32
+  // (layer_norm's mean).
+  if (std::vector<int> perm; dt != Dtype::F16 && dt != Dtype::BF16 && permuted_view(in, &perm)) {
     std::vector<int> inverse(perm.size()), base_axes;
     for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int>(i);
     for (int a : axes) base_axes.push_back(perm[static_cast<size_t>(a)]);
