@@ -123,6 +123,10 @@ struct Node {
   // A 0-d int64 leaf made from a C++ integer (Tensor(int)): torch's wrapped
   // integer, which promotes bool operands only (tracer/tensor.cpp, Promotion).
   bool int_scalar = false;
+  // A 0-d constant made from a C++ float (Tensor(2.0f)): torch's wrapped
+  // float, which pow takes as its scalar exponent (Tensor::scalar and
+  // full({}) make 0-d tensors, which it does not).
+  bool float_scalar = false;
   Shape shape;
 
   // Where the values live once materialized: element (i0, i1, ...) is at

@@ -687,7 +687,7 @@ void detail::fill_range(void* data, Dtype t, int64_t count, double start, double
 // ---------------------------------------------------------------------------
 // Creation
 // ---------------------------------------------------------------------------
-Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) {}
+Tensor::Tensor(float value) : Tensor(make_const(Shape{}, value)) { node()->float_scalar = true; }
 
 Tensor Tensor::bool_scalar(bool value) {
   const uint8_t byte = value ? 1 : 0;
@@ -1327,11 +1327,12 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   if (a.defined() && b.defined() && b.node()->int_scalar && !is_floating(a.node()->dtype) &&
       !is_inline_scalar(a)) [[unlikely]]
     return integer_pow(a, int_scalar_value(b.node()));
-  // A float scalar (Tensor(2.0f), Tensor::scalar(2.0f)) is the float
-  // overload's exponent, whatever the base (a 0-d constant too).
-  if (a.defined() && b.defined() && detail::wrapped_scalar(b.node()) && !b.node()->int_scalar &&
-      b.node()->dtype == Dtype::F32 && is_floating(a.node()->dtype))
-    return pow(a, b.node()->value);
+  // A C++ number (Tensor(2.0f), Tensor(2)) is the float overload's exponent
+  // for a floating base (a 0-d constant too), as torch's Python number is; a
+  // 0-d tensor (Tensor::scalar(2.0f)) is a tensor exponent, as
+  // torch.tensor(2.0) is.
+  if (a.defined() && b.defined() && (b.node()->float_scalar || b.node()->int_scalar) && is_floating(a.node()->dtype))
+    return pow(a, b.node()->float_scalar ? b.node()->value : static_cast<float>(int_scalar_value(b.node())));
   return binary(OpKind::Pow, a, b);
 }
 Tensor pow(const Tensor& a, float b) {

@@ -1455,8 +1455,9 @@ std::vector<RV> reference(const Program& p, const Instance& in, const std::vecto
       case OpK::Scalar: {
         const int op = o.sub;
         const RV s{{}, {std::isnan(o.s) ? must_nan() : point(o.s)}};
-        // A tensor to these float exponents is another op, as torch's scalar pow.
-        if (op == kPow && o.pos == 1 && (o.s == 2.0f || o.s == 3.0f || o.s == -1.0f || o.s == -2.0f ||
+        // A tensor to these float exponents is another op, as torch's scalar
+        // pow; a 0-d tensor exponent (form 1, Tensor::scalar) is a tensor's.
+        if (op == kPow && o.pos == 1 && o.form == 0 && (o.s == 2.0f || o.s == 3.0f || o.s == -1.0f || o.s == -2.0f ||
                                          o.s == 0.5f || o.s == -0.5f)) {
           const RV x = val(o.a);
           const RV one = scalar_rv(1);
