@@ -105,12 +105,14 @@ struct ItemRunner {
   size_t nargs;
   JitArgs& args;
 
+  // Argument a's element type (float32 past the program's list).
+  Dtype type(size_t a) const { return a < types.size() ? types[a] : Dtype::F32; }
+
   // Points every argument at element (p, r, c0) and runs n elements of
   // `rows` rows from there.
   void call(int64_t p, int64_t r, int64_t c0, int64_t n, int64_t rows) {
     for (size_t a = 0; a < nargs; ++a)
-      args.base[a] = vm::advance(arg_base(l.args[a]), item_offset(l.args[a], code.patterns[a], p, r, c0),
-                                 a < types.size() ? types[a] : Dtype::F32);
+      args.base[a] = vm::advance(arg_base(l.args[a]), item_offset(l.args[a], code.patterns[a], p, r, c0), type(a));
     args.n = n;
     args.rows = rows;
     code.entry(&args);
@@ -141,9 +143,8 @@ constexpr int64_t kCrossRows = 32, kCrossCols = 32;
 bool reads_across_rows(const ItemRunner& run) {
   if (run.code.scratch_rows > 0 || run.l.R() < 2) return false;
   for (size_t a = 0; a < run.nargs; ++a) {
-    const Dtype t = a < run.types.size() ? run.types[a] : Dtype::F32;
     if (run.code.patterns[a] == kArgStrided &&
-        std::abs(run.l.args[a].stride[vm::kC]) * static_cast<int64_t>(dtype_size(t)) >= 64)
+        std::abs(run.l.args[a].stride[vm::kC]) * static_cast<int64_t>(dtype_size(run.type(a))) >= 64)
       return true;
   }
   return false;
@@ -202,10 +203,7 @@ void run_periodic_rows(ItemRunner& run, int64_t begin, int64_t end) {
     if (whole > 0) {
       // G copies of each repeated row, 64-byte aligned, in one buffer sized
       // before any pointer into it is taken.
-      auto copy_bytes = [&](size_t a) {
-        const Dtype t = a < run.types.size() ? run.types[a] : Dtype::F32;
-        return (static_cast<size_t>(L) * dtype_size(t) + 63) / 64 * 64;
-      };
+      auto copy_bytes = [&](size_t a) { return (static_cast<size_t>(L) * dtype_size(run.type(a)) + 63) / 64 * 64; };
       size_t need = 0;
       for (size_t a = 0; a < run.nargs; ++a)
         if (run.code.patterns[a] != kArgUnused && l.args[a].stride[vm::kR] == 0) need += copy_bytes(a);
@@ -214,7 +212,7 @@ void run_periodic_rows(ItemRunner& run, int64_t begin, int64_t end) {
       for (size_t a = 0; a < run.nargs; ++a) {
         if (run.code.patterns[a] == kArgUnused) continue;
         const vm::ArgBinding& b = l.args[a];
-        const Dtype t = a < run.types.size() ? run.types[a] : Dtype::F32;
+        const Dtype t = run.type(a);
         const void* at = vm::advance(arg_base(b), item_offset(b, kArgContiguous, p, r, 0), t);
         if (b.stride[vm::kR] != 0) {
           run.args.base[a] = at;
