@@ -63,6 +63,12 @@ class JitCodeImpl final : public JitCode {
   // compile failed.
   mutable std::once_flag streaming_once;
   mutable std::unique_ptr<JitCodeImpl> streaming;
+  // RowReduce: the variant for rows of at most `lanes` elements (lower(),
+  // one_vector_rows), made by the first launch with such rows; null until
+  // then, or if that compile failed.
+  int lanes = 0;
+  mutable std::once_flag one_vector_once;
+  mutable std::unique_ptr<JitCodeImpl> one_vector;
 
   ~JitCodeImpl() override {
     if (entry) {
@@ -281,7 +287,7 @@ constexpr FormDriver kFormDrivers[] = {
 static_assert(std::size(kFormDrivers) == vm::kNumForms, "a JIT driver per form");
 
 std::unique_ptr<JitCodeImpl> compile_variant(const vm::VerifiedProgram& vp, Isa isa, std::string* reason,
-                                             bool stream_stores) {
+                                             bool stream_stores, bool one_vector_rows = false) {
   std::string local;
   if (!reason) reason = &local;
   if (vp.program.form == vm::Form::Contraction) {
@@ -334,7 +340,7 @@ std::unique_ptr<JitCodeImpl> compile_variant(const vm::VerifiedProgram& vp, Isa 
   void* fn = nullptr;
   for (;;) {
     if (!lower(vp, &ir, reason, form == vm::Form::Elementwise ? copies : 1, interleave,
-               form == vm::Form::ColReduce ? copies : 1))
+               form == vm::Form::ColReduce ? copies : 1, one_vector_rows))
       return nullptr;
     bool spilled = false;
     fn = generate(ir, isa, &bytes, reason, copies > 1 && !forced && !latency_bound, &spilled);
@@ -348,6 +354,7 @@ std::unique_ptr<JitCodeImpl> compile_variant(const vm::VerifiedProgram& vp, Isa 
   code->code_bytes = bytes;
   code->form = vp.program.form;
   code->scratch_rows = ir.scratch_rows;
+  code->lanes = ir.caps.lanes;
   g_code_bytes[static_cast<int>(isa)].fetch_add(bytes, std::memory_order_relaxed);
   return code;
 }
@@ -359,6 +366,7 @@ std::unique_ptr<JitCodeImpl> compile_variant(const vm::VerifiedProgram& vp, Isa 
 // cache (the kernel's inputs share it); -1 until first read.
 std::atomic<int64_t> g_stream_min_bytes{-1};
 std::atomic<int64_t> g_streaming_compiles{0};
+std::atomic<int64_t> g_one_vector_compiles{0};
 // run_items calls that left a launch's gather to the interpreter (can_run).
 std::atomic<int64_t> g_gathers_declined{0};
 
@@ -423,21 +431,34 @@ bool wants_streaming(const JitCodeImpl& code, const vm::VerifiedProgram& vp, con
   return bytes > 0 && bytes >= min_bytes;
 }
 
-// The code launch l runs: code, or its streaming variant (compiled on first use).
+// The code launch l runs: code, its streaming variant, or (RowReduce rows of
+// at most one vector) its one-vector-rows variant; each compiled on first use.
 const JitCodeImpl& variant_for(const JitCodeImpl& code, const vm::VerifiedProgram& vp, const vm::Launch& l) {
-  if (!wants_streaming(code, vp, l)) return code;
-  std::call_once(code.streaming_once, [&] {
+  if (wants_streaming(code, vp, l)) {
+    std::call_once(code.streaming_once, [&] {
+      std::string reason;
+      code.streaming = compile_variant(vp, code.isa, &reason, true);
+      if (code.streaming) g_streaming_compiles.fetch_add(1, std::memory_order_relaxed);
+    });
+    return code.streaming ? *code.streaming : code;
+  }
+  if (code.form != vm::Form::RowReduce || l.C() > code.lanes) return code;
+  std::call_once(code.one_vector_once, [&] {
     std::string reason;
-    code.streaming = compile_variant(vp, code.isa, &reason, true);
-    if (code.streaming) g_streaming_compiles.fetch_add(1, std::memory_order_relaxed);
+    code.one_vector = compile_variant(vp, code.isa, &reason, false, true);
+    if (code.one_vector) g_one_vector_compiles.fetch_add(1, std::memory_order_relaxed);
   });
-  return code.streaming ? *code.streaming : code;
+  return code.one_vector ? *code.one_vector : code;
 }
 
 }  // namespace
 
 std::unique_ptr<JitCode> compile(const vm::VerifiedProgram& vp, Isa isa, std::string* reason) {
   return compile_variant(vp, isa, reason, false);
+}
+
+std::unique_ptr<JitCode> compile_one_vector_rows(const vm::VerifiedProgram& vp, Isa isa, std::string* reason) {
+  return compile_variant(vp, isa, reason, false, true);
 }
 
 // The element stride of an LDG argument's gather over `part` when its
@@ -509,6 +530,7 @@ void set_bf16_instructions(bool on) { set_target_bf16(on); }
 void set_stream_min_bytes(int64_t bytes) { g_stream_min_bytes.store(bytes < 0 ? -1 : bytes, std::memory_order_relaxed); }
 int64_t stream_min_bytes_for_tests() { return stream_min_bytes(); }
 int64_t streaming_variants_compiled() { return g_streaming_compiles.load(std::memory_order_relaxed); }
+int64_t one_vector_row_variants_compiled() { return g_one_vector_compiles.load(std::memory_order_relaxed); }
 int64_t row_block_launches() { return g_row_block_launches.load(std::memory_order_relaxed); }
 int64_t periodic_row_launches() { return g_periodic_row_launches.load(std::memory_order_relaxed); }
 int64_t gather_runs_declined() { return g_gathers_declined.load(std::memory_order_relaxed); }

@@ -108,6 +108,12 @@ constexpr int stream_bytes_per_vector(Dtype t, bool avx512) {
 int64_t stream_min_bytes_for_tests();
 // How many streaming variants have been compiled in this process.
 int64_t streaming_variants_compiled();
+// A RowReduce kernel's variant for rows of at most one vector (lower(),
+// one_vector_rows): run_items runs it, compiled on first use, for launches
+// whose rows fit one vector; the bits are those of compile()'s code. For
+// tests: the variant itself, and how many have been compiled in this process.
+std::unique_ptr<JitCode> compile_one_vector_rows(const vm::VerifiedProgram& vp, Isa isa, std::string* reason);
+int64_t one_vector_row_variants_compiled();
 // Item ranges of Elementwise launches run in blocks of rows because an
 // argument is read across rows (jit.cpp, run_row_blocks): for tests.
 int64_t row_block_launches();

@@ -109,6 +109,9 @@ struct Lowering {
   // stores to bfloat16 arguments), or kOtherReaders.
   std::vector<uint8_t>& readers_ = lists.readers;
   bool bf16_tanh_ = false;  // recording an Elementwise body: tanh_for_bf16 applies
+  // RowReduce for rows of at most one vector: folding passes keep one
+  // accumulator (lower(), one_vector_rows).
+  bool one_vector_rows_ = false;
 
   Lowering(const vm::VerifiedProgram& v, IrBuilder& b, LowerLists& l)
       : vp(v), p(v.program), ir(b), ni(v.program.code.size()), lists(l) {}
@@ -331,6 +334,11 @@ struct Lowering {
   bool folds_here(size_t i, int pass) const {
     return cls(i) == OpClass::Reduce && live[i] && level(i) == pass + 1;
   }
+  bool any_fold(int pass) const {
+    for (size_t i = 0; i < ni; ++i)
+      if (folds_here(i, pass)) return true;
+    return false;
+  }
 
   // For a split pass: per instruction, the scratch row its value is kept in
   // for the folding loop (-1: none; the folding loop reloads an LD from its
@@ -368,7 +376,9 @@ struct Lowering {
   int pass_loop(int pass, const std::vector<uint8_t>& need, int copies, const std::vector<int>& rows,
                 bool probe = false) {
     const bool split = !rows.empty();
-    const bool folding = copies > 1;
+    // One copy folds too in the one-vector-rows variant: its one accumulator
+    // is copy 0's (the other three would hold the identity).
+    const bool folding = copies > 1 || (one_vector_rows_ && !split && any_fold(pass));
     std::vector<std::vector<int32_t>>& accs = lists.per_copy[1];
     reset_lists(accs, static_cast<size_t>(copies), ni);
     if (folding)
@@ -510,10 +520,8 @@ struct Lowering {
       if (last)
         for (size_t i = 0; i < ni; ++i)
           if (p.code[i].op == Op::STB && !stb_after[i]) compute(i, kPhaseRow);
-      bool any_fold = false;
-      for (size_t i = 0; i < ni; ++i) any_fold = any_fold || folds_here(i, pass);
-      if (!any_fold) {
-        pass_loop(pass, need, 1, {});
+      if (!any_fold(pass) || one_vector_rows_) {
+        pass_loop(pass, need, 1, {});  // (one_vector_rows_: folding, one accumulator)
       } else {
         // A pass that folds reductions runs kReduceAccs copies of its body per
         // iteration (copy k folds into accumulator k: vector v of the row goes
@@ -658,7 +666,7 @@ Tuning& tuning() {
 }
 
 bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, int unroll,
-           bool interleave, int col_block) {
+           bool interleave, int col_block, bool one_vector_rows) {
   if (vp.program.form == vm::Form::Contraction) {
     *reason = "contraction kernels are interpreter-only";
     return false;
@@ -678,6 +686,7 @@ bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, in
   t_ir = ir;
   thread_local LowerLists lists;
   Lowering lw(vp, *ir, lists);
+  lw.one_vector_rows_ = one_vector_rows && vp.program.form == vm::Form::RowReduce;
   lw.analyse();
   lw.load_params();
   switch (vp.program.form) {

@@ -43,7 +43,13 @@ Tuning& tuning();
 // the interpreter. `unroll` (Elementwise) is the number of body copies in the
 // main loop; `interleave` interleaves them per bytecode instruction.
 // `col_block` (ColReduce) is the number of column vectors per row pass.
+// `one_vector_rows` (RowReduce): the variant for rows of at most one vector,
+// whose folding passes keep one accumulator instead of kReduceAccs. With one
+// vector the canonical order folds it into accumulator 0 and the others
+// stay the identity, which their combine leaves exactly as it is; so the
+// bits are the same without the other accumulators, their combine and the
+// row's checks for more vectors.
 bool lower(const vm::VerifiedProgram& vp, IrBuilder* ir, std::string* reason, int unroll = 1,
-           bool interleave = true, int col_block = 1);
+           bool interleave = true, int col_block = 1, bool one_vector_rows = false);
 
 }  // namespace dvm::backends::jit

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -256,6 +257,133 @@ TEST(JitShortRows, TailsAreComputedOncePerCall) {
     EXPECT_EQ(y[static_cast<size_t>(R * C)], -7.0f) << "guard";
     EXPECT_EQ(z[static_cast<size_t>(R * C)], -7.0f) << "guard";
   }
+}
+
+
+// A RowReduce kernel with three folding reductions of one pass (as
+// layer_norm's sum, max and min), a value kept for the next pass (x - mean,
+// squared) and a second folding pass, the shape of the kernels the
+// one-vector-rows variant serves. Outputs: y (per element), z (per row).
+std::shared_ptr<vm::Kernel> three_fold_kernel() {
+  Encoder e(Form::RowReduce);
+  int ax = e.add_arg(ArgRole::Input), ay = e.add_arg(ArgRole::Output), az = e.add_arg(ArgRole::Output);
+  auto x = e.load(Op::LD, ax);
+  auto m = e.binary(Op::ADD, e.reduce(Op::RSUM, x), e.binary(Op::SUB, e.reduce(Op::RMAX, x), e.reduce(Op::RMIN, x)));
+  auto d = e.binary(Op::SUB, x, m);
+  auto q = e.reduce(Op::RSUM, e.binary(Op::MUL, d, d));
+  e.store(Op::ST, ay, e.binary(Op::MUL, d, q));
+  e.store(Op::STB, az, q);
+  return make_kernel(e);
+}
+
+// The one-vector-rows variant (every folding pass with one accumulator)
+// against the kernel's usual code, on rows of 0 to W floats drawn from
+// signed zeros, NaNs, infinities, denormals and order-sensitive values: the
+// same bits everywhere (NaN payloads included), nothing past the outputs,
+// and without the four-copy loop's tails (AVX-512: no n mod 64).
+TEST(JitShortRows, OneVectorRowsVariantKeepsTheBits) {
+  if (jit_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float pool[] = {0.0f, -0.0f, nan, -nan, inf, -inf, 1e-40f, -3e-39f, 1.5f, -2.25f, 16777216.0f, -16777216.0f, 0.25f};
+  std::mt19937 g(13);
+  auto k = three_fold_kernel();
+  ASSERT_TRUE(k);
+  for (Isa isa : jit_isas()) {
+    std::string reason;
+    auto usual = compile(k->verified(), isa, &reason);
+    ASSERT_TRUE(usual) << reason;
+    Asm asm_text;
+    set_log_callback(&Asm::log, &asm_text);
+    set_log(true);
+    auto one = compile_one_vector_rows(k->verified(), isa, &reason);
+    set_log(false);
+    set_log_callback(nullptr, nullptr);
+    ASSERT_TRUE(one) << reason;
+    if (isa == Isa::Avx512) {
+      EXPECT_EQ(asm_text.text.find("and rcx, 63"), std::string::npos) << "four-copy tails left";
+    }
+    const int64_t w = isa == Isa::Avx512 ? 16 : 8;
+    for (int64_t C = 0; C <= w; ++C)
+      for (int rep = 0; rep < 8; ++rep) {
+        const int64_t R = std::uniform_int_distribution<int64_t>(1, 40)(g);
+        std::vector<float> xs(static_cast<size_t>(R * C));
+        for (float& v : xs) v = rep % 2 ? pool[g() % std::size(pool)] : std::uniform_real_distribution<float>(-3, 3)(g);
+        auto run = [&](const JitCode& code, std::vector<float>& y, std::vector<float>& z) {
+          y.assign(static_cast<size_t>(R * C + 1), -7.0f);
+          z.assign(static_cast<size_t>(R + 1), -7.0f);
+          std::vector<float> scratch(static_cast<size_t>(code.scratch_rows * 16 + 16));
+          JitArgs args{};
+          args.base[0] = xs.data();
+          args.base[1] = y.data();
+          args.base[2] = z.data();
+          args.cs[0] = args.cs[1] = 1;
+          args.rs[0] = args.rs[1] = C;
+          args.rs[2] = 1;
+          args.n = C;
+          args.rows = R;
+          args.scratch = scratch.data();
+          code.entry(&args);
+        };
+        std::vector<float> y1, z1, y2, z2;
+        run(*usual, y1, z1);
+        run(*one, y2, z2);
+        ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << isa_name(isa) << " C=" << C << " R=" << R;
+        ASSERT_EQ(std::memcmp(z1.data(), z2.data(), z1.size() * 4), 0) << isa_name(isa) << " C=" << C << " R=" << R;
+        EXPECT_EQ(y2.back(), -7.0f) << "guard";
+        EXPECT_EQ(z2.back(), -7.0f) << "guard";
+        for (int64_t r = 0; r < R && C > 0; ++r) {  // and the values are the reduction's (the usual code's are tested above)
+          const std::vector<float> row(xs.begin() + r * C, xs.begin() + (r + 1) * C);
+          const float m = canonical_row_reduce(Op::RSUM, static_cast<size_t>(w), row) +
+                          (canonical_row_reduce(Op::RMAX, static_cast<size_t>(w), row) -
+                           canonical_row_reduce(Op::RMIN, static_cast<size_t>(w), row));
+          std::vector<float> dd(row.size());
+          for (size_t c = 0; c < row.size(); ++c) dd[c] = (row[c] - m) * (row[c] - m);
+          const float q = canonical_row_reduce(Op::RSUM, static_cast<size_t>(w), dd);
+          ASSERT_TRUE(std::isnan(q) ? std::isnan(z2[static_cast<size_t>(r)]) : std::memcmp(&q, &z2[static_cast<size_t>(r)], 4) == 0)
+              << isa_name(isa) << " C=" << C << " row " << r;
+        }
+      }
+  }
+}
+
+// Through the public API: softmax, log_softmax, layer_norm, var and sum over
+// rows of 1 to 2W + 1 floats at generated row counts give the interpreter's
+// bits on machine code, and the rows that fit one vector ran the variant.
+TEST(JitShortRows, OneVectorRowsThroughTheApi) {
+  if (jit_isas().empty() || dvm::isa() == "portable") GTEST_SKIP() << "no machine code for this ISA";
+  const TierMode before = tier_mode();
+  const int64_t compiled = one_vector_row_variants_compiled();
+  std::mt19937 g(17);
+  for (int64_t C = 1; C <= 33; ++C) {
+    const int64_t R = std::uniform_int_distribution<int64_t>(1, 300)(g);
+    std::vector<float> xs(static_cast<size_t>(R * C));
+    for (float& v : xs) v = std::uniform_real_distribution<float>(-5, 5)(g);
+    if (C > 2) xs[static_cast<size_t>(C + 1) % xs.size()] = std::numeric_limits<float>::quiet_NaN();
+    Tensor x = Tensor::from_blob(xs.data(), {R, C});
+    auto all = [&] {
+      std::vector<std::vector<float>> out;
+      out.push_back(softmax(x, 1).to_vector());
+      out.push_back(log_softmax(x, 1).to_vector());
+      out.push_back(layer_norm(x, {C}, Tensor(), Tensor(), 1e-5f).to_vector());
+      out.push_back(x.var(1).to_vector());
+      out.push_back(x.sum(1).to_vector());
+      return out;
+    };
+    set_tier_mode(TierMode::Off);
+    const auto interp = all();
+    set_tier_mode(TierMode::Eager);
+    set_kernel_log(true);
+    const auto jit = all();
+    const std::vector<KernelRun> log = take_kernel_log();
+    set_kernel_log(false);
+    for (const KernelRun& r : log) EXPECT_EQ(r.tier, "jit") << r.form << " C=" << C;
+    for (size_t o = 0; o < jit.size(); ++o) {
+      ASSERT_EQ(jit[o].size(), interp[o].size());
+      ASSERT_EQ(std::memcmp(jit[o].data(), interp[o].data(), jit[o].size() * 4), 0) << "output " << o << " C=" << C;
+    }
+  }
+  set_tier_mode(before);
+  EXPECT_GT(one_vector_row_variants_compiled(), compiled) << "no launch ran the one-vector-rows variant";
 }
 
 }  // namespace
