@@ -566,7 +566,7 @@ Executable Executable::load(const std::string& path) {
     b.axis = r.get<int32_t>("an extent bound's axis");
     const uint8_t op = r.get<uint8_t>("an extent bound's op");
     if (b.axis < 0 || b.axis >= kMaxRank) r.fail("an extent bound of an axis past the largest rank");
-    if (op > detail::ExtentBound::kSqueeze) r.fail("an extent bound of an unknown op");
+    if (op > detail::ExtentBound::kFloatCount) r.fail("an extent bound of an unknown op");
     b.op = static_cast<detail::ExtentBound::Op>(op);
     x.bounds.push_back(b);
   }

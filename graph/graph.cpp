@@ -76,6 +76,9 @@ struct GraphState final : CaptureHooks {
     bounds.push_back({start, span, extent, axis, ExtentBound::kSlice});
   }
   void kept_axis(int64_t extent, int axis) override { bounds.push_back({0, 2, extent, axis, ExtentBound::kSqueeze}); }
+  void float_count(int64_t count, int axis) override {
+    bounds.push_back({0, count, kFloatExactCount, axis, ExtentBound::kFloatCount});
+  }
   // Ends the capture: this thread's pending nodes fail with `why` and leave.
   // Their shapes still hold the numbers the capture stood in for the
   // symbols, so the message names them ("B stood for 40031").
@@ -517,6 +520,11 @@ void check_bounds(const detail::ExecutableState& x, const std::vector<int64_t>& 
       return m.constant() || !ok ? t : t + " = " + std::to_string(value);
     };
     const std::string where = std::string("dvm::Executable::") + op + " at " + binding_text(x, v) + ": ";
+    if (b.op == detail::ExtentBound::kFloatCount)
+      throw Error(where + "an argmax or argmin reduces " + text(b.span, span) + " elements along axis " +
+                  std::to_string(b.axis) + ", past " + std::to_string(detail::kFloatExactCount) +
+                  ": a graph finds such indices in float32, exact up to 2^24 (the lazy path takes int64 "
+                  "past that)");
     if (b.op == detail::ExtentBound::kSqueeze)
       throw Error(where + "a squeeze kept axis " + std::to_string(b.axis) + " of extent " + text(b.extent, extent) +
                   " when the graph was captured, which the lazy path drops at an extent of 1 (reshape to the shape "

@@ -109,15 +109,16 @@ void need_arg_operand(const Tensor& x, const char* op) {
 // argmax (largest true) or argmin of x along one axis: the first index of the
 // extreme value, NaN ranking beyond every number (torch's CPU rule: the
 // first NaN wins both). Composed of a max (min) reduction and a min
-// reduction of int64 indices, so with the axis innermost both are phases
-// of one row kernel: the first finds the extreme m, the second the first
-// index where x reaches it (along another axis: two column kernels).
-// start, start + 1, ..., start + n - 1 as an int64 tensor [n]. Tensors are
-// immutable, so a few of them, of at most kCachedRange elements, are kept
-// per thread: argmax in a decode loop fills nothing on the host.
+// reduction of indices, so with the axis innermost both are phases of one
+// row kernel: the first finds the extreme m, the second the first index
+// where x reaches it (along another axis: two column kernels).
+// start, start + 1, ..., start + n - 1 as a tensor [n] of type t. Tensors
+// are immutable, so a few of them, of at most kCachedRange elements, are
+// kept per thread: argmax in a decode loop fills nothing on the host.
 constexpr int64_t kCachedRange = int64_t{1} << 16;
 struct RangeEntry {
   int64_t start = 0, n = -1;
+  Dtype type = Dtype::I64;
   Tensor t;
 };
 // Whether this thread's range cache was made and not yet destroyed.
@@ -132,19 +133,20 @@ std::array<RangeEntry, 4>& range_cache() {
   thread_local RangeCache cache;
   return cache.entries;
 }
-Tensor int64_range(int64_t start, int64_t n) {
+Tensor range_of(int64_t start, int64_t n, Dtype type) {
   const auto make = [&] {
-    return Tensor::arange(static_cast<double>(start), static_cast<double>(start + n), 1.0, Dtype::I64);
+    return Tensor::arange(static_cast<double>(start), static_cast<double>(start + n), 1.0, type);
   };
   if (n > kCachedRange || detail::capture()) return make();
   std::array<RangeEntry, 4>& cache = range_cache();
   thread_local size_t next = 0;
   for (RangeEntry& e : cache)
-    if (e.n == n && e.start == start) return e.t;
+    if (e.n == n && e.start == start && e.type == type) return e.t;
   RangeEntry& e = cache[next++ % cache.size()];
-  e = {start, n, make()};
+  e = {start, n, type, make()};
   return e.t;
 }
+Tensor int64_range(int64_t start, int64_t n) { return range_of(start, n, Dtype::I64); }
 
 Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const char* op) {
   need_arg_operand(x, op);
@@ -158,27 +160,40 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
                 ", which is empty (expected a non-empty axis: the " + op + " of no elements is undefined, as in torch)");
 
   // The indices 0 .. n-1 laid along axis a (extent 1 on the axes after it),
-  // broadcasting over the others; int64 lanes, so exact for any n. They are
-  // a kernel input (a leaf filled here, n elements each call), not
-  // constants: a new extent compiles nothing. `far` (2^61) lies past every
-  // index whatever n is (n <= kMaxElements < 2^61), so no value depends on
-  // n but the indices themselves (a graph fills them per run).
+  // broadcasting over the others. They are a kernel input (a leaf filled
+  // here, n elements each call), not constants: a new extent compiles
+  // nothing (a graph fills them per run).
   Shape along;
   along.push_back(n);
   for (int i = a + 1; i < x.rank(); ++i) along.push_back(1);
+  const Tensor m = largest ? x.max(a, true) : x.min(a, true);
+
+  // Floats, along an axis whose indices float32 holds exactly: the kernel
+  // computes in float32 lanes, which machine code runs. The max (min)
+  // reduction propagates NaN (docs/MATH.md: RMAX, RMIN and the split
+  // launches' MAX, MIN combine), so m is NaN in a row with a NaN, where
+  // eq(x, m) holds nowhere and ne(x, x) at the NaNs: the least index that
+  // either test picks is the first NaN if the row has one, else the first
+  // extreme. Some element always passes, so inf never wins. Every op is
+  // over x's shape, so all are phases of the reduction's kernel, and the
+  // min is stored as int64.
+  if (is_floating(t) && detail::float_count_fits(n, a)) {
+    const Tensor idx = range_of(0, n, Dtype::F32).reshape(along);
+    const Tensor rank = where(eq(x, m) | ne(x, x), idx, std::numeric_limits<float>::infinity());
+    return detail::float_count_reduce(detail::OpKind::Min, rank, a, a + 1, keepdim);
+  }
+
+  // Integers (exact only in their own lanes), and floats along an axis
+  // past 2^24: int64 indices. `far` (2^61) lies past every index whatever
+  // n is (n <= kMaxElements < 2^61), so no value depends on n but the
+  // indices themselves.
   const Tensor idx = int64_range(0, n).reshape(along);
   const Tensor far = Tensor::full(Shape{}, 0x1p61, Dtype::I64);
-
-  const Tensor m = largest ? x.max(a, true) : x.min(a, true);
   if (!is_floating(t)) return where(eq(x, m), idx, far).min(a, keepdim);
 
   // Floats: each element's rank is its index where it is NaN, its index +
   // far where it equals the extreme m, else 2 far; the least rank is the
-  // first NaN if the row has one, else the first extreme + far. This does
-  // not lean on how the max (min) reduction treats NaN (it propagates it, so
-  // m is NaN in a row with a NaN and eq(x, m) is false everywhere there, but
-  // the rank would be right either way). Every op is over x's shape, so all
-  // of them are phases of the reduction's kernel.
+  // first NaN if the row has one, else the first extreme + far.
   const Tensor rank = where(ne(x, x), idx, where(eq(x, m), idx, far) + far);
   const Tensor r = rank.min(a, keepdim);
   return where(ge(r, far), r - far, r);

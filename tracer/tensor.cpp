@@ -337,6 +337,33 @@ bool fused_sixteen_bit(const Node* n) {
 
 }  // namespace
 
+bool detail::float_count_fits(int64_t count, int axis) {
+  if (CaptureHooks* g = capture(); g && g->symbolic(count)) [[unlikely]] {
+    g->float_count(count, axis);
+    return true;
+  }
+  return count <= kFloatExactCount;
+}
+
+Tensor detail::float_count_reduce(OpKind op, const Tensor& x, int begin, int end, bool keepdim) {
+  Node* in = need(x, detail::op_name(op));
+  if (in->dtype != Dtype::F32 || begin < 0 || end > in->shape.rank() || begin >= end)
+    throw Error("internal: float_count_reduce of " + describe(in) + " over axes [" + std::to_string(begin) + ", " +
+                std::to_string(end) + ")");
+  Shape out;
+  for (int i = 0; i < in->shape.rank(); ++i)
+    if (i < begin || i >= end) out.push_back(in->shape[i]);
+    else if (keepdim) out.push_back(1);
+  // An int64 reduction of float32 values: fuser/lower.cpp folds it in
+  // float32 lanes and converts at the store.
+  Node* n = detail::new_node(NodeKind::Reduce, op, Dtype::I64, out);
+  n->red_begin = static_cast<int8_t>(begin);
+  n->red_end = static_cast<int8_t>(end);
+  n->keepdim = keepdim;
+  detail::set_input(n, 0, in);
+  return record(n);
+}
+
 Tensor detail::widened(const Tensor& x) {
   const Node* n = need(x, "to");
   if (n->dtype == Dtype::F32) return x;

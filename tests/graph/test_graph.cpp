@@ -5,6 +5,7 @@
 // misuse is a dvm::Error naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -406,6 +407,64 @@ std::vector<Tensor> ranges_model(const Tensor& q, const Tensor& k, const Tensor&
           m.argmax(-1),
           Tensor::arange(0.0, static_cast<double>(S), 1.0, Dtype::I32) * 3,
           (Tensor::arange(1.0, static_cast<double>(S) + 1.0, 1.0, Dtype::F32) * 0.25f).reshape({S, 1}) * m};
+}
+
+// argmax and argmin of floats along symbolic axes keep their indices in
+// float32 lanes, as the lazy path does up to
+// 2^24 elements: a run launches the lazy path's kernels (the same
+// bytecode) and gives its values, at every binding (extents of 1, short
+// rows, a decode step's one row of logits); a binding past 2^24 along
+// such an axis is an error naming it.
+TEST(Graph, FloatIndicesAlongSymbolicAxesAreTheLazyPath) {
+  auto model = [](const Tensor& x) {
+    return std::vector<Tensor>{x.argmax(-1), x.argmin(0, true), x.argmax()};
+  };
+  Executable exe;
+  {
+    Graph g;
+    const Dim R = g.symbol("R"), C = g.symbol("C");
+    const std::vector<Tensor> ys = model(g.input("x", {R, C}));
+    for (size_t i = 0; i < ys.size(); ++i) g.output(port_name(i), ys[i]);
+    exe = g.compile();
+  }
+  auto hashes = [] {
+    std::vector<uint64_t> h;
+    for (const KernelRun& k : dvm::take_kernel_log()) h.push_back(k.hash);
+    std::sort(h.begin(), h.end());
+    return h;
+  };
+  const int64_t shapes[][2] = {{1, 1}, {3, 8}, {37, 10}, {1, 4096}, {5, 1000}, {4099, 2}, {1, 33}, {9, 1}};
+  for (const auto& rc : shapes) {
+    const int64_t r = rc[0], c = rc[1];
+    std::vector<float> xv = values(r * c, static_cast<uint32_t>(r * 31 + c));
+    for (int64_t i = 0; i < r * c; i += 7) xv[static_cast<size_t>(i)] = 1.0f;  // ties
+    if (r * c > 3) xv[static_cast<size_t>(r * c / 2)] = NAN;
+    std::string what = "[";
+    what += std::to_string(r);
+    what += ", ";
+    what += std::to_string(c);
+    what += "]";
+    std::vector<std::vector<int64_t>> got(3);
+    got[0].resize(static_cast<size_t>(r));
+    got[1].resize(static_cast<size_t>(c));
+    got[2].resize(1);
+    dvm::set_kernel_log(true);
+    (void)dvm::take_kernel_log();
+    exe.run({{"x", xv.data()}},
+            {{"o0", got[0].data()}, {"o1", got[1].data()}, {"o2", got[2].data()}},
+            {{"R", r}, {"C", c}});
+    const std::vector<uint64_t> graph_kernels = hashes();
+    const Tensor x = Tensor::from_blob(xv.data(), {r, c});
+    const std::vector<Tensor> ys = model(x);
+    dvm::flush();
+    const std::vector<uint64_t> lazy_kernels = hashes();
+    dvm::set_kernel_log(false);
+    EXPECT_EQ(graph_kernels, lazy_kernels) << what;
+    for (size_t i = 0; i < ys.size(); ++i) EXPECT_EQ(got[i], ys[i].to_vector<int64_t>()) << what << " output " << i;
+  }
+  const int64_t past = (int64_t{1} << 24) + 1;
+  expect_error_message("C past 2^24", [&] { (void)exe.memory({{"R", 1}, {"C", past}}); },
+                       {"C = 16777217", "argmax", "2^24"});
 }
 
 // A view whose first element's offset sums terms of different symbols

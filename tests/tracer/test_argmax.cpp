@@ -1,13 +1,13 @@
 // argmax and argmin (compositions of a max or min reduction and a min
-// reduction of int64 indices) against a scalar reference written here: the
+// reduction of indices: float32 lanes for floats along an axis of at most
+// 2^24, int64 lanes otherwise) against a scalar reference written here: the
 // index of the first extreme along the axis, the first NaN winning both
 // (torch's CPU rule). Generated shapes of rank 1-4, every axis (negative
 // too), keepdim or not, every accepted type with ties drawn on purpose and
 // NaNs in the floating ones; transposed, permuted and sliced views; inputs
 // fused from other ops; the all-elements form; 0-d tensors; the errors. On
-// every target (the index kernels have int64 lanes, which the JIT declines:
-// its targets check that such kernels still run, and the float producers
-// they read).
+// every target (AVX-512's JIT runs the float-lane index kernels; the
+// int64-lane ones, which it declines, still run there on the interpreter).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -416,6 +416,90 @@ TEST_P(Argmax, ZeroDimensionalAndSingleElements) {
     EXPECT_EQ(x1.argmax(1, true).shape(), (Shape{1, 1})) << dtype_name(t);
     EXPECT_EQ(x1.argmax(1, true).to_vector<int64_t>(), std::vector<int64_t>{0}) << dtype_name(t);
     EXPECT_EQ(x1.argmin().to_vector<int64_t>(), std::vector<int64_t>{0}) << dtype_name(t);
+  }
+}
+
+// y computed alone (its operands already computed), with the kernels that
+// ran; false (reported with `what`) when a target that runs machine code
+// for float32 lanes and int64 stores (AVX-512's JIT) ran one on the
+// interpreter.
+bool ran_on_machine_code(const Tensor& y, bool want_jit, const std::string& what) {
+  dvm::set_kernel_log(true);
+  (void)dvm::take_kernel_log();
+  y.sync();
+  const std::vector<KernelRun> log = dvm::take_kernel_log();
+  dvm::set_kernel_log(false);
+  EXPECT_FALSE(log.empty()) << what;
+  for (const KernelRun& k : log) {
+    if (want_jit && k.tier != "jit") {
+      ADD_FAILURE() << what << ": a " << k.form << " kernel ran on the " << k.tier << " tier";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Floats along an axis of at most 2^24 elements find their indices in
+// float32 lanes (exact there), in the reduction's kernel, which AVX-512's
+// JIT runs as machine code, converting the int64 result at its store.
+// Generated [R, C] of each floating type: short rows (a classifier's
+// classes) and odd ones, single rows and columns, with NaNs (before and
+// after the extreme), infinities, ties and -0.0 / 0.0, rows all equal, all
+// NaN, all -inf, all inf; along the rows and the columns; and rows past
+// the split length (split launches: their partial maxima combine
+// propagating NaN).
+TEST_P(Argmax, FloatIndicesRunInFloatLanesOnMachineCode) {
+  const bool want_jit = std::string(GetParam().name) == "avx512_jit";
+  std::mt19937 rng(4242);
+  const int64_t cols[] = {1, 2, 3, 7, 8, 9, 10, 15, 16, 17, 31, 32, 33, 100, 1023};
+  for (Dtype t : {Dtype::F32, Dtype::F16, Dtype::BF16}) {
+    int failures = 0;
+    for (size_t iter = 0; iter < 30 && failures < 3; ++iter) {
+      const int64_t C = iter < std::size(cols) ? cols[iter] : 1 + static_cast<int64_t>(rng() % 300);
+      const uint32_t most_rows = static_cast<uint32_t>(std::max<int64_t>(1, 30000 / C));
+      const int64_t R = iter % 4 == 0 ? 1 : 1 + static_cast<int64_t>(rng() % most_rows);
+      const double nan_rate = iter % 3 == 0 ? 0.0 : iter % 3 == 1 ? 0.03 : 0.3;
+      Values v = random_values(t, R * C, rng, nan_rate);
+      const double fill[] = {0.5, NAN, -INFINITY, INFINITY, -0.0};
+      for (int64_t r = 0; r < R && r < static_cast<int64_t>(std::size(fill)); ++r)
+        if (iter % 2 == 1)
+          for (int64_t c = 0; c < C; ++c) v.f[static_cast<size_t>(r * C + c)] = fill[r];
+      const Tensor x = make_tensor(v, Shape{R, C});
+      x.sync();
+      const std::string what = cat(dtype_name(t), "[", R, ", ", C, "] NaN rate ", nan_rate);
+      for (int axis : {1, 0}) {
+        for (bool largest : {true, false}) {
+          const bool keepdim = axis == 0;
+          const Tensor y = largest ? x.argmax(axis == 1 ? -1 : 0, keepdim) : x.argmin(axis, keepdim);
+          const std::string w = cat(largest ? "argmax" : "argmin", " axis ", axis, " of ", what);
+          if (!ran_on_machine_code(y, want_jit, w)) ++failures;
+          if (!check(y, v, {R, C}, axis, keepdim, largest, false, w)) ++failures;
+        }
+      }
+    }
+  }
+  // Two rows of 300007 (past the split length): the maximum, a tie, and a
+  // NaN before, between or after them, or none.
+  const int64_t n = 300007;
+  for (int place = 0; place < 4; ++place) {
+    Values v;
+    v.type = Dtype::F32;
+    for (int64_t k = 0; k < 2 * n; ++k) v.f.push_back(static_cast<double>(k % 1000) / 1000);
+    for (int64_t r = 0; r < 2; ++r) {
+      double* row = v.f.data() + r * n;
+      row[100000 + r] = 5.0;
+      row[250000] = 5.0;
+      const int64_t nan_at[] = {-1, 3, 200000, 280001};
+      if (nan_at[place] >= 0) row[nan_at[place]] = NAN;
+    }
+    const Tensor x = make_tensor(v, Shape{2, n});
+    x.sync();
+    for (bool largest : {true, false}) {
+      const Tensor y = largest ? x.argmax(1) : x.argmin(1);
+      const std::string w = cat(largest ? "argmax" : "argmin", " of [2, ", n, "] case ", place);
+      ran_on_machine_code(y, want_jit, w);
+      check(y, v, {2, n}, 1, false, largest, false, w);
+    }
   }
 }
 

@@ -143,21 +143,22 @@ TEST_F(Tiering, JitRefusalStaysOnTheInterpreterWithAReason) {
   if (backends::active_isa() == backends::Isa::Portable) GTEST_SKIP() << "no JIT for the portable ISA (DVM_ISA or the CPU)";
   DVM_SKIP_WITHOUT_JIT();
   set_tier_mode(TierMode::Eager);
-  // argmax's index kernel computes in int64 lanes, which machine code has no registers for.
-  std::vector<float> xv = ramp(3 * 40, 0.5f);
-  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37) % 101);
+  // An int32 row sum folds in int64 lanes (torch's int64 result), which machine code has no registers for.
+  std::vector<int32_t> xv(3 * 40);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<int32_t>((i * 37) % 101) * 20000000;
   Tensor x = Tensor::from_blob(xv.data(), {3, 40});
-  Tensor y = x.argmax(1);
+  Tensor y = x.sum(1);
   std::vector<int64_t> got = y.to_vector<int64_t>();
   bool refused = false;
   for (const KernelStats& k : kernel_stats())
     if (k.jit_failure.find("int64 lanes") != std::string::npos) refused = true;
   EXPECT_TRUE(refused);
-  // Values are right all the same: the first maximum of each row.
+  // Values are right all the same: each row's exact sum.
   ASSERT_EQ(got.size(), 3u);
   for (int i = 0; i < 3; ++i) {
-    const auto row = xv.begin() + i * 40;
-    EXPECT_EQ(got[static_cast<size_t>(i)], std::max_element(row, row + 40) - row) << i;
+    int64_t want = 0;
+    for (int k = 0; k < 40; ++k) want += xv[static_cast<size_t>(i * 40 + k)];
+    EXPECT_EQ(got[static_cast<size_t>(i)], want) << i;
   }
 }
 
