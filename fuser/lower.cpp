@@ -58,8 +58,9 @@ Lanes lanes_of(Dtype t) {
 // int64 values give int64 (torch's type), max and min of int32 and int64
 // their own type; they fold in int64 lanes. So does a sum of bool (a count
 // in int64: float32 lanes would lose ones past 2^24). An int64 reduction
-// of float32 values (argmax's indices: detail::float_count_reduce) folds
-// in float32 lanes and converts at its store.
+// of float32 values (argmax's indices, and counts of bool up to 2^24 made
+// sums of ones: detail::float_count_reduce) folds in float32 lanes and
+// converts at its store.
 bool int_reduction(const Node* n) {
   if (n->kind != NodeKind::Reduce || lanes_of(n->dtype) == Lanes::F32) return false;
   return lanes_of(n->in[0]->dtype) != Lanes::F32 || n->in[0]->dtype == Dtype::Bool;

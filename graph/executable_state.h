@@ -75,8 +75,8 @@ struct ViewCheck {
 // and where the lazy path would clamp a slice's end, a graph would not). A
 // squeeze kept the axis at the capture, where the lazy path at an extent of
 // 1 would drop it: extent >= 2 (start 0, span 2). A reduction that keeps
-// indices in float32 lanes (argmax, argmin) over a count of symbolic
-// extents: count <= 2^24 (start 0, span the count, extent 2^24).
+// indices or counts in float32 lanes (argmax, a sum of bool) over a count
+// of symbolic extents: count <= 2^24 (start 0, span the count, extent 2^24).
 struct ExtentBound {
   enum Op : uint8_t { kSlice = 0, kSqueeze = 1, kFloatCount = 2 };
   Monomial start, span, extent;

@@ -521,10 +521,11 @@ void check_bounds(const detail::ExecutableState& x, const std::vector<int64_t>& 
     };
     const std::string where = std::string("dvm::Executable::") + op + " at " + binding_text(x, v) + ": ";
     if (b.op == detail::ExtentBound::kFloatCount)
-      throw Error(where + "an argmax or argmin reduces " + text(b.span, span) + " elements along axis " +
-                  std::to_string(b.axis) + ", past " + std::to_string(detail::kFloatExactCount) +
-                  ": a graph finds such indices in float32, exact up to 2^24 (the lazy path takes int64 "
-                  "past that)");
+      throw Error(where + "an argmax, argmin or sum of bool reduces " + text(b.span, span) +
+                  " elements along axis " + std::to_string(b.axis) + ", past " +
+                  std::to_string(detail::kFloatExactCount) +
+                  ": a graph finds such indices and counts in float32, exact up to 2^24 (the lazy path takes "
+                  "int64 past that)");
     if (b.op == detail::ExtentBound::kSqueeze)
       throw Error(where + "a squeeze kept axis " + std::to_string(b.axis) + " of extent " + text(b.extent, extent) +
                   " when the graph was captured, which the lazy path drops at an extent of 1 (reshape to the shape "

@@ -41,13 +41,13 @@ class CaptureHooks {
   // extent is not 1 (where the lazy path would drop the axis).
   virtual void kept_axis(int64_t extent, int axis) = 0;
   // A reduction over `count` elements (symbolic) along axis `axis` keeps
-  // whole numbers in float32 lanes (argmax's indices):
+  // whole numbers in float32 lanes (argmax's indices, a count of trues):
   // each run checks that count <= kFloatExactCount, past which the lazy
   // path folds them in int64 lanes instead.
   virtual void float_count(int64_t count, int axis) = 0;
 };
 
-// The most elements a reduction of indices folds in float32
+// The most elements a reduction of indices or counts folds in float32
 // lanes: every whole number up to 2^24 is exact there.
 inline constexpr int64_t kFloatExactCount = int64_t{1} << 24;
 

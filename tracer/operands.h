@@ -59,16 +59,16 @@ inline Tensor record(Node* n) {
 Tensor widened(const Tensor& x);
 
 // Whether whole numbers up to `count` (the indices along an axis of count
-// elements) may fold in float32 lanes, which are
+// elements, a count of as many trues) may fold in float32 lanes, which are
 // exact up to kFloatExactCount (tracer/capture.h) and which machine code
 // has registers for (int64 lanes it has not). A count made of a graph's
 // symbols may: each run checks it (CaptureHooks::float_count), so a run
 // and the lazy path at its sizes decide alike.
 bool float_count_fits(int64_t count, int axis);
 
-// The min (op Min) or sum (op Sum) of x, float32 whole numbers (indices),
-// over axes [begin, end): folded in float32 lanes and stored as int64,
-// exact where float_count_fits.
+// The min (op Min) or sum (op Sum) of x, float32 whole numbers (indices,
+// ones), over axes [begin, end): folded in float32 lanes and stored as
+// int64, exact where float_count_fits.
 Tensor float_count_reduce(OpKind op, const Tensor& x, int begin, int end, bool keepdim);
 
 // torch's result_type of n operands (tensors, 0-d tensors, and the

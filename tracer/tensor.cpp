@@ -624,6 +624,14 @@ Tensor reduce(OpKind op, const Tensor& x, const std::vector<int>& axes_in, bool 
   Tensor cur = x;
   size_t end = axes.size();
   const bool single_run = axes.back() - axes.front() + 1 == static_cast<int>(axes.size());
+  // A count over one run of axes folds its ones in float32 lanes, which
+  // machine code runs (not int64 lanes), where that is exact.
+  if (count && single_run) {
+    int64_t n = 1;
+    for (int a : axes) n *= in->shape[a];
+    if (detail::float_count_fits(n, axes.front()))
+      return detail::float_count_reduce(OpKind::Sum, where(x, 1.0f, 0.0f), axes.front(), axes.back() + 1, keepdim);
+  }
   while (end > 0) {
     size_t begin = end - 1;
     while (begin > 0 && axes[begin - 1] == axes[begin] - 1) --begin;

@@ -409,15 +409,16 @@ std::vector<Tensor> ranges_model(const Tensor& q, const Tensor& k, const Tensor&
           (Tensor::arange(1.0, static_cast<double>(S) + 1.0, 1.0, Dtype::F32) * 0.25f).reshape({S, 1}) * m};
 }
 
-// argmax and argmin of floats along symbolic axes keep their indices in
-// float32 lanes, as the lazy path does up to
+// argmax and argmin of floats and sums of bool along symbolic axes keep
+// their indices and counts in float32 lanes, as the lazy path does up to
 // 2^24 elements: a run launches the lazy path's kernels (the same
 // bytecode) and gives its values, at every binding (extents of 1, short
 // rows, a decode step's one row of logits); a binding past 2^24 along
 // such an axis is an error naming it.
-TEST(Graph, FloatIndicesAlongSymbolicAxesAreTheLazyPath) {
+TEST(Graph, FloatIndicesAndCountsAlongSymbolicAxesAreTheLazyPaths) {
   auto model = [](const Tensor& x) {
-    return std::vector<Tensor>{x.argmax(-1), x.argmin(0, true), x.argmax()};
+    return std::vector<Tensor>{x.argmax(-1), x.argmin(0, true), x.argmax(),
+                               dvm::gt(x, 0.0f).sum(std::vector<int>{1}), dvm::lt(x, 0.5f).sum()};
   };
   Executable exe;
   {
@@ -444,14 +445,17 @@ TEST(Graph, FloatIndicesAlongSymbolicAxesAreTheLazyPath) {
     what += ", ";
     what += std::to_string(c);
     what += "]";
-    std::vector<std::vector<int64_t>> got(3);
+    std::vector<std::vector<int64_t>> got(5);
     got[0].resize(static_cast<size_t>(r));
     got[1].resize(static_cast<size_t>(c));
     got[2].resize(1);
+    got[3].resize(static_cast<size_t>(r));
+    got[4].resize(1);
     dvm::set_kernel_log(true);
     (void)dvm::take_kernel_log();
     exe.run({{"x", xv.data()}},
-            {{"o0", got[0].data()}, {"o1", got[1].data()}, {"o2", got[2].data()}},
+            {{"o0", got[0].data()}, {"o1", got[1].data()}, {"o2", got[2].data()}, {"o3", got[3].data()},
+             {"o4", got[4].data()}},
             {{"R", r}, {"C", c}});
     const std::vector<uint64_t> graph_kernels = hashes();
     const Tensor x = Tensor::from_blob(xv.data(), {r, c});
@@ -465,6 +469,14 @@ TEST(Graph, FloatIndicesAlongSymbolicAxesAreTheLazyPath) {
   const int64_t past = (int64_t{1} << 24) + 1;
   expect_error_message("C past 2^24", [&] { (void)exe.memory({{"R", 1}, {"C", past}}); },
                        {"C = 16777217", "argmax", "2^24"});
+  // A count alone: of R * C elements.
+  Graph g;
+  const Dim R = g.symbol("R"), C = g.symbol("C");
+  g.output("n", dvm::gt(g.input("x", {R, C}), 0.0f).sum());
+  const Executable count = g.compile();
+  EXPECT_GE(count.memory({{"R", 4096}, {"C", 4096}}), 0);
+  expect_error_message("R * C past 2^24", [&] { (void)count.memory({{"R", 4096}, {"C", 4097}}); },
+                       {"R*C = 16781312", "sum of bool", "2^24"});
 }
 
 // A view whose first element's offset sums terms of different symbols
