@@ -23,6 +23,10 @@ void set_memory_limit(int64_t bytes) {
 int64_t memory_limit() { return detail::pool_limit(); }
 
 void trim() {
+  // A result dropped unread still holds its inputs until a flush drops it:
+  // the calling thread's trace is flushed first, so what only such results
+  // held is given back too.
+  if (detail::t_trace) detail::t_trace->flush();
   detail::drop_cached_ranges();
   detail::pool_trim();
   detail::node_pool_trim();

@@ -140,9 +140,11 @@ void precompile();
 
 // Memory: the tensor buffers dvm allocates (results, copies, from_vector;
 // not wrapped user memory). Freed buffers are cached for reuse (up to 512
-// MiB) until trim() gives them back to the system. trim() also frees the
-// calling thread's cached tensor records (up to about 1 MiB per thread) and
-// the index ranges argmax/argmin keep (at most 4 per thread, 2 MiB).
+// MiB) until trim() gives them back to the system. trim() first flushes the
+// calling thread's recorded ops (so a result dropped unread no longer holds
+// its inputs), and also frees the calling thread's cached tensor records (up
+// to about 1 MiB per thread) and the index ranges argmax/argmin keep (at
+// most 4 per thread, 2 MiB).
 struct MemoryStats {
   int64_t live_bytes = 0;    // held by tensors now (argmax/argmin's kept index ranges included)
   int64_t cached_bytes = 0;  // freed, kept for reuse

@@ -95,6 +95,24 @@ TEST(Memory, TrimDropsTheIndexRangesArgmaxKeeps) {
   EXPECT_EQ(memory_stats().live_bytes, 0);
 }
 
+// A result recorded and dropped unread (a temporary whose op was never
+// observed) keeps its inputs until a flush drops it; trim() flushes the
+// calling thread first, so their buffers are given back as well.
+TEST(Memory, TrimGivesBackWhatOnlyDroppedResultsHeld) {
+  trim();
+  ASSERT_EQ(memory_stats().live_bytes, 0);
+  for (int64_t n : {int64_t{6}, int64_t{1000}, int64_t{70000}}) {
+    {
+      const Tensor x = Tensor::from_vector(std::vector<float>(static_cast<size_t>(n), 2.0f), {n});
+      (void)(x * 3.0f + 1.0f).to(Dtype::F16);  // recorded, never read
+    }
+    EXPECT_GT(memory_stats().live_bytes, 0) << n << ": the pending result holds nothing";
+    trim();
+    EXPECT_EQ(memory_stats().live_bytes, 0) << n;
+    EXPECT_EQ(memory_stats().cached_bytes, 0) << n;
+  }
+}
+
 TEST(Memory, PoolRoundsToSizeClassesAndReusesThem) {
   detail::pool_trim();
   const detail::PoolStats s0 = detail::pool_stats();
