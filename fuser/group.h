@@ -30,8 +30,9 @@ struct Group {
   // (bit s: P = [0, s), R = [s, red_begin)) so that every per-row load of
   // the epilogue is linear in both parts (LDB has one stride per part).
   uint32_t row_splits = ~0u;
-  // A conversion (a Copy node of another dtype): its value must be rounded
-  // to its type, which only its store does, so nothing else joins its group.
+  // A conversion (a Copy node of another dtype) to a type other than
+  // float32: its value must be rounded to its type, which only its store
+  // does, so nothing else joins its group.
   bool sealed = false;
   // A member computes or reads int64 values (its kernel then folds whole
   // rows: int64 lanes are never split), or sums floats (whose order a split

@@ -327,13 +327,16 @@ class Partitioner {
     return a;
   }
 
-  // A conversion is a kernel of its own: it reads its input from memory (a
-  // 16-bit float computed in f32 registers is rounded to its type by its
-  // store first) and is stored before anything reads it (rounded to its
+  // A conversion starts a kernel of its own: it reads its input from
+  // memory (a 16-bit float computed in f32 registers is rounded to its type
+  // by its store first). One to float32 is then an ordinary member: its
+  // value in registers, the loaded input, is the one its store would keep,
+  // so the ops reading it join it (img.to(F32) / 255 - mean is one kernel).
+  // One to another type is stored before anything reads it (rounded to its
   // type).
   void place_conversion(Node* n) {
     const int g = new_group(vm::Form::Elementwise, n->shape, 0, 0);
-    G(g).sealed = true;
+    G(g).sealed = n->dtype != Dtype::F32;
     join(n, g, Domain::Full);
   }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -384,6 +385,51 @@ TEST(JitShortRows, OneVectorRowsThroughTheApi) {
   }
   set_tier_mode(before);
   EXPECT_GT(one_vector_row_variants_compiled(), compiled) << "no launch ran the one-vector-rows variant";
+}
+
+// A uint8 image normalized per channel, (img.to(F32) / 255 - mean) / std of
+// img [R, C] and mean, std [C], at generated R (1 and odd ones too) and C in
+// 1..8: the conversion joins the ops that read it, so it is one machine-code
+// kernel whose narrow rows run G to a call (periodic rows, where R holds two
+// groups), with the interpreter's bits and the float loop's values.
+TEST(JitShortRows, NormalizedUint8ImageIsOnePeriodicKernel) {
+  if (jit_isas().empty() || dvm::isa() == "portable") GTEST_SKIP() << "no machine code for this ISA";
+  const TierMode before = tier_mode();
+  std::mt19937 g(13);
+  for (int64_t C = 1; C <= 8; ++C) {
+    for (int64_t R : {int64_t{1}, int64_t{2}, int64_t{33}, std::uniform_int_distribution<int64_t>(3, 700)(g)}) {
+      const std::string what = "R=" + std::to_string(R) + " C=" + std::to_string(C);
+      std::vector<uint8_t> img(static_cast<size_t>(R * C));
+      for (uint8_t& v : img) v = static_cast<uint8_t>(g());
+      std::vector<float> mean(static_cast<size_t>(C)), sd(static_cast<size_t>(C));
+      std::uniform_real_distribution<float> d(0.1f, 0.9f);
+      for (int64_t c = 0; c < C; ++c) mean[static_cast<size_t>(c)] = d(g), sd[static_cast<size_t>(c)] = d(g);
+      Tensor im = Tensor::from_blob(img.data(), {R, C}), m = Tensor::from_blob(mean.data(), {C}),
+             s = Tensor::from_blob(sd.data(), {C});
+      auto normalize = [&] { return (im.to(Dtype::F32) / 255.0f - m) / s; };
+      set_tier_mode(TierMode::Off);
+      const std::vector<float> interp = normalize().to_vector();
+      set_tier_mode(TierMode::Eager);
+      const int64_t periodic = periodic_row_launches();
+      set_kernel_log(true);
+      const std::vector<float> jit = normalize().to_vector();
+      std::vector<KernelRun> log = take_kernel_log();
+      set_kernel_log(false);
+      ASSERT_EQ(log.size(), 1u) << what << ": the conversion is fused with its readers";
+      EXPECT_EQ(log[0].form, "elementwise") << what;
+      EXPECT_EQ(log[0].tier, "jit") << what;
+      const int64_t group = std::lcm(C, int64_t{16}) / C;
+      EXPECT_EQ(periodic_row_launches() > periodic, C > 1 && R >= 2 * group) << what << " (C = 1 is one long row)";
+      ASSERT_EQ(jit.size(), img.size()) << what;
+      for (size_t i = 0; i < jit.size(); ++i) {
+        const size_t c = i % static_cast<size_t>(C);
+        const float want = (static_cast<float>(img[i]) / 255.0f - mean[c]) / sd[c];
+        ASSERT_EQ(std::bit_cast<uint32_t>(jit[i]), std::bit_cast<uint32_t>(want)) << what << " at " << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(interp[i]), std::bit_cast<uint32_t>(want)) << what << " at " << i;
+      }
+    }
+  }
+  set_tier_mode(before);
 }
 
 }  // namespace

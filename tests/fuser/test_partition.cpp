@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,47 @@ TEST_F(Partition, BroadcastPatternsPickTheirLoads) {
   EXPECT_EQ(ld, 2);
   EXPECT_EQ(ldb, 1);
   EXPECT_EQ(lds, 1);
+}
+
+// A conversion to float32 joins the ops that read it (its value in
+// registers is the one its store would keep); one to a 16-bit float stays a
+// kernel of its own, stored (rounded) before its readers. Generated [R, C]
+// (1 and odd extents), every source type: one group, and the values are the
+// float loop's on the converted elements, in both tiers.
+TEST_F(Partition, ConversionToFloat32JoinsItsReaders) {
+  std::mt19937 g(17);
+  const TierMode before = tier_mode();
+  for (Dtype t : {Dtype::U8, Dtype::I32, Dtype::F16, Dtype::BF16, Dtype::Bool, Dtype::I64}) {
+    for (int iter = 0; iter < 4; ++iter) {
+      const int64_t R = iter == 0 ? 1 : std::uniform_int_distribution<int64_t>(1, 9)(g);
+      const int64_t C = iter == 1 ? 1 : std::uniform_int_distribution<int64_t>(1, 40)(g);
+      const std::string what = std::string(dtype_name(t)) + " R=" + std::to_string(R) + " C=" + std::to_string(C);
+      std::vector<float> xs(static_cast<size_t>(R * C)), bs(static_cast<size_t>(C));
+      std::uniform_real_distribution<float> d(-300.0f, 300.0f);
+      for (float& v : xs) v = t == Dtype::U8 ? std::fabs(d(g)) * 0.8f : d(g);
+      for (float& v : bs) v = d(g);
+      Tensor x = Tensor::from_vector(xs, {R, C}).to(t);
+      x.sync();
+      const std::vector<float> conv = x.to_vector();  // the elements as float32
+      Tensor b = Tensor::from_vector(bs, {C});
+      Tensor y = x.to(Dtype::F32) - b;
+      fuser::Plan plan = plan_pending();
+      ASSERT_EQ(live(plan).size(), 1u) << what;
+      for (TierMode mode : {TierMode::Off, TierMode::Eager}) {
+        set_tier_mode(mode);
+        const std::vector<float> got = (x.to(Dtype::F32) - b).to_vector();
+        ASSERT_EQ(got.size(), conv.size()) << what;
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], conv[i] - bs[i % static_cast<size_t>(C)]) << what << " at " << i;
+      }
+      set_tier_mode(before);
+      flush();
+    }
+  }
+  Tensor x = Tensor::uniform({5, 7}, 3);
+  Tensor y = x.to(Dtype::F16) * 3.0f;
+  fuser::Plan plan = plan_pending();
+  EXPECT_EQ(live(plan).size(), 2u) << "a conversion to float16 is stored before its readers";
 }
 
 TEST_F(Partition, ReductionEpilogueJoinsAndColumnReductionFuses) {
