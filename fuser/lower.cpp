@@ -428,18 +428,8 @@ struct Builder {
         }
       }
       // A write whose innermost dim is strided in its buffer (a slice one
-      // element wide along the buffer's inner axis): stores need a unit
-      // stride along C, so C becomes a dim of extent 1.
-      bool unit = true;
-      for (size_t a = 0; a < out.args.size(); ++a)
-        unit &= !out.args[a].output || nd == 0 || strides[a][static_cast<size_t>(nd - 1)] == 1;
-      if (!unit) {
-        if (nd == kMaxRank) throw Error("internal: a write's slice has too many dims to store");
-        sp.size[nd] = 1;
-        axes[nd] = 0;
-        for (size_t a = 0; a < out.args.size(); ++a) strides[a][static_cast<size_t>(nd)] = 0;
-        ++nd;
-      }
+      // element wide along the buffer's inner axis: stack along a new last
+      // axis) keeps that dim as C and stores it with STS (classify).
       sp.ndims = nd;
       // C = last dim, R = the one before, P = the rest; but every store
       // needs one stride per part, so where a write's slice is not linear
@@ -512,7 +502,7 @@ struct Builder {
       if (!linear) throw Error("internal: output layout is not linear");
       if (arg_domain[a] == static_cast<uint8_t>(Domain::Reduced) && g.form == vm::Form::RowReduce)
         return vm::Op::STB;
-      return vm::Op::ST;
+      return st[2] == 1 || c_trivial ? vm::Op::ST : vm::Op::STS;
     }
     // A prologue's loads walk its operand's axes (strides over [P, R, K] or
     // [P, K, C], one dim each).

@@ -253,7 +253,7 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
   // Which instructions touch each argument.
   const size_t nargs = p.roles.size();
   std::vector<uint8_t> uses(nargs, 0);  // bit per op kind below
-  enum : uint8_t { kLd = 1, kLdb = 2, kLds = 4, kLdg = 8, kSt = 16, kStb = 32 };
+  enum : uint8_t { kLd = 1, kLdb = 2, kLds = 4, kLdg = 8, kSt = 16, kStb = 32, kSts = 64 };
   for (const vm::Kernel::ArgUse& u : k.arg_uses()) {
     switch (u.op) {
       case Op::LD: uses[u.arg] |= kLd; break;
@@ -262,6 +262,7 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
       case Op::LDG: uses[u.arg] |= kLdg; break;
       case Op::ST: uses[u.arg] |= kSt; break;
       case Op::STB: uses[u.arg] |= kStb; break;
+      case Op::STS: uses[u.arg] |= kSts; break;
       default: break;
     }
   }
@@ -278,8 +279,10 @@ bool run_one(const uint8_t* data, size_t size, Outcome* outcome, std::string* fa
     const bool out = p.roles[a] == ArgRole::Output;
     int64_t cs;
     if (out) {
-      cs = (uses[a] & kSt) || C <= 1 ? 1 : pick({0, 1, 7});
-      const int64_t row = (uses[a] & kSt) ? std::max<int64_t>(C, 1) : 1;
+      // ST needs a unit stride; STS writes every element of a row, each its own.
+      cs = (uses[a] & kSt) || C <= 1 ? 1 : (uses[a] & kSts) ? pick({1, 2, 7}) : pick({0, 1, 7});
+      const int64_t row = (uses[a] & kSt) ? std::max<int64_t>(C, 1)
+                          : (uses[a] & kSts) ? std::max<int64_t>(C, 1) * cs : 1;
       const int64_t pad = pick({0, 0, 1, 3});
       if (rng() % 2) {  // p outer
         b.stride[vm::kR] = row + pad;

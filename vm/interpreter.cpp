@@ -296,6 +296,29 @@ void store_converted(const Instr& ins, const InstrInfo& info, const ArgBinding& 
       typed_out(a, base_offset(a, t.p, t.r) + t.c0, type), src, t.n);
 }
 
+// A store strided along C (STS): element c of the tile to c * stride[kC],
+// each converted as the contiguous stores convert it (backends/convert.h
+// gives the SIMD conversions' bits), int64 lanes as they are.
+void store_strided(const Instr& ins, const InstrInfo& info, const ArgBinding& a, Dtype type, Frame& f,
+                   const Tile& t) {
+  const size_t s = ins.r[1];
+  const bool ints = f.ints(ins.r[0]), row = info.src_kind[0] == Kind::Row;
+  const int64_t cs = a.stride[kC], off = base_offset(a, t.p, t.r) + t.c0 * cs;
+  if (ints && type == Dtype::I64) {
+    int64_t* out = static_cast<int64_t*>(a.out) + off;
+    const int64_t* src = reinterpret_cast<const int64_t*>(f.ptr[s]);
+    for (int64_t i = 0; i < t.n; ++i) out[i * cs] = row ? f.lval[s] : src[i];
+    return;
+  }
+  void* out = typed_out(a, off, type);
+  const float* src = f.ptr[s];
+  for (int64_t i = 0; i < t.n; ++i) {
+    const float v = row ? f.sval[s] : src[i];
+    if (ints) backends::store_int_elem(type, out, i * cs, v);
+    else backends::store_elem(type, out, i * cs, v);
+  }
+}
+
 // An int64-lane op (vm::int64_op) on one tile: row operands are broadcast
 // into temporaries (int64 ones from lval, 4-byte ones from sval), an op of
 // rows alone computes one value into lval or sval.
@@ -395,6 +418,10 @@ inline void exec(const Instr& ins, const InstrInfo& info, Frame& f, int nregs, c
       const ArgBinding& a = l.args[ins.r[0]];
       const int s = ins.r[1];
       const Dtype type = f.types[ins.r[0]];
+      if (ins.op == Op::STS) {
+        store_strided(ins, info, a, type, f, t);
+        return;
+      }
       if (type != Dtype::F32 || f.ints(ins.r[0])) [[unlikely]] {
         store_converted(ins, info, a, type, f, t, mk);
         return;

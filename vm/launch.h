@@ -22,7 +22,7 @@ enum Part : int { kP = 0, kR = 1, kC = 2, kK = 3 };
 // Addresses are element offsets from the argument's base pointer: element
 // (i0, i1, ...) of the iteration space is at base[sum of ik * stride[k]];
 // for [P, R, C], base[p*stride[kP] + r*stride[kR] + c*stride[kC]]. LD and ST
-// need stride[kC] == 1 (or C <= 1); LDB ignores stride[kC]. LDG uses the
+// need stride[kC] == 1 (or C <= 1); LDS and STS take any; LDB ignores stride[kC]. LDG uses the
 // dims below instead: each part is split into up to kMaxRank dims
 // (innermost last) with their own sizes and strides.
 //

@@ -140,7 +140,12 @@ namespace dvm::vm {
   /* int64 reductions: exact, so in any order; lrsum wraps */                  \
   X(LRSUM,     "lrsum",     Reduce,   "DR")                                    \
   X(LRMAX,     "lrmax",     Reduce,   "DR")                                    \
-  X(LRMIN,     "lrmin",     Reduce,   "DR")
+  X(LRMIN,     "lrmin",     Reduce,   "DR")                                    \
+  /* a store strided along C (Elementwise only): a write into a slice one   \
+     element wide along its buffer's inner axis (stack along a new last     \
+     axis), which ST's unit stride would run one element per row. Last in  \
+     the table, so that the other opcodes keep their numbers. */            \
+  X(STS,       "sts",       Store,    "AR")
 
 enum class Op : uint8_t {
 #define DVM_X(name, mn, cls, sig) name,

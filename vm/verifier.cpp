@@ -337,6 +337,9 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
           if (info.src_kind[0] != Kind::Row)
             return c.fail(at() + ": stb stores a vec register; it needs a row value");
         }
+        if (ins.op == Op::STS && p.form != Form::Elementwise)
+          return c.fail(at() + ": sts (strided along C) is allowed only in elementwise kernels, not in " +
+                        form_name(p.form) + " kernels");
         // One store per output: a second would make the result depend on
         // which store an executor performs last (the interpreter writes some
         // values straight into the output before their store).

@@ -46,6 +46,8 @@ enum class IrNeed : uint8_t { None, FusedOrAnd, ScaleExp };
   X(Store, V, _, _, _, kIrMemory | kIrEffect, None)                                                \
   /* lane 0 of the row value a to the argument */                                                  \
   X(StoreB, V, _, _, _, kIrMemory | kIrEffect, None)                                               \
+  /* a to element i at i * cs (strided); imm = copy */                                             \
+  X(StoreS, V, _, _, _, kIrMemory | kIrEffect, None)                                               \
   X(Add, V, V, _, V, 0, None)                                                                      \
   X(Sub, V, V, _, V, 0, None)                                                                      \
   X(Mul, V, V, _, V, 0, None)                                                                      \

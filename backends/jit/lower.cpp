@@ -209,10 +209,10 @@ struct Lowering {
         return ir.add(n);
       }
       case OpClass::Store: {
-        Node n{ins.op == Op::ST ? IrOp::Store : IrOp::StoreB};
+        Node n{ins.op == Op::ST ? IrOp::Store : ins.op == Op::STS ? IrOp::StoreS : IrOp::StoreB};
         n.arg = ins.r[0];
         n.phase = phase;
-        if (n.op == IrOp::Store) n.imm = copy;
+        if (n.op != IrOp::StoreB) n.imm = copy;
         n.a = val(src[i][0]);
         ir.add(n);
         return -1;
@@ -647,6 +647,7 @@ bool arg_patterns(const vm::Program& p, std::vector<uint8_t>* out, std::string* 
       case Op::LDB: pat = kArgPerRow; arg = ins.r[1]; break;
       case Op::ST: pat = kArgContiguous; arg = ins.r[0]; break;
       case Op::STB: pat = kArgPerRow; arg = ins.r[0]; break;
+      case Op::STS: pat = kArgStrided; arg = ins.r[0]; break;
       case Op::LDG: pat = kArgGathered; arg = ins.r[1]; break;
       default: continue;
     }

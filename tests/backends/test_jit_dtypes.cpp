@@ -380,6 +380,49 @@ TEST(JitDtypes, StridedGathers) {
   }
 }
 
+// STS: strided stores (a slice one element wide along its buffer's inner
+// axis, as stack along a new last axis writes it), full vectors and the
+// masked tail, unrolled copies, a row value, and integer lanes: the bytes
+// between the elements stay as they were.
+TEST(JitDtypes, StridedStores) {
+  if (isas_or_skip_message().empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
+  struct TuningScope {
+    Tuning saved = tuning();
+    ~TuningScope() { tuning() = saved; }
+  } scope;
+  for (Dtype t : kTypes) {
+    for (int64_t cs : {4, 3, -2}) {
+      for (int unroll : {1, 4}) {
+        tuning().unroll = unroll;
+        Encoder e(Form::Elementwise);
+        const int ax = e.add_arg(ArgRole::Input, t), ay = e.add_arg(ArgRole::Output, t),
+                  az = e.add_arg(ArgRole::Output), ar = e.add_arg(ArgRole::Output, t);
+        auto x = e.load(Op::LD, ax);
+        e.store(Op::STS, ay, x);                                     // a copy: stack's writes
+        e.store(Op::STS, az, e.binary(Op::MUL, x, e.constant(3.0f)));  // f32, computed
+        e.store(Op::STS, ar, e.constant(2.0f));                      // a row value
+        auto k = make_kernel(e);
+        for (int64_t C : lengths()) {
+          const int64_t P = 2, R = 3;
+          differential(*k, {dense(R, C), strided(R, C, cs), strided(R, C, cs), strided(R, C, -cs)}, P, R, C,
+                       static_cast<uint32_t>(C) + 13,
+                       "sts cs=" + std::to_string(cs) + " unroll " + std::to_string(unroll) + " " + tname(t));
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  }
+  tuning().unroll = 1;
+  for (Dtype t : {Dtype::I32, Dtype::U8, Dtype::Bool}) {  // integer lanes, stored as they are
+    Encoder e(Form::Elementwise);
+    const int ax = e.add_arg(ArgRole::Input, t, true), ay = e.add_arg(ArgRole::Output, t, true);
+    e.store(Op::STS, ay, e.binary(Op::IADD, e.load(Op::LD, ax), e.load(Op::LD, ax)));
+    auto k = make_kernel(e);
+    for (int64_t C : lengths())
+      differential(*k, {dense(2, C), strided(2, C, 5)}, 1, 2, C, static_cast<uint32_t>(C) + 17, "sts ints " + tname(t));
+  }
+}
+
 // RowReduce: typed loads in folding passes (four copies and their masked
 // remainders), STB of the finished reductions and ST in the last pass; the
 // split folding pass (a large body kept in scratch rows) too.

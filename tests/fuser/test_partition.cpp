@@ -172,6 +172,37 @@ TEST_F(Partition, ConversionToFloat32JoinsItsReaders) {
   EXPECT_EQ(live(plan).size(), 2u) << "a conversion to float16 is stored before its readers";
 }
 
+// stack along a new last axis: each piece's write stores strided along C
+// (STS) over the piece's elements (one long C), not one element per row.
+// Generated piece shapes with 1s and odd extents, 2 to 6 pieces.
+TEST_F(Partition, StackAlongANewLastAxisStoresStridedAlongC) {
+  std::mt19937 g(29);
+  for (int iter = 0; iter < 20; ++iter) {
+    const int rank = 1 + static_cast<int>(g() % 3);
+    Shape s;
+    for (int k = 0; k < rank; ++k) s.push_back(1 + static_cast<int64_t>(g() % 9));
+    const int n = 2 + static_cast<int>(g() % 5);
+    std::vector<Tensor> ts;
+    for (int p = 0; p < n; ++p) ts.push_back(Tensor::uniform(s, static_cast<uint64_t>(p + 1)));
+    for (Tensor& t : ts) t.sync();
+    Tensor y = dvm::stack(ts, rank);
+    fuser::Plan plan = plan_pending();
+    auto groups = live(plan);
+    ASSERT_EQ(groups.size(), static_cast<size_t>(n)) << s.to_string();
+    for (const fuser::Group* gr : groups) {
+      fuser::Lowered low = fuser::lower(*gr, plan.placement);
+      const std::string text = vm::disassemble(low.bytecode);
+      const bool one = s.numel() == 1;  // a single element: C is trivial, a plain store
+      EXPECT_EQ(low.space.extent(2), s.numel()) << s.to_string() << "\n" << text;
+      for (const auto& a : low.args)
+        if (a.output) {
+          EXPECT_EQ(a.access, one ? vm::Op::ST : vm::Op::STS) << s.to_string() << "\n" << text;
+        }
+    }
+    flush();
+  }
+}
+
 TEST_F(Partition, ReductionEpilogueJoinsAndColumnReductionFuses) {
   Tensor x = Tensor::uniform({16, 8, 32}, 1);
   Tensor m = x.mean({1}) * 2.0f;  // middle axis: a column reduction with epilogue

@@ -179,6 +179,60 @@ TEST_P(Joining, CatReadByLaterOpsAndStackedAlongEveryAxis) {
   }
 }
 
+// stack along a new last axis interleaves its pieces: each piece is one
+// write kernel storing strided along C (STS) over the piece's elements.
+// Generated pieces (1 to 6 of them, extents 1, odd and longer than a
+// vector, made several ways, several types): exact values, and one
+// elementwise kernel per piece on the target's tier.
+TEST_P(Joining, StackAlongANewLastAxisOfGeneratedPieces) {
+  std::mt19937 rng(23);
+  const Dtype types[] = {Dtype::F32, Dtype::F16, Dtype::I32, Dtype::U8, Dtype::BF16, Dtype::Bool, Dtype::I64};
+  for (int iter = 0; iter < 60; ++iter) {
+    const int rank = 1 + static_cast<int>(rng() % 3);
+    Shape s;
+    for (int k = 0; k < rank; ++k) {
+      const int64_t pick[] = {1, 2, 3, 5, 7, 16, 17, 33, 1 + static_cast<int64_t>(rng() % 90)};
+      s.push_back(pick[rng() % std::size(pick)]);
+    }
+    const int npieces = 1 + iter % 6;
+    const Dtype t = types[static_cast<size_t>(iter / 6) % std::size(types)];
+    std::vector<Tensor> ts;
+    std::vector<std::vector<double>> vals;
+    std::vector<Shape> shapes;
+    Shape one = s;
+    one.push_back(1);
+    for (int p = 0; p < npieces; ++p) {
+      Piece pc = make_piece(t, s, rng);
+      pc.t.sync();
+      ts.push_back(pc.t);
+      vals.push_back(pc.values);
+      shapes.push_back(one);
+    }
+    Shape out_shape;
+    const std::vector<double> ref = cat_reference(vals, shapes, rank, &out_shape);
+    SCOPED_TRACE("iteration " + std::to_string(iter) + ": stack of " + std::to_string(npieces) + " " +
+                 dtype_name(t) + " pieces " + s.to_string());
+    set_kernel_log(true);
+    const Tensor y = dvm::stack(ts, iter % 2 ? rank : -1);
+    y.sync();
+    const std::vector<KernelRun> log = take_kernel_log();
+    set_kernel_log(false);
+    ASSERT_EQ(y.shape(), out_shape);
+    if (npieces > 1) {
+      ASSERT_EQ(log.size(), static_cast<size_t>(npieces)) << "one write kernel per piece";
+      // int64 copies move int64 lanes, which the JIT declines (docs/JIT.md).
+      const bool interp = GetParam().tier == TierMode::Off || t == Dtype::I64;
+      for (const KernelRun& k : log) {
+        EXPECT_EQ(k.form, "elementwise");
+        EXPECT_EQ(k.tier, interp ? "interp" : "jit");
+      }
+    }
+    const std::vector<double> got = read_as_double(y);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << "element " << i;
+  }
+}
+
 TEST_P(Joining, CacheAppendsMatchTheRowsSoFarAndOldResultsStay) {
   std::mt19937 rng(5);
   for (int axis : {0, 1, 2}) {

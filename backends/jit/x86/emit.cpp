@@ -203,7 +203,7 @@ struct Gen {
     bool seen_row[vm::kMaxArgs] = {};
     for (const Node& n : nodes) {
       if (n.op != IrOp::Load && n.op != IrOp::LoadB && n.op != IrOp::LoadS && n.op != IrOp::Store &&
-          n.op != IrOp::StoreB)
+          n.op != IrOp::StoreB && n.op != IrOp::StoreS)
         continue;
       if (n.phase == kPhaseRow && !seen_row[n.arg]) {
         seen_row[n.arg] = true;
@@ -1256,6 +1256,59 @@ struct Gen {
     }
   }
 
+  // Strided scatter (STS): the vector's raw elements (converted as a
+  // contiguous store converts them) go to the typed buffer, then one
+  // general-purpose move each to base + (i + j) * cs; a masked tail moves
+  // its first rem. The mirror of typed_gather's int64 path.
+  void scatter(const Node& n, bool masked) {
+    const Dtype t = type_of(n);
+    const int sh = elem_shift(t), b = static_cast<int>(dtype_size(t));
+    const Opnd s = src_reg(n.a, 0);
+    if (t == Dtype::I64) {  // AVX-512 only (as typed_store)
+      const Opnd z1 = asmx::vreg(1, W::Z), z2 = asmx::vreg(2, W::Z);
+      as.v(VI::vcvttps2qq, z1, asmx::vreg(s.reg, W::Y));
+      as.v(VI::vextractf32x8, asmx::vreg(2, W::Y), s, asmx::imm(1));
+      as.v(VI::vcvttps2qq, z2, asmx::vreg(2, W::Y));
+      as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf, 64), z1);
+      as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf + 64, 64), z2);
+    } else if (typed(n)) {
+      store_raw(asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)), cvt_out(t, s, ints_of(n)), raw_bytes(t));
+    } else {
+      as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf, vbytes), s);
+    }
+    as.mov(asmx::r11, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
+    if (n.imm) {
+      as.lea(asmx::rcx, asmx::mem(asmx::rsi, n.imm * lanes));
+      as.imul(asmx::r11, asmx::rcx);
+    } else {
+      as.imul(asmx::r11, asmx::rsi);
+    }
+    Gp p = arg_ptr(n, asmx::rax);
+    as.lea(asmx::r11, asmx::mem(p, asmx::r11, sh, 0));
+    as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
+    if (sh) as.shl(asmx::rax, sh);
+    if (!masked) {
+      for (int j = 0; j < lanes; ++j) {
+        as.load_n(asmx::rcx, asmx::mem(asmx::rsp, kTypedBuf + b * j), b);
+        as.store_n(asmx::mem(asmx::r11, 0), asmx::rcx, b);
+        if (j + 1 < lanes) as.add(asmx::r11, asmx::rax);
+      }
+      return;
+    }
+    asmx::Label top = as.new_label(), done = as.new_label();
+    as.sub(asmx::rcx, asmx::rcx);
+    as.bind(top);
+    as.cmp(asmx::rcx, asmx::mem(asmx::rsp, rem_slot(n.imm)));
+    as.j(Cond::GE, done);
+    as.load_n(asmx::rdx, asmx::mem(asmx::rsp, asmx::rcx, sh, kTypedBuf), b);
+    as.store_n(asmx::mem(asmx::r11, 0), asmx::rdx, b);
+    as.add(asmx::r11, asmx::rax);
+    as.add(asmx::rcx, 1);
+    as.jmp(top);
+    as.bind(done);
+    as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
+  }
+
   // Lane 0 of the row value, converted, as one element.
   void typed_store_b(const Node& n) {
     const Dtype t = type_of(n);
@@ -1356,6 +1409,7 @@ struct Gen {
         }
         return;
       }
+      case IrOp::StoreS: scatter(n, masked_copy(masked, n.imm)); return;
       case IrOp::StoreB: {
         if (typed(n)) {
           typed_store_b(n);
