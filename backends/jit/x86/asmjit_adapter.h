@@ -108,6 +108,8 @@ enum class VI : uint8_t {
   vmovntps, vmovntdq,
   // Strided loads built in registers (four lanes per xmm, then the xmms).
   vinsertps, vinsertf128, vinsertf32x4, vpinsrw, vpinsrb, vpunpcklqdq,
+  // Strided stores, lane by lane from registers (with vpextrw, vpextrb).
+  vextractps, vextractf32x4,
   kCount
 };
 

@@ -1256,14 +1256,16 @@ struct Gen {
     }
   }
 
-  // Strided scatter (STS): the vector's raw elements (converted as a
-  // contiguous store converts them) go to the typed buffer, then one
-  // general-purpose move each to base + (i + j) * cs; a masked tail moves
-  // its first rem. The mirror of typed_gather's int64 path.
+  // Strided scatter (STS): the vector converted as a contiguous store
+  // converts it, then each raw element stored from its register to
+  // base + (i + j) * cs (vextractps, vpextrw, vpextrb per 16-byte chunk); a
+  // masked tail stores its first rem. int64 elements go through the typed
+  // buffer, one general-purpose move each. The mirror of the strided loads.
   void scatter(const Node& n, bool masked) {
     const Dtype t = type_of(n);
     const int sh = elem_shift(t), b = static_cast<int>(dtype_size(t));
     const Opnd s = src_reg(n.a, 0);
+    Opnd raw = s;  // float32 lanes as they are
     if (t == Dtype::I64) {  // AVX-512 only (as typed_store)
       const Opnd z1 = asmx::vreg(1, W::Z), z2 = asmx::vreg(2, W::Z);
       as.v(VI::vcvttps2qq, z1, asmx::vreg(s.reg, W::Y));
@@ -1272,9 +1274,7 @@ struct Gen {
       as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf, 64), z1);
       as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf + 64, 64), z2);
     } else if (typed(n)) {
-      store_raw(asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)), cvt_out(t, s, ints_of(n)), raw_bytes(t));
-    } else {
-      as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf, vbytes), s);
+      raw = cvt_out(t, s, ints_of(n));
     }
     as.mov(asmx::r11, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     if (n.imm) {
@@ -1287,26 +1287,41 @@ struct Gen {
     as.lea(asmx::r11, asmx::mem(p, asmx::r11, sh, 0));
     as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     if (sh) as.shl(asmx::rax, sh);
-    if (!masked) {
+    const asmx::Label done = as.new_label();
+    if (masked) as.mov(asmx::rdx, asmx::mem(asmx::rsp, rem_slot(n.imm)));
+    if (t == Dtype::I64) {
       for (int j = 0; j < lanes; ++j) {
-        as.load_n(asmx::rcx, asmx::mem(asmx::rsp, kTypedBuf + b * j), b);
-        as.store_n(asmx::mem(asmx::r11, 0), asmx::rcx, b);
+        if (masked) {
+          as.cmp(asmx::rdx, j);
+          as.j(Cond::LE, done);
+        }
+        as.load_n(asmx::rcx, asmx::mem(asmx::rsp, kTypedBuf + 8 * j), 8);
+        as.store_n(asmx::mem(asmx::r11, 0), asmx::rcx, 8);
         if (j + 1 < lanes) as.add(asmx::r11, asmx::rax);
       }
-      return;
+    } else {
+      const VI ext = b == 4 ? VI::vextractps : b == 2 ? VI::vpextrw : VI::vpextrb;
+      const int per = 16 / b, bytes = lanes * b;
+      for (int g = 0; g * 16 < bytes; ++g) {
+        Opnd x = asmx::vreg(raw.reg, W::X);
+        if (g > 0) {  // chunk g into scratch 2 (cvt_out's raw view is scratch 1)
+          x = asmx::vreg(2, W::X);
+          if (bytes == 64) as.v(VI::vextractf32x4, x, asmx::vreg(raw.reg, W::Z), asmx::imm(g));
+          else as.v(VI::vextractf128, x, asmx::vreg(raw.reg, W::Y), asmx::imm(g));
+        }
+        for (int k = 0; k < per && g * per + k < lanes; ++k) {
+          const int j = g * per + k;
+          if (masked) {
+            as.cmp(asmx::rdx, j);
+            as.j(Cond::LE, done);
+          }
+          as.v(ext, asmx::mem(asmx::r11, 0, b), x, asmx::imm(k));
+          if (j + 1 < lanes) as.add(asmx::r11, asmx::rax);
+        }
+      }
     }
-    asmx::Label top = as.new_label(), done = as.new_label();
-    as.sub(asmx::rcx, asmx::rcx);
-    as.bind(top);
-    as.cmp(asmx::rcx, asmx::mem(asmx::rsp, rem_slot(n.imm)));
-    as.j(Cond::GE, done);
-    as.load_n(asmx::rdx, asmx::mem(asmx::rsp, asmx::rcx, sh, kTypedBuf), b);
-    as.store_n(asmx::mem(asmx::r11, 0), asmx::rdx, b);
-    as.add(asmx::r11, asmx::rax);
-    as.add(asmx::rcx, 1);
-    as.jmp(top);
     as.bind(done);
-    as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
+    if (masked) as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
   }
 
   // Lane 0 of the row value, converted, as one element.
