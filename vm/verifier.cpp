@@ -293,6 +293,10 @@ bool verify(const Bytecode& bc, VerifiedProgram* out, std::string* error) {
                           ", with a value of another space");
           sp = s;
         }
+        // A store writes the [P, R, C] output whatever it stores (a
+        // constant's is uniform): it runs in the epilogue, never in a
+        // prologue, which covers operand a's [P, R, K] or b's [P, K, C].
+        if (oi.cls == OpClass::Store) sp = kOutSpace;
       }
       info.space = sp;
     }

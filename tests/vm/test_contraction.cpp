@@ -19,6 +19,7 @@
 #include "vm/kernel_cache.h"
 #include "vm/launcher.h"
 #include "vm/schedule.h"
+#include "vm/verifier.h"
 
 namespace dvm::vm {
 namespace {
@@ -341,6 +342,56 @@ TEST(Contraction, OperandProloguesAreComputedWhileTheCubePacks) {
             for (int64_t g = 0; g < kGuards; ++g)
               ASSERT_EQ(out[static_cast<size_t>(P * M * N + g)], kGuard) << "write past the end";
           }
+  }
+}
+
+// A store of a constant (a uniform value) in a kernel with operand
+// prologues: it writes the [P, R, C] output in the epilogue, not while a
+// prologue covers an operand's [P, R, K] or [P, K, C] with that operand's
+// strides (which wrote past the output when K > C; found by the bytecode
+// fuzzer). Generated sizes with K above and below N, every ISA: the
+// constant everywhere in its output, the product in the other, and the
+// guards after both intact.
+TEST(Contraction, AConstantStoredBesideProloguesIsAnEpilogueStore) {
+  Encoder e(Form::Contraction);
+  const int a = e.add_arg(ArgRole::Input), b = e.add_arg(ArgRole::Input), z = e.add_arg(ArgRole::Output),
+            y = e.add_arg(ArgRole::Output);
+  e.store(Op::ST, z, e.constant(2.5f));
+  e.store(Op::ST, y, e.mma_values(e.binary(Op::MUL, e.load(Op::LDOA, a), e.param()), e.load(Op::LDOB, b)));
+  const Bytecode bc = e.finish();
+  VerifiedProgram vp;
+  std::string err;
+  ASSERT_TRUE(verify(bc, &vp, &err)) << err;
+  EXPECT_EQ(vp.info[1].space, kOutSpace) << "the constant's store";
+  auto k = KernelCache::global().get(bc);
+  std::mt19937 rng(23);
+  uint32_t seed = 900;
+  for (backends::Isa isa : isas()) {
+    const backends::MicroKernels& mk = *backends::microkernels_for(isa);
+    for (int iter = 0; iter < 12; ++iter) {
+      const int64_t P = 1 + rng() % 2, M = 1 + rng() % 9, N = 1 + rng() % 6, K = rng() % 40;
+      const Problem q = make_problem(P, M, N, K, ++seed);
+      std::vector<float> out(static_cast<size_t>(P * M * N + kGuards), kGuard), zs = out;
+      Launch l = make_launch(q, out.data(), 4);
+      l.args[2] = l.args[3];
+      l.args[2].out = zs.data();
+      l.scalars = {0.75f};
+      check_launch(*k, l);
+      interpret(*k, l, 0, work_items(*k, l), mk);
+      const std::string what = std::string(backends::isa_name(isa)) + " P=" + std::to_string(P) + " M=" +
+                               std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K);
+      for (int64_t i = 0; i < P * M * N; ++i) {
+        ASSERT_EQ(zs[static_cast<size_t>(i)], 2.5f) << what << " at " << i;
+        const int64_t pp = i / (M * N), m = i / N % M, n = i % N;
+        double want = 0;
+        for (int64_t kk = 0; kk < K; ++kk) want += static_cast<double>(q.a_at(pp, m, kk) * 0.75f) * q.b_at(pp, kk, n);
+        ASSERT_NEAR(out[static_cast<size_t>(i)], want, 1e-4 * (1 + std::fabs(want))) << what << " at " << i;
+      }
+      for (int64_t g = 0; g < kGuards; ++g) {
+        ASSERT_EQ(zs[static_cast<size_t>(P * M * N + g)], kGuard) << what << ": written past the constant's output";
+        ASSERT_EQ(out[static_cast<size_t>(P * M * N + g)], kGuard) << what << ": written past the product";
+      }
+    }
   }
 }
 
