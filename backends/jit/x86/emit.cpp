@@ -1154,11 +1154,9 @@ struct Gen {
     commit(i);
   }
 
-  // Strided gather of raw elements into the typed buffer (element j at
-  // base + (i + j) * cs), then converted from there.
-  void typed_gather(int32_t i, const Node& n, bool masked) {
-    const Dtype t = type_of(n);
-    const int sh = elem_shift(t), b = static_cast<int>(dtype_size(t));
+  // For a strided load or store of copy n.imm (elements of 1 << sh bytes):
+  // r11 = the address of element i, base + i * cs, and rax = cs in bytes.
+  void strided_address(const Node& n, int sh) {
     as.mov(asmx::r11, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     if (n.imm) {
       as.lea(asmx::rcx, asmx::mem(asmx::rsi, n.imm * lanes));
@@ -1170,6 +1168,14 @@ struct Gen {
     as.lea(asmx::r11, asmx::mem(p, asmx::r11, sh, 0));
     as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
     if (sh) as.shl(asmx::rax, sh);
+  }
+
+  // Strided gather of raw elements into the typed buffer (element j at
+  // base + (i + j) * cs), then converted from there.
+  void typed_gather(int32_t i, const Node& n, bool masked) {
+    const Dtype t = type_of(n);
+    const int sh = elem_shift(t), b = static_cast<int>(dtype_size(t));
+    strided_address(n, sh);
     if (t != Dtype::I64) {  // built in registers (gather_dwords)
       const Opnd d = dst(i);
       const int copy = masked ? n.imm : -1;
@@ -1276,17 +1282,7 @@ struct Gen {
     } else if (typed(n)) {
       raw = cvt_out(t, s, ints_of(n));
     }
-    as.mov(asmx::r11, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
-    if (n.imm) {
-      as.lea(asmx::rcx, asmx::mem(asmx::rsi, n.imm * lanes));
-      as.imul(asmx::r11, asmx::rcx);
-    } else {
-      as.imul(asmx::r11, asmx::rsi);
-    }
-    Gp p = arg_ptr(n, asmx::rax);
-    as.lea(asmx::r11, asmx::mem(p, asmx::r11, sh, 0));
-    as.mov(asmx::rax, asmx::mem(asmx::rdi, kOffCs + 8 * n.arg));
-    if (sh) as.shl(asmx::rax, sh);
+    strided_address(n, sh);
     const asmx::Label done = as.new_label();
     if (masked) as.mov(asmx::rdx, asmx::mem(asmx::rsp, rem_slot(n.imm)));
     if (t == Dtype::I64) {
