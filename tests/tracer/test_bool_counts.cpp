@@ -15,16 +15,6 @@ namespace {
 
 class BoolCounts : public IsaTest {};
 
-// The kernels that computed y (its operands already computed).
-std::vector<KernelRun> kernels_of(const Tensor& y) {
-  dvm::set_kernel_log(true);
-  (void)dvm::take_kernel_log();
-  y.sync();
-  std::vector<KernelRun> log = dvm::take_kernel_log();
-  dvm::set_kernel_log(false);
-  return log;
-}
-
 // Per output of a sum over `axes` of shape s (row-major), the count of
 // nonzero bytes.
 std::vector<int64_t> counts(const std::vector<uint8_t>& b, const Shape& s, const std::vector<int>& axes) {
@@ -100,7 +90,7 @@ TEST_P(BoolCounts, OneRunOfAxesCountsInFloatLanesOnMachineCode) {
     for (const Case& c : cases) {
       const std::string w = c.name + " of " + what;
       EXPECT_EQ(c.y.dtype(), Dtype::I64) << w;
-      for (const KernelRun& k : kernels_of(c.y))
+      for (const KernelRun& k : run_logged(c.y))
         if (want_jit && k.tier != "jit") {
           ADD_FAILURE() << w << ": a " << k.form << " kernel ran on the " << k.tier << " tier";
           ++failures;

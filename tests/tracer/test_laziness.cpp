@@ -495,16 +495,6 @@ std::vector<Workload> workloads() {
   };
 }
 
-// Observes y with the kernel log on; returns the launches.
-std::vector<KernelRun> run_logged(const Tensor& y) {
-  dvm::set_kernel_log(true);
-  (void)dvm::take_kernel_log();
-  y.sync();
-  std::vector<KernelRun> log = dvm::take_kernel_log();
-  dvm::set_kernel_log(false);
-  return log;
-}
-
 TEST_F(Laziness, EachWorkloadIsOneKernel) {
   for (const Workload& w : workloads()) {
     Tensor y = w.build(64, 1024);

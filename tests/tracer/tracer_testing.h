@@ -43,6 +43,17 @@ inline void expect_error(const std::string& what, F&& f, const std::vector<std::
   EXPECT_EQ(after.kernels_launched, before.kernels_launched) << what;
 }
 
+// Observes y with the kernel log on; returns the launches that computed it
+// (its operands already computed).
+inline std::vector<KernelRun> run_logged(const Tensor& y) {
+  dvm::set_kernel_log(true);
+  (void)dvm::take_kernel_log();
+  y.sync();
+  std::vector<KernelRun> log = dvm::take_kernel_log();
+  dvm::set_kernel_log(false);
+  return log;
+}
+
 // ---------------------------------------------------------------------------
 // Floats
 // ---------------------------------------------------------------------------
