@@ -134,8 +134,19 @@ std::array<RangeEntry, 4>& range_cache() {
   return cache.entries;
 }
 Tensor range_of(int64_t start, int64_t n, Dtype type) {
+  // Past a memory limit the thread's kept ranges, idle ones too, may be what
+  // leaves no room: they are dropped and the range made once more.
   const auto make = [&] {
-    return Tensor::arange(static_cast<double>(start), static_cast<double>(start + n), 1.0, type);
+    const auto arange = [&] {
+      return Tensor::arange(static_cast<double>(start), static_cast<double>(start + n), 1.0, type);
+    };
+    try {
+      return arange();
+    } catch (const Error&) {
+      if (!t_ranges_live || detail::pool_limit() == 0) throw;
+      detail::drop_cached_ranges();
+      return arange();
+    }
   };
   if (n > kCachedRange || detail::capture()) return make();
   std::array<RangeEntry, 4>& cache = range_cache();
@@ -146,7 +157,16 @@ Tensor range_of(int64_t start, int64_t n, Dtype type) {
   e = {start, n, type, make()};
   return e.t;
 }
-Tensor int64_range(int64_t start, int64_t n) { return range_of(start, n, Dtype::I64); }
+// range_of for op: a failure (past a memory limit) names the op. The ops
+// make their ranges before they record anything, so a failure records
+// nothing.
+Tensor op_range(const char* op, int64_t start, int64_t n, Dtype type) {
+  try {
+    return range_of(start, n, type);
+  } catch (const Error& e) {
+    throw Error(std::string(op) + ": " + e.what());
+  }
+}
 
 Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const char* op) {
   need_arg_operand(x, op);
@@ -166,6 +186,8 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
   Shape along;
   along.push_back(n);
   for (int i = a + 1; i < x.rank(); ++i) along.push_back(1);
+  const bool float_lanes = is_floating(t) && detail::float_count_fits(n, a);
+  const Tensor range = op_range(op, 0, n, float_lanes ? Dtype::F32 : Dtype::I64);  // before any op is recorded
   const Tensor m = largest ? x.max(a, true) : x.min(a, true);
 
   // Floats, along an axis whose indices float32 holds exactly: the kernel
@@ -177,8 +199,8 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
   // extreme. Some element always passes, so inf never wins. Every op is
   // over x's shape, so all are phases of the reduction's kernel, and the
   // min is stored as int64.
-  if (is_floating(t) && detail::float_count_fits(n, a)) {
-    const Tensor idx = range_of(0, n, Dtype::F32).reshape(along);
+  if (float_lanes) {
+    const Tensor idx = range.reshape(along);
     const Tensor rank = where(eq(x, m) | ne(x, x), idx, std::numeric_limits<float>::infinity());
     return detail::float_count_reduce(detail::OpKind::Min, rank, a, a + 1, keepdim);
   }
@@ -187,7 +209,7 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
   // past 2^24: int64 indices. `far` (2^61) lies past every index whatever
   // n is (n <= kMaxElements < 2^61), so no value depends on n but the
   // indices themselves.
-  const Tensor idx = int64_range(0, n).reshape(along);
+  const Tensor idx = range.reshape(along);
   const Tensor far = Tensor::full(Shape{}, 0x1p61, Dtype::I64);
   if (!is_floating(t)) return where(eq(x, m), idx, far).min(a, keepdim);
 
@@ -207,25 +229,29 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
 // least of those wins: the ranks hold global indices, so the first NaN, or
 // else the first extreme, of x.
 Tensor arg_extreme_all(const Tensor& x, bool largest, const char* op) {
-  need_arg_operand(x, op);  // (before the reshape records anything)
+  need_arg_operand(x, op);
   const int64_t n = x.numel();
   if (n == 0)
     throw Error(std::string(op) + ": " + describe(x) + " has no elements (expected a non-empty tensor: the " + op +
                 " of no elements is undefined, as in torch)");
-  const Tensor flat = x.rank() > 1 ? x.reshape(Shape{n}) : x;
   // A graph fills its one range per run (a row count made of symbols could
   // not be sliced).
-  if (n <= kCachedRange || detail::capture()) return arg_extreme(flat, 0, false, largest, op);
-  const detail::RecordTogether together;  // one flush for every op below
+  if (n <= kCachedRange || detail::capture())
+    return arg_extreme(x.rank() > 1 ? x.reshape(Shape{n}) : x, 0, false, largest, op);
   constexpr int64_t c = kCachedRange;
   const int64_t rows = n / c, tail = n % c;
+  // The ranges first: a failure to make one records nothing.
+  const Tensor row_range = op_range(op, 0, rows, Dtype::I64), col_range = op_range(op, 0, c, Dtype::I64);
+  const Tensor tail_range = tail > 0 ? op_range(op, rows * c, tail, Dtype::I64) : Tensor();
+  const detail::RecordTogether together;  // one flush for every op below
+  const Tensor flat = x.rank() > 1 ? x.reshape(Shape{n}) : x;
   struct Piece {
     Tensor values, idx;
   };
   std::vector<Piece> pieces;
   pieces.push_back({flat.narrow(0, 0, rows * c).reshape({rows, c}),
-                    int64_range(0, rows).reshape({rows, 1}) * Tensor(c) + int64_range(0, c).reshape({1, c})});
-  if (tail > 0) pieces.push_back({flat.narrow(0, rows * c, tail), int64_range(rows * c, tail)});
+                    row_range.reshape({rows, 1}) * Tensor(c) + col_range.reshape({1, c})});
+  if (tail > 0) pieces.push_back({flat.narrow(0, rows * c, tail), tail_range});
   Tensor m;
   for (const Piece& p : pieces) {
     const Tensor e = largest ? p.values.max() : p.values.min();

@@ -3,7 +3,9 @@
 // error and leaves nothing behind, and the limit holds while a loop runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -82,6 +84,62 @@ TEST(MemoryLimit, AMeanRefusedItsCountRecordsNothing) {
     EXPECT_EQ(memory_stats().live_bytes, base) << (all ? "mean()" : "mean({1})") << ": a pending op holds x";
     flush();
   }
+}
+
+// argmax and argmin make their index ranges before they record anything:
+// a range refused by the limit records nothing, so repeated failures hold
+// no more than the first (they used to leave a pending piece each, until
+// every allocation failed), and the error names the op. Generated sizes
+// for the all-elements form (rows of 2^16 and a tail) and along an axis.
+TEST(MemoryLimit, AnArgmaxRefusedItsRangeRecordsNothing) {
+  LimitGuard guard;
+  trim();
+  std::mt19937 g(31);
+  for (int iter = 0; iter < 6; ++iter) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(70000, 400000)(g);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = std::uniform_real_distribution<float>(-1, 1)(g);
+    const bool along = iter % 2;
+    set_memory_limit(along ? 4096 : 16384);  // room for the small ranges, not for the long one
+    int64_t held = -1;
+    for (int attempt = 0; attempt < 30; ++attempt) {
+      try {
+        const Tensor x = along ? Tensor::from_blob(v.data(), {1, n}) : Tensor::from_blob(v.data(), {n});
+        (void)(along ? x.argmin(1) : x.argmax()).to_vector<int64_t>();
+        ADD_FAILURE() << "an argmax past the limit ran, n=" << n;
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find(along ? "argmin" : "argmax"), std::string::npos) << m;
+        EXPECT_NE(m.find("memory limit"), std::string::npos) << m;
+      }
+      if (held < 0) held = memory_stats().live_bytes;
+      ASSERT_EQ(memory_stats().live_bytes, held) << "n=" << n << " attempt " << attempt << ": a failure holds more";
+    }
+    set_memory_limit(0);
+    const Tensor x = Tensor::from_blob(v.data(), {n});
+    const int64_t want = std::max_element(v.begin(), v.end()) - v.begin();
+    EXPECT_EQ(x.argmax().to_vector<int64_t>()[0], want) << "n=" << n;
+    trim();
+    EXPECT_EQ(memory_stats().live_bytes, 0);
+  }
+}
+
+// The index ranges a thread keeps for its next argmax are given up when a
+// range the limit refuses would fit without them.
+TEST(MemoryLimit, KeptArgmaxRangesMakeRoomUnderALimit) {
+  LimitGuard guard;
+  trim();
+  std::vector<float> v(300000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7919) % 100003);
+  (void)Tensor::from_blob(v.data(), {300000}).argmax().to_vector<int64_t>();
+  const int64_t kept = memory_stats().live_bytes;
+  ASSERT_GT(kept, 0) << "no range kept";
+  set_memory_limit(1 << 20);
+  ASSERT_GT(kept + 400000, int64_t{1} << 20) << "the test's sizes no longer need the kept ranges' room";
+  const std::vector<int64_t> got = Tensor::from_blob(v.data(), {3, 100000}).argmin(1).to_vector<int64_t>();
+  for (int64_t r = 0; r < 3; ++r)
+    EXPECT_EQ(got[static_cast<size_t>(r)],
+              std::min_element(v.begin() + r * 100000, v.begin() + (r + 1) * 100000) - (v.begin() + r * 100000));
 }
 
 TEST(MemoryLimit, TheLimitHoldsWhileALoopRuns) {
