@@ -4,6 +4,7 @@
 #include "dvm/error.h"
 #include "dvm/runtime.h"
 #include "tracer/buffer_pool.h"
+#include "tracer/capture.h"
 #include "tracer/node.h"
 #include "tracer/row_copies.h"
 #include "tracer/trace.h"
@@ -25,8 +26,9 @@ int64_t memory_limit() { return detail::pool_limit(); }
 void trim() {
   // A result dropped unread still holds its inputs until a flush drops it:
   // the calling thread's trace is flushed first, so what only such results
-  // held is given back too.
-  if (detail::t_trace) detail::t_trace->flush();
+  // held is given back too (not while it captures a graph: its ops are the
+  // graph's, computed by nothing now).
+  if (detail::t_trace && !detail::capture()) detail::t_trace->flush();
   detail::drop_cached_ranges();
   detail::pool_trim();
   detail::node_pool_trim();
