@@ -73,8 +73,16 @@ void refuse_in_capture(const char* op) {
 
 namespace {
 // cat, for `op` (cat or stack) in the error of a buffer it cannot allocate.
+// An undefined piece of a list, named by its position.
+void need_defined_pieces(const char* op, const std::vector<Tensor>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!tensors[i].defined())
+      throw Error(std::string(op) + ": tensor " + std::to_string(i) + " of the list is undefined (default-constructed)");
+}
+
 Tensor cat_for(const char* op, const std::vector<Tensor>& tensors, int axis) {
   if (tensors.empty()) throw Error("cat: expected a non-empty list of tensors");
+  need_defined_pieces("cat", tensors);
   std::vector<Node*> in;
   in.reserve(tensors.size());
   for (const Tensor& t : tensors) in.push_back(detail::need(t, "cat"));
@@ -127,6 +135,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int axis) { return cat_for("cat",
 
 Tensor stack(const std::vector<Tensor>& tensors, int axis) {
   if (tensors.empty()) throw Error("stack: expected a non-empty list of tensors");
+  need_defined_pieces("stack", tensors);
   const Shape& first = detail::need(tensors[0], "stack")->shape;
   if (first.rank() >= kMaxRank)
     throw Error("stack: tensors of shape " + first.to_string() + " already have the most axes dvm supports (" +

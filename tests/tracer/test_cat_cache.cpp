@@ -383,6 +383,10 @@ TEST(JoiningErrors, NameTheOpAndTheShapes) {
   expect_error("cat of 0-d", [&] { (void)dvm::cat({s0, s0}); }, {"cat", "zero-dimensional"});
   expect_error("stack of mismatched shapes", [&] { (void)dvm::stack({a, b}); }, {"stack", "[2, 4]", "equal shapes"});
   expect_error("stack along a missing axis", [&] { (void)dvm::stack({a, a}, 3); }, {"stack"});
+  expect_error("cat of an undefined piece", [&] { (void)dvm::cat({a, a, Tensor()}, 0); },
+               {"cat", "tensor 2", "undefined"});
+  expect_error("stack of an undefined piece", [&] { (void)dvm::stack({a, Tensor(), a}); },
+               {"stack", "tensor 1", "undefined"});
   expect_error("cache with no axis", [&] { KVCache k(Shape{}, 0); }, {"KVCache"});
   expect_error("cache axis out of range", [&] { KVCache k(Shape{4, 2}, 2); }, {"KVCache"});
   KVCache cache(Shape{2, 8, 3}, 1);
