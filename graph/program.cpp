@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -390,9 +391,15 @@ bool eval_terms(const detail::ExecutableState& x, const Program& p, const int64_
   return true;
 }
 
+// The launch's P * R * C; a product past int64 (a changed file's extents)
+// counts as the largest work.
 int64_t work_of(const ProgramLaunch& l, const ProgramScratch& s) {
-  return s.terms[static_cast<size_t>(l.extent[vm::kP])] * s.terms[static_cast<size_t>(l.extent[vm::kR])] *
-         s.terms[static_cast<size_t>(l.extent[vm::kC])];
+  int64_t pr = 0, prc = 0;
+  if (__builtin_mul_overflow(s.terms[static_cast<size_t>(l.extent[vm::kP])],
+                             s.terms[static_cast<size_t>(l.extent[vm::kR])], &pr) ||
+      __builtin_mul_overflow(pr, s.terms[static_cast<size_t>(l.extent[vm::kC])], &prc))
+    return std::numeric_limits<int64_t>::max();
+  return prc;
 }
 
 // Steps, as the executor's stacking would run them: a large launch is a
