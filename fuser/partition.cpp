@@ -333,12 +333,10 @@ class Partitioner {
   // value in registers, the loaded input, is the one its store would keep,
   // so the ops reading it join it (img.to(F32) / 255 - mean is one kernel).
   // One to another type is stored before anything reads it (rounded to its
-  // type). One from int64 stays alone too: AVX2 machine code converts no
-  // int64 (docs/JIT.md), so its readers joining it would leave them all on
-  // the interpreter there. (By dtypes alone: graphs partition alike.)
+  // type).
   void place_conversion(Node* n) {
     const int g = new_group(vm::Form::Elementwise, n->shape, 0, 0);
-    G(g).sealed = n->dtype != Dtype::F32 || n->in[0]->dtype == Dtype::I64;
+    G(g).sealed = n->dtype != Dtype::F32;
     join(n, g, Domain::Full);
   }
 

@@ -298,14 +298,6 @@ std::unique_ptr<JitCodeImpl> compile_variant(const vm::VerifiedProgram& vp, Isa 
     *reason = "the kernel computes in int64 lanes, which machine code has no registers for yet";
     return nullptr;
   }
-  // Loads convert every element type to f32 and stores convert back
-  // (backends/convert.h); int64 needs AVX-512DQ's vcvtqq2ps / vcvttps2qq.
-  for (size_t a = 0; a < vp.program.types.size(); ++a)
-    if (vp.program.types[a] == Dtype::I64 && isa != Isa::Avx512) {
-      *reason = "argument " + std::to_string(a) +
-                " has element type int64; the JIT converts int64 on AVX-512 only (vcvtqq2ps / vcvttps2qq)";
-      return nullptr;
-    }
   auto code = std::make_unique<JitCodeImpl>();
   if (!arg_patterns(vp.program, &code->patterns, reason)) return nullptr;
   thread_local IrBuilder ir;

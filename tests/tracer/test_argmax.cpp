@@ -6,8 +6,8 @@
 // too), keepdim or not, every accepted type with ties drawn on purpose and
 // NaNs in the floating ones; transposed, permuted and sliced views; inputs
 // fused from other ops; the all-elements form; 0-d tensors; the errors. On
-// every target (AVX-512's JIT runs the float-lane index kernels; the
-// int64-lane ones, which it declines, still run there on the interpreter).
+// every target (the JIT runs the float-lane index kernels; the int64-lane
+// ones, which it declines, still run there on the interpreter).
 #include <algorithm>
 #include <climits>
 #include <cmath>

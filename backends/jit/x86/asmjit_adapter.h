@@ -110,6 +110,9 @@ enum class VI : uint8_t {
   vinsertps, vinsertf128, vinsertf32x4, vpinsrw, vpinsrb, vpunpcklqdq,
   // Strided stores, lane by lane from registers (with vpextrw, vpextrb).
   vextractps, vextractf32x4,
+  // int64 <-> f32 one element at a time (AVX2 has no vector form):
+  // vcvtsi2ss xmm, xmm, qword [m]; vcvttss2si r64, dword [m] or xmm.
+  vcvtsi2ss, vcvttss2si,
   kCount
 };
 

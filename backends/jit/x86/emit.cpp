@@ -972,6 +972,41 @@ struct Gen {
     as.v(VI::vcvtqq2ps, asmx::vreg(1, W::Y), hi);
     as.v(VI::vinsertf32x8, d, d, asmx::vreg(1, W::Y), asmx::imm(1));
   }
+  // AVX2: d = f32 of 8 int64, element j at at(j) (a memory operand), one
+  // vcvtsi2ss each (nearest even, as vcvtqq2ps), joined with vinsertps.
+  // vcvtsi2ss keeps its destination's other lanes: zeroing the register
+  // first (vxorps, which waits on nothing) keeps the conversions from
+  // waiting on each other.
+  template <class At>
+  void cvt_in_i64_avx2(Opnd d, At at) {
+    const Opnd x1 = asmx::vreg(1, W::X), x2 = asmx::vreg(2, W::X);
+    for (int h = 0; h < 2; ++h) {
+      const Opnd r = h == 0 ? asmx::vreg(d.reg, W::X) : x2;
+      as.v(VI::vxorps, r, r, r);
+      as.v(VI::vcvtsi2ss, r, r, at(4 * h));
+      for (int k = 1; k < 4; ++k) {
+        as.v(VI::vxorps, x1, x1, x1);
+        as.v(VI::vcvtsi2ss, x1, x1, at(4 * h + k));
+        as.v(VI::vinsertps, r, r, x1, asmx::imm(k << 4));
+      }
+    }
+    as.v(VI::vinsertf128, asmx::vreg(d.reg, W::Y), asmx::vreg(d.reg, W::Y), x2, asmx::imm(1));
+  }
+  // Element j of the 8 int64 the AVX2 forms convert from or to: of the
+  // argument at p (copy `copy`), or of the typed buffer.
+  Opnd i64_elem(Gp p, int copy, int j) const { return asmx::mem(p, asmx::rsi, 3, copy * 64 + 8 * j, 8); }
+  static Opnd i64_buf(int j) { return asmx::mem(asmx::rsp, kTypedBuf + 8 * j, 8); }
+  // AVX2: the 8 floats of s truncated to int64 (NaN and out of range
+  // INT64_MIN, as vcvttps2qq), element j stored to at(j): s goes through
+  // the typed buffer's upper half, one vcvttss2si each. Uses rcx.
+  template <class At>
+  void cvt_out_i64_avx2(const Opnd& s, At at) {
+    as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf + 64, 32), asmx::vreg(s.reg, W::Y));
+    for (int j = 0; j < 8; ++j) {
+      as.v(VI::vcvttss2si, asmx::gpr(asmx::rcx), asmx::mem(asmx::rsp, kTypedBuf + 64 + 4 * j, 4));
+      as.mov(at(j), asmx::rcx);
+    }
+  }
 
   // Raw elements of type t of the f32 register s, into scratch 1 (its raw
   // view, returned); with `ints`, s holds int32 values (the argument moves
@@ -1078,7 +1113,7 @@ struct Gen {
   void zero_typed_buf(int bytes) {
     const Opnd x1 = asmx::vreg(1, W::X);
     as.v(VI::vpxor, x1, x1, x1);
-    const W zw = bytes >= 64 ? W::Z : W::Y;
+    const W zw = bytes >= 64 && avx512 ? W::Z : W::Y;
     const int step = zw == W::Z ? 64 : 32;
     for (int off = 0; off < bytes; off += step)
       as.v(VI::vmovups, asmx::mem(asmx::rsp, kTypedBuf + off, step), asmx::vreg(1, zw));
@@ -1110,7 +1145,16 @@ struct Gen {
     if (m) use_copy_mask(n.imm);
     Gp p = arg_ptr(n, asmx::rax);
     const Opnd d = dst(i);
-    if (t == Dtype::I64) {  // AVX-512 only (compile)
+    if (t == Dtype::I64 && !avx512) {
+      if (m) {  // rem elements through the zeroed buffer
+        as.lea(asmx::r11, telem(p, t, n.imm));
+        zero_typed_buf(64);
+        copy_bytes(t, n.imm, true);
+        cvt_in_i64_avx2(d, i64_buf);
+      } else {
+        cvt_in_i64_avx2(d, [&](int j) { return i64_elem(p, n.imm, j); });
+      }
+    } else if (t == Dtype::I64) {
       Opnd lo = telem_half(p, n.imm, 0), hi = telem_half(p, n.imm, 1);
       if (m) {
         as.masked(1, true);
@@ -1143,7 +1187,12 @@ struct Gen {
     Gp p = arg_ptr(n, asmx::rax);
     const Opnd d = dst(i);
     const size_t b = dtype_size(t);
-    if (t == Dtype::I64) {
+    if (t == Dtype::I64 && !avx512) {
+      const Opnd x1 = asmx::vreg(1, W::X);
+      as.v(VI::vxorps, x1, x1, x1);
+      as.v(VI::vcvtsi2ss, x1, x1, asmx::mem(p, 0, 8));
+      as.v(VI::vbroadcastss, d, x1);
+    } else if (t == Dtype::I64) {
       as.v(VI::vpbroadcastq, asmx::vreg(1, W::Z), asmx::mem(p, 0, 8));
       cvt_in_i64(d, asmx::vreg(1, W::Z), asmx::vreg(1, W::Z));
     } else {
@@ -1210,7 +1259,8 @@ struct Gen {
       as.mov(asmx::rdx, asmx::mem(asmx::rdi, kOffN));
     }
     const Opnd d = dst(i);
-    if (t == Dtype::I64) cvt_in_i64(d, asmx::mem(asmx::rsp, kTypedBuf, 64), asmx::mem(asmx::rsp, kTypedBuf + 64, 64));
+    if (t == Dtype::I64 && !avx512) cvt_in_i64_avx2(d, i64_buf);
+    else if (t == Dtype::I64) cvt_in_i64(d, asmx::mem(asmx::rsp, kTypedBuf, 64), asmx::mem(asmx::rsp, kTypedBuf + 64, 64));
     else cvt_in(t, d, asmx::mem(asmx::rsp, kTypedBuf, raw_bytes(t)), ints_of(n));
     commit(i);
   }
@@ -1227,7 +1277,19 @@ struct Gen {
     const bool m = masked_copy(masked, n.imm);
     if (m) use_copy_mask(n.imm);
     const Opnd s = src_reg(n.a, 0);
-    if (t == Dtype::I64) {  // AVX-512 only: truncation, NaN and out of range INT64_MIN
+    if (t == Dtype::I64 && !avx512) {
+      if (m) {  // rem elements from the buffer
+        cvt_out_i64_avx2(s, i64_buf);
+        Gp p = arg_ptr(n, asmx::rax);
+        as.lea(asmx::r11, telem(p, t, n.imm));
+        copy_bytes(t, n.imm, false);
+      } else {
+        Gp p = arg_ptr(n, asmx::rax);
+        cvt_out_i64_avx2(s, [&](int j) { return i64_elem(p, n.imm, j); });
+      }
+      return;
+    }
+    if (t == Dtype::I64) {  // AVX-512: truncation, NaN and out of range INT64_MIN
       const Opnd z1 = asmx::vreg(1, W::Z), z2 = asmx::vreg(2, W::Z);
       as.v(VI::vcvttps2qq, z1, asmx::vreg(s.reg, W::Y));
       as.v(VI::vextractf32x8, asmx::vreg(2, W::Y), s, asmx::imm(1));
@@ -1272,7 +1334,9 @@ struct Gen {
     const int sh = elem_shift(t), b = static_cast<int>(dtype_size(t));
     const Opnd s = src_reg(n.a, 0);
     Opnd raw = s;  // float32 lanes as they are
-    if (t == Dtype::I64) {  // AVX-512 only (as typed_store)
+    if (t == Dtype::I64 && !avx512) {
+      cvt_out_i64_avx2(s, i64_buf);
+    } else if (t == Dtype::I64) {  // as typed_store
       const Opnd z1 = asmx::vreg(1, W::Z), z2 = asmx::vreg(2, W::Z);
       as.v(VI::vcvttps2qq, z1, asmx::vreg(s.reg, W::Y));
       as.v(VI::vextractf32x8, asmx::vreg(2, W::Y), s, asmx::imm(1));
@@ -1325,10 +1389,15 @@ struct Gen {
     const Dtype t = type_of(n);
     const Opnd s = src_reg(n.a, 0);
     const Opnd x1 = asmx::vreg(1, W::X);
-    if (t == Dtype::I64) {
-      as.v(VI::vcvttps2qq, x1, asmx::vreg(s.reg, W::X));
+    if (t == Dtype::I64) {  // truncation, NaN and out of range INT64_MIN
       Gp p = arg_ptr(n, asmx::rax);
-      as.v(VI::vmovq, asmx::mem(p, 0, 8), x1);
+      if (avx512) {
+        as.v(VI::vcvttps2qq, x1, asmx::vreg(s.reg, W::X));
+        as.v(VI::vmovq, asmx::mem(p, 0, 8), x1);
+      } else {
+        as.v(VI::vcvttss2si, asmx::gpr(asmx::rcx), asmx::vreg(s.reg, W::X));
+        as.mov(asmx::mem(p, 0, 8), asmx::rcx);
+      }
       return;
     }
     cvt_out(t, s, ints_of(n));
