@@ -113,9 +113,12 @@ void need_arg_operand(const Tensor& x, const char* op) {
 // row kernel: the first finds the extreme m, the second the first index
 // where x reaches it (along another axis: two column kernels).
 // start, start + 1, ..., start + n - 1 as a tensor [n] of type t. Tensors
-// are immutable, so a few of them, of at most kCachedRange elements, are
-// kept per thread: argmax in a decode loop fills nothing on the host.
+// are immutable, so a few of them are kept per thread: four of at most
+// kCachedRange elements and one of at most kCachedLongRange (a language
+// model's vocabulary past 2^16: argmax in a decode loop fills nothing on
+// the host).
 constexpr int64_t kCachedRange = int64_t{1} << 16;
+constexpr int64_t kCachedLongRange = int64_t{1} << 18;
 struct RangeEntry {
   int64_t start = 0, n = -1;
   Dtype type = Dtype::I64;
@@ -124,11 +127,11 @@ struct RangeEntry {
 // Whether this thread's range cache was made and not yet destroyed.
 constinit thread_local bool t_ranges_live = false;
 struct RangeCache {
-  std::array<RangeEntry, 4> entries;
+  std::array<RangeEntry, 5> entries;  // the last: the long one
   RangeCache() { t_ranges_live = true; }
   ~RangeCache() { t_ranges_live = false; }
 };
-std::array<RangeEntry, 4>& range_cache() {
+std::array<RangeEntry, 5>& range_cache() {
   (void)detail::Trace::current();  // constructed first, so it outlives the cache at thread exit
   thread_local RangeCache cache;
   return cache.entries;
@@ -148,12 +151,13 @@ Tensor range_of(int64_t start, int64_t n, Dtype type) {
       return arange();
     }
   };
-  if (n > kCachedRange || detail::capture()) return make();
-  std::array<RangeEntry, 4>& cache = range_cache();
+  if (n > kCachedLongRange || detail::capture()) return make();
+  std::array<RangeEntry, 5>& cache = range_cache();
   thread_local size_t next = 0;
   for (RangeEntry& e : cache)
     if (e.n == n && e.start == start && e.type == type) return e.t;
-  RangeEntry& e = cache[next++ % cache.size()];
+  RangeEntry& e = n > kCachedRange ? cache.back() : cache[next++ % (cache.size() - 1)];
+  e = {};  // a long one's memory goes back before the next is made
   e = {start, n, type, make()};
   return e.t;
 }

@@ -9,6 +9,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "tracer/capture.h"
 #include "tracer/host_values.h"
@@ -716,6 +717,19 @@ detail::Storage* detail::allocate_result(const char* op, const Shape& shape, Dty
 }
 
 void detail::fill_range(void* data, Dtype t, int64_t count, double start, double step) {
+  // The common types in loops the compiler vectorizes (argmax fills a range
+  // per call for a long axis). Both ends fit t (check_range_fits), so every
+  // value between does, and a cast truncates as store_value does.
+  auto fill = [&](auto* d) {
+    using T = std::remove_pointer_t<decltype(d)>;
+    for (int64_t i = 0; i < count; ++i) d[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  };
+  switch (t) {
+    case Dtype::F32: fill(static_cast<float*>(data)); return;
+    case Dtype::I32: fill(static_cast<int32_t*>(data)); return;
+    case Dtype::I64: fill(static_cast<int64_t*>(data)); return;
+    default: break;
+  }
   for (int64_t i = 0; i < count; ++i) store_value("arange", t, data, i, start + static_cast<double>(i) * step);
 }
 

@@ -574,5 +574,40 @@ TEST(Argmax, ASixteenBitValueComputedInTheKernelComparesAsStored) {
   EXPECT_EQ(sum.argmax(0, false).to_vector<int64_t>(), (std::vector<int64_t>{0}));
 }
 
+// Rows longer than 2^16 (a language model's vocabulary): generated
+// lengths to 2^18 and past it, the maximum placed anywhere, against the
+// first maximum found here. The index range of one long length is kept for
+// the next call (nothing allocated then), and a new long length replaces
+// it: what the thread keeps stays one range, not one per length.
+TEST(ArgmaxLongRows, MatchTheReferenceAndKeepOneRange) {
+  std::mt19937 rng(2026);
+  std::vector<float> v;
+  for (int iter = 0; iter < 12; ++iter) {
+    const int64_t n = iter == 11 ? (int64_t{1} << 18) + 3
+                                 : std::uniform_int_distribution<int64_t>(65537, int64_t{1} << 18)(rng);
+    const int64_t rows = 1 + iter % 3;
+    v.resize(static_cast<size_t>(rows * n));
+    for (float& f : v) f = std::uniform_real_distribution<float>(-1, 1)(rng);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t at = std::uniform_int_distribution<int64_t>(0, n - 1)(rng);
+      v[static_cast<size_t>(r * n + at)] = 2.0f;
+      if (iter % 2) v[static_cast<size_t>(r * n + (at + n / 2) % n)] = 2.0f;  // a tie
+    }
+    const Tensor x = Tensor::from_blob(v.data(), {rows, n});
+    std::vector<int64_t> want;
+    for (int64_t r = 0; r < rows; ++r)
+      want.push_back(std::max_element(v.begin() + r * n, v.begin() + (r + 1) * n) - (v.begin() + r * n));
+    trim();
+    EXPECT_EQ(x.argmax(1).to_vector<int64_t>(), want) << "n " << n << " rows " << rows;
+    const int64_t kept = memory_stats().live_bytes;
+    if (n <= int64_t{1} << 18) {
+      EXPECT_GE(kept, n * 4) << "n " << n << ": its range was not kept";
+    }
+    EXPECT_LE(kept, (int64_t{1} << 18) * 4 + (int64_t{1} << 16) * 4 * 4) << "n " << n;
+    EXPECT_EQ(x.argmax(1).to_vector<int64_t>(), want) << "n " << n << ", again";
+    EXPECT_EQ(memory_stats().live_bytes, kept) << "n " << n << ": the second call allocated";
+  }
+}
+
 }  // namespace
 }  // namespace dvm::testing
