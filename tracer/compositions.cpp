@@ -225,13 +225,16 @@ Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, bool largest, const 
   return where(ge(r, far), r - far, r);
 }
 
-// The all-elements form: the index into x flattened (row-major). Past
-// kCachedRange elements the flat x is read as rows of kCachedRange (and a
-// shorter tail) whose indices are row * kCachedRange + column, from two
-// short ranges: no index buffer as large as x. Each piece's least rank
-// (as in arg_extreme, against the extreme of all pieces) is kept, and the
-// least of those wins: the ranks hold global indices, so the first NaN, or
-// else the first extreme, of x.
+// The all-elements form: the index into x flattened (row-major). Up to
+// kCachedLongRange elements, argmax of x flattened along its one axis. Past
+// it the flat x is read as rows of kCachedRange (and a shorter tail) whose
+// indices are row * kCachedRange + column, from two short ranges: no index
+// buffer as large as x. Each piece's least rank (as in arg_extreme, against
+// the extreme m of all pieces) is kept, and the least of those wins: the
+// ranks hold global indices, so the first NaN, or else the first extreme,
+// of x. Floats of at most 2^24 elements rank in float32 lanes (machine
+// code; a piece with no candidate ranks 2^24, past every index); integers
+// and longer floats in int64 lanes.
 Tensor arg_extreme_all(const Tensor& x, bool largest, const char* op) {
   need_arg_operand(x, op);
   const int64_t n = x.numel();
@@ -240,30 +243,44 @@ Tensor arg_extreme_all(const Tensor& x, bool largest, const char* op) {
                 " of no elements is undefined, as in torch)");
   // A graph fills its one range per run (a row count made of symbols could
   // not be sliced).
-  if (n <= kCachedRange || detail::capture())
+  if (n <= kCachedLongRange || detail::capture())
     return arg_extreme(x.rank() > 1 ? x.reshape(Shape{n}) : x, 0, false, largest, op);
   constexpr int64_t c = kCachedRange;
   const int64_t rows = n / c, tail = n % c;
+  const bool floating = is_floating(x.dtype());
+  const bool float_lanes = floating && n <= detail::kFloatExactCount;
+  const Dtype it = float_lanes ? Dtype::F32 : Dtype::I64;
   // The ranges first: a failure to make one records nothing.
-  const Tensor row_range = op_range(op, 0, rows, Dtype::I64), col_range = op_range(op, 0, c, Dtype::I64);
-  const Tensor tail_range = tail > 0 ? op_range(op, rows * c, tail, Dtype::I64) : Tensor();
+  const Tensor row_range = op_range(op, 0, rows, it), col_range = op_range(op, 0, c, it);
+  const Tensor tail_range = tail > 0 ? op_range(op, rows * c, tail, it) : Tensor();
   const detail::RecordTogether together;  // one flush for every op below
   const Tensor flat = x.rank() > 1 ? x.reshape(Shape{n}) : x;
   struct Piece {
     Tensor values, idx;
   };
   std::vector<Piece> pieces;
-  pieces.push_back({flat.narrow(0, 0, rows * c).reshape({rows, c}),
-                    row_range.reshape({rows, 1}) * Tensor(c) + col_range.reshape({1, c})});
+  const Tensor row_start = float_lanes ? row_range.reshape({rows, 1}) * static_cast<float>(c)
+                                       : row_range.reshape({rows, 1}) * Tensor(c);
+  pieces.push_back({flat.narrow(0, 0, rows * c).reshape({rows, c}), row_start + col_range.reshape({1, c})});
   if (tail > 0) pieces.push_back({flat.narrow(0, rows * c, tail), tail_range});
   Tensor m;
   for (const Piece& p : pieces) {
     const Tensor e = largest ? p.values.max() : p.values.min();
     m = !m.defined() ? e : largest ? maximum(m, e) : minimum(m, e);  // NaN propagates
   }
-  const Tensor far = Tensor::full(Shape{}, 0x1p61, Dtype::I64);
-  const bool floating = is_floating(x.dtype());
   Tensor r;
+  if (float_lanes) {
+    // Every rank is a whole float32 (2^24, past every index, is exact too):
+    // the least of each row, then of those, then converted once.
+    const float none = static_cast<float>(detail::kFloatExactCount);
+    for (const Piece& p : pieces) {
+      const Tensor rank = where(eq(p.values, m) | ne(p.values, p.values), p.idx, none);
+      const Tensor least = rank.rank() == 2 ? rank.min(1).min() : rank.min();
+      r = r.defined() ? minimum(r, least) : least;
+    }
+    return r.to(Dtype::I64);
+  }
+  const Tensor far = Tensor::full(Shape{}, 0x1p61, Dtype::I64);
   for (const Piece& p : pieces) {
     const Tensor at_m = where(eq(p.values, m), p.idx, far);
     const Tensor rank = floating ? where(ne(p.values, p.values), p.idx, at_m + far) : at_m;

@@ -207,15 +207,17 @@ TEST_P(Argmax, GeneratedInputsMatchAScalarReference) {
   }
 }
 
-// The all-elements form past 65536 elements, which reads x as rows of 65536
-// and a tail: lengths with and without a tail, the extreme (and a NaN)
+// The all-elements form past 65536 elements: one index range to 2^18,
+// then x read as rows of 65536 and a tail (float32 lanes for floats, int64
+// for integers): lengths with and without a tail, the extreme (and a NaN)
 // placed in the first row, a later row, the tail and across a row's edge,
 // ties between pieces. It holds no index buffer of x's size: the pool's
 // peak rises by about x's own buffer, not 8 bytes an element more.
 TEST_P(Argmax, AllElementsOfLongTensorsMatchTheReference) {
   std::mt19937 rng(77);
   for (Dtype t : kTypes) {
-    for (int64_t n : {int64_t{131072}, int64_t{200003}}) {
+    // One range (to 2^18), rows of 2^16 and a tail, rows without a tail.
+    for (int64_t n : {int64_t{131072}, int64_t{200003}, int64_t{300001}, int64_t{1} << 19}) {
       for (int place = 0; place < 5; ++place) {
         Values v = random_values(t, n, rng, 0.0);
         // The extremes at chosen places: 0, 65535 / 65536 (a row's edge),
