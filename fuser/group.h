@@ -34,6 +34,10 @@ struct Group {
   // float32: its value must be rounded to its type, which only its store
   // does, so nothing else joins its group.
   bool sealed = false;
+  // Its members are writes into one buffer (Node::target), each disjoint
+  // from the ones before it (Node::disjoint_write), all of the group's
+  // shape: cat's or stack's pieces, stored by one kernel.
+  bool disjoint_writes = false;
   // A member computes or reads int64 values (its kernel then folds whole
   // rows: int64 lanes are never split), or sums floats (whose order a split
   // launch changes). Never both: a float sum's bits would then depend on

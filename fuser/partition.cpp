@@ -145,7 +145,9 @@ class Partitioner {
         if (n->in[0]->pending && !at(n).in_registers) at(n->in[0]).output = true;
         continue;
       }
-      if (n->user_refs() > 0) at(n).output = true;
+      // A write exists to store (one read only by the next write of its
+      // group, through its order-only input, is still stored).
+      if (n->user_refs() > 0 || n->target) at(n).output = true;
       for (int i = 0; i < n->nin; ++i) {
         Node* x = n->in[i];
         if (in_group(x) && at(x).group != at(n).group) at(x).output = true;
@@ -340,13 +342,26 @@ class Partitioner {
     join(n, g, Domain::Full);
   }
 
-  // A write into a slice of a buffer (Node::target) is a kernel of its own
-  // that reads its input from memory: its store's layout is the buffer's,
-  // which no other member's values share. Its order-only input orders it
-  // after the write before it (join's dependencies).
+  // A write into a slice of a buffer (Node::target) reads its input from
+  // memory: its store's layout is the buffer's, which no other member's
+  // values share. Its order-only input orders it after the write before it
+  // (join's dependencies). A write that overlaps none before it (cat's and
+  // stack's pieces) joins the group of the one before it when that group
+  // holds only such writes of its shape reading the same type: one kernel
+  // stores every piece, its stores disjoint, so their order is free.
   void place_write(Node* n) {
+    const Node* prev = n->nin > 1 ? n->in[1] : nullptr;
+    if (n->disjoint_write && prev && prev->disjoint_write && in_group(prev) && prev->target == n->target &&
+        prev->in[0]->dtype == n->in[0]->dtype) {
+      const int g = find(at(prev).group);
+      if (G(g).disjoint_writes && G(g).full == n->shape && lanes_agree(n, G(g)) && !would_cycle(n, g)) {
+        join(n, g, Domain::Full);
+        return;
+      }
+    }
     const int g = new_group(vm::Form::Elementwise, n->shape, 0, 0);
     G(g).sealed = true;
+    G(g).disjoint_writes = n->disjoint_write;
     join(n, g, Domain::Full);
   }
 

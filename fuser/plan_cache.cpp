@@ -207,14 +207,16 @@ void make_signature(const std::vector<Node*>& nodes, Signature* out) {
       // A write's store layout: which of its strides continue the next dim
       // linearly (a slice of its buffer's contiguous layout: the lowering's
       // choices follow from these alone, so new sizes keep the plan),
-      // and whether its innermost moving dim has a unit stride.
+      // whether its innermost moving dim has a unit stride, and whether it
+      // overlaps no earlier write.
       uint64_t unit = 1;
       for (int k = n->shape.rank() - 1; k >= 0; --k)
         if (n->shape[k] != 1) {
           unit = n->strides[k] == 1;
           break;
         }
-      *b.w++ = SigBuilder::linear_bits(n->shape, n->strides) | unit << 63;
+      // Whether it may share a kernel with the writes before it (partition).
+      *b.w++ = SigBuilder::linear_bits(n->shape, n->strides) | unit << 63 | uint64_t{n->disjoint_write} << 62;
     }
     const int32_t at = static_cast<int32_t>(i);
     switch (n->nin) {

@@ -95,6 +95,10 @@ struct Node {
   // The fields every pass of a flush reads come first (one cache line with
   // the counts): the rest is read once the node is lowered or computed.
   bool needed = false;  // reachable from a live Tensor at flush
+  // A write (`target` set) that overlaps none of the writes before it into
+  // the same buffer (the chain of in[1]): cat's pieces, each its own slice
+  // of a fresh buffer. Such writes of one shape may share a kernel.
+  bool disjoint_write = false;
   // Handles of this pending node that died on the thread whose trace holds
   // it, not yet taken off `counts`: such a death is this plain increment
   // instead of an atomic operation (one that waits for the stores of the

@@ -30,9 +30,11 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 // Records a write of src, converted to dtype, into buf at element `offset`
 // with the buffer's `strides`, after `prev` (the last write into buf, or
-// undefined).
-Tensor write(Node* src, Storage* buf, Dtype dtype, int64_t offset, const int64_t* strides, const Tensor& prev) {
+// undefined); `disjoint`: it overlaps none of the writes before it.
+Tensor write(Node* src, Storage* buf, Dtype dtype, int64_t offset, const int64_t* strides, const Tensor& prev,
+             bool disjoint) {
   Node* n = detail::new_node(NodeKind::Copy, OpKind::None, dtype, src->shape);
+  n->disjoint_write = disjoint;
   detail::set_input(n, 0, src);
   if (prev.defined()) detail::set_input(n, 1, prev.node());
   buf->retain();
@@ -114,7 +116,7 @@ Tensor cat_for(const char* op, const std::vector<Tensor>& tensors, int axis) {
   try {
     int64_t at = 0;
     for (Node* x : in) {
-      if (x->shape.numel() > 0) last = write(x, buf, dtype, at * strides[axis], strides, last);
+      if (x->shape.numel() > 0) last = write(x, buf, dtype, at * strides[axis], strides, last, true);
       at += x->shape[axis];
     }
   } catch (...) {
@@ -216,7 +218,7 @@ Tensor KVCache::append(const Tensor& rows) {
   if (!buffer_) buffer_ = detail::allocate_result("KVCache::append", shape_, dtype_);
   int64_t strides[kMaxRank];
   detail::contiguous_strides(shape_, strides);
-  last_write_ = write(x, buffer_, dtype_, size_ * strides[axis_], strides, last_write_);
+  last_write_ = write(x, buffer_, dtype_, size_ * strides[axis_], strides, last_write_, false);
   size_ += s[axis_];
   Shape now = shape_;
   now[axis_] = size_;
