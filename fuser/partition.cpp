@@ -14,11 +14,19 @@ bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b) {
       if (s[i] != ((i >= a && i < b) ? 1 : full[i])) return false;
     return true;
   }
-  if (s.rank() != full.rank() - (b - a)) return false;
-  for (int i = 0, j = 0; i < full.rank(); ++i) {
-    if (i >= a && i < b) continue;
-    if (s[j++] != full[i]) return false;
+  if (s.rank() == full.rank() - (b - a)) {
+    for (int i = 0, j = 0; i < full.rank(); ++i) {
+      if (i >= a && i < b) continue;
+      if (s[j++] != full[i]) return false;
+    }
+    return true;
   }
+  // Reduced axes that run to the end may include kept axes of extent 1 (a
+  // row reduction over [a, b) with only 1s after b, place_reduce): its
+  // result keeps some of them. Its elements lie as the reduced shape's.
+  if (b != full.rank() || s.rank() < a || s.rank() > full.rank()) return false;
+  for (int i = 0; i < s.rank(); ++i)
+    if (s[i] != (i < a ? full[i] : 1)) return false;
   return true;
 }
 
@@ -539,10 +547,17 @@ class Partitioner {
     std::sort(C.members.begin(), C.members.end(), [](const Node* x, const Node* y) { return x->index < y->index; });
   }
 
+  // A reduction whose kept axes after the reduced ones all have extent 1
+  // reduces its rows' elements in order, so it is a row reduction over
+  // them too (its result's elements lie alike, is_reduced_shape): not a
+  // column reduction one column wide.
   void place_reduce(Node* n) {
     Node* x = n->in[0];
-    const int a = n->red_begin, b = n->red_end;
-    const vm::Form form = b == x->shape.rank() ? vm::Form::RowReduce : vm::Form::ColReduce;
+    const int rank = x->shape.rank(), a = n->red_begin;
+    int b = n->red_end;
+    while (b < rank && x->shape[b] == 1) ++b;
+    if (b < rank) b = n->red_end;
+    const vm::Form form = b == rank ? vm::Form::RowReduce : vm::Form::ColReduce;
     if (joinable(x) && at(x).domain == Domain::Full) {
       int gi = find(at(x).group);
       Group& g = G(gi);

@@ -205,6 +205,58 @@ TEST_F(Partition, StackAlongANewLastAxisStoresStridedAlongC) {
   }
 }
 
+// A reduction whose kept axes after the reduced ones are all 1s reduces
+// each row's elements in order: a row reduction (one group: softmax's two
+// reductions and its epilogue), not a column reduction one column wide.
+// Generated [A, N, 1...] with 1 to 2 trailing 1s, reduced over N: the
+// softmax and a sum against a double reference; with a trailing extent
+// above 1 it stays a column reduction.
+TEST_F(Partition, TrailingOnesMakeARowReduction) {
+  std::mt19937 g(41);
+  for (int iter = 0; iter < 24; ++iter) {
+    const int64_t A = 1 + static_cast<int64_t>(g() % 5), N = 1 + static_cast<int64_t>(g() % 3000);
+    const int ones = 1 + iter % 2;
+    const int64_t last = iter % 6 == 5 ? 2 : 1;  // a trailing 2: a column reduction
+    std::vector<int64_t> dims = {A, N};
+    for (int k = 0; k < ones; ++k) dims.push_back(k + 1 == ones ? last : 1);
+    const Shape s(dims);
+    const Tensor x = Tensor::uniform(s, static_cast<uint64_t>(iter + 1), -3.0f, 3.0f);
+    x.sync();
+    const std::string what = s.to_string();
+    Tensor y = softmax(x, 1);
+    fuser::Plan plan = plan_pending();
+    auto groups = live(plan);
+    if (last == 1) {
+      ASSERT_EQ(groups.size(), 1u) << what;
+      EXPECT_EQ(groups[0]->form, vm::Form::RowReduce) << what;
+    } else {
+      EXPECT_EQ(groups[0]->form, vm::Form::ColReduce) << what;
+    }
+    const std::vector<float> xv = x.to_vector(), got = y.to_vector();
+    const Tensor t = x.sum(1, iter % 4 < 2);
+    const std::vector<float> sums = t.to_vector();
+    const int64_t inner = last;
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t j = 0; j < inner; ++j) {
+        double mx = -INFINITY, sum = 0, plain = 0;
+        for (int64_t r = 0; r < N; ++r) mx = std::max(mx, static_cast<double>(xv[static_cast<size_t>((a * N + r) * inner + j)]));
+        for (int64_t r = 0; r < N; ++r) {
+          const double v = xv[static_cast<size_t>((a * N + r) * inner + j)];
+          sum += std::exp(v - mx);
+          plain += v;
+        }
+        for (int64_t r = 0; r < N; ++r) {
+          const size_t at = static_cast<size_t>((a * N + r) * inner + j);
+          const double want = std::exp(xv[at] - mx) / sum;
+          ASSERT_NEAR(got[at], want, 1e-5 * want + 1e-12) << what << " row " << r;
+        }
+        // |error| of a float sum of N values of magnitude <= 3: N ulps of 3N at most.
+        ASSERT_NEAR(sums[static_cast<size_t>(a * inner + j)], plain, 3.0 * N * N * 0x1p-24 + 1e-6) << what;
+      }
+    flush();
+  }
+}
+
 TEST_F(Partition, ReductionEpilogueJoinsAndColumnReductionFuses) {
   Tensor x = Tensor::uniform({16, 8, 32}, 1);
   Tensor m = x.mean({1}) * 2.0f;  // middle axis: a column reduction with epilogue
