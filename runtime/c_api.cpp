@@ -91,6 +91,12 @@ dvm_status invalid(const char* fn, const char* what) {
 
 bool valid_dtype(int d) { return d >= 0 && d < dvm::kNumDtypes; }
 
+// The error of a dtype argument outside the enum, naming its value.
+dvm_status unknown_dtype(const char* fn, int d) {
+  return invalid(fn, ("unknown dtype " + std::to_string(d) + " (expected 0 to " + std::to_string(dvm::kNumDtypes - 1) +
+                      ", a dvm_dtype)").c_str());
+}
+
 // The shape of shape[0..rank), or false (rank outside [0, DVM_MAX_RANK], or
 // a null pointer with rank > 0).
 bool make_shape(const int64_t* shape, int rank, dvm::Shape* out) {
@@ -190,7 +196,7 @@ dvm_status dvm_from_blob(const void* data, const int64_t* shape, int rank, int d
   DVM_NEED(out, "dvm_from_blob");
   dvm::Shape s;
   if (!make_shape(shape, rank, &s)) return invalid("dvm_from_blob", "rank must be 0..8 with a shape array");
-  if (!valid_dtype(dtype)) return invalid("dvm_from_blob", "unknown dtype");
+  if (!valid_dtype(dtype)) return unknown_dtype("dvm_from_blob", dtype);
   if (!data && s.numel() > 0) return invalid("dvm_from_blob", "data is null");
   return guarded([&] { give(dvm::Tensor::from_blob(data, s, static_cast<dvm::Dtype>(dtype)), out); });
 }
@@ -199,7 +205,7 @@ dvm_status dvm_from_copy(const void* data, const int64_t* shape, int rank, int d
   DVM_NEED(out, "dvm_from_copy");
   dvm::Shape s;
   if (!make_shape(shape, rank, &s)) return invalid("dvm_from_copy", "rank must be 0..8 with a shape array");
-  if (!valid_dtype(dtype)) return invalid("dvm_from_copy", "unknown dtype");
+  if (!valid_dtype(dtype)) return unknown_dtype("dvm_from_copy", dtype);
   if (!data && s.numel() > 0) return invalid("dvm_from_copy", "data is null");
   return guarded([&] { give(dvm::Tensor::from_copy(data, s, static_cast<dvm::Dtype>(dtype)), out); });
 }
@@ -208,7 +214,7 @@ dvm_status dvm_full(const int64_t* shape, int rank, double value, int dtype, dvm
   DVM_NEED(out, "dvm_full");
   dvm::Shape s;
   if (!make_shape(shape, rank, &s)) return invalid("dvm_full", "rank must be 0..8 with a shape array");
-  if (!valid_dtype(dtype)) return invalid("dvm_full", "unknown dtype");
+  if (!valid_dtype(dtype)) return unknown_dtype("dvm_full", dtype);
   return guarded([&] { give(dvm::Tensor::full(s, value, static_cast<dvm::Dtype>(dtype)), out); });
 }
 
@@ -224,7 +230,7 @@ dvm_status dvm_scalar_int(int64_t value, dvm_tensor* out) {
 
 dvm_status dvm_arange(double start, double end, double step, int dtype, dvm_tensor* out) {
   DVM_NEED(out, "dvm_arange");
-  if (!valid_dtype(dtype)) return invalid("dvm_arange", "unknown dtype");
+  if (!valid_dtype(dtype)) return unknown_dtype("dvm_arange", dtype);
   return guarded([&] { give(dvm::Tensor::arange(start, end, step, static_cast<dvm::Dtype>(dtype)), out); });
 }
 
@@ -261,7 +267,7 @@ dvm_status dvm_numel(dvm_tensor t, int64_t* numel) {
 
 dvm_status dvm_read(dvm_tensor t, int dtype, void* out, size_t bytes) {
   DVM_NEED(t, "dvm_read");
-  if (!valid_dtype(dtype)) return invalid("dvm_read", "unknown dtype");
+  if (!valid_dtype(dtype)) return unknown_dtype("dvm_read", dtype);
   if (!out && t->t.numel() > 0) return invalid("dvm_read", "out is null");
   return guarded_in("dvm_read", [&] {
     const dvm::Tensor& x = t->t;
@@ -511,7 +517,7 @@ dvm_status dvm_addmm(dvm_tensor input, dvm_tensor a, dvm_tensor b, float beta, f
 dvm_status dvm_to(dvm_tensor x, int dtype, dvm_tensor* out) {
   DVM_NEED(x, "dvm_to");
   DVM_NEED(out, "dvm_to");
-  if (!valid_dtype(dtype)) return invalid("dvm_to", "unknown dtype");
+  if (!valid_dtype(dtype)) return unknown_dtype("dvm_to", dtype);
   return guarded([&] { give(x->t.to(static_cast<dvm::Dtype>(dtype)), out); });
 }
 
@@ -572,7 +578,7 @@ dvm_status dvm_kv_cache_create(const int64_t* capacity_shape, int rank, int axis
   dvm::Shape s;
   if (!make_shape(capacity_shape, rank, &s))
     return invalid("dvm_kv_cache_create", "rank must be 0..8 with a capacity_shape array");
-  if (!valid_dtype(dtype)) return invalid("dvm_kv_cache_create", "unknown dtype");
+  if (!valid_dtype(dtype)) return unknown_dtype("dvm_kv_cache_create", dtype);
   return guarded([&] { *out = new dvm_kv_cache_s{dvm::KVCache(s, axis, static_cast<dvm::Dtype>(dtype))}; });
 }
 
@@ -756,7 +762,7 @@ dvm_status dvm_graph_input(dvm_graph g, const char* name, const int64_t* shape, 
   DVM_NEED(out, "dvm_graph_input");
   if (rank < 0 || rank > DVM_MAX_RANK || (rank > 0 && !shape))
     return invalid("dvm_graph_input", "rank outside [0, DVM_MAX_RANK] or a null shape");
-  if (!valid_dtype(dtype)) return invalid("dvm_graph_input", "dtype is not a dvm_dtype");
+  if (!valid_dtype(dtype)) return unknown_dtype("dvm_graph_input", dtype);
   return guarded([&] {
     std::vector<dvm::Dim> dims(shape, shape + rank);
     give(g->g.input(name, dims, static_cast<dvm::Dtype>(dtype)), out);

@@ -881,6 +881,8 @@ std::string number(double v) {
 
 Tensor Tensor::arange(double start, double end, double step, Dtype dtype) {
   detail::check_dtype("arange", dtype);
+  if (dtype == Dtype::Bool)  // torch has no bool range either
+    throw Error("arange: bool is not a range type (expected a numeric dtype, as torch)");
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
     throw Error("arange: start, end and step must be finite and step non-zero (got " + number(start) + ", " +
                 number(end) + ", " + number(step) + ")");

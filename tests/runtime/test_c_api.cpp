@@ -100,6 +100,12 @@ TEST(CApi, IntegerBitwiseAndLogicalOps) {
   EXPECT_NE(std::string(dvm_last_error()).find("bitwise_and"), std::string::npos) << dvm_last_error();
   EXPECT_EQ(dvm_unary(DVM_LOGICAL_NOT + 1, a.t, &out), DVM_INVALID_ARGUMENT);
   EXPECT_EQ(dvm_binary(DVM_LOGICAL_XOR + 1, a.t, b.t, &out), DVM_INVALID_ARGUMENT);
+  // A dtype outside the enum names its value and the range.
+  EXPECT_EQ(dvm_to(a.t, 42, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dvm_last_error()).find("dvm_to: unknown dtype 42 (expected 0 to"), std::string::npos)
+      << dvm_last_error();
+  EXPECT_EQ(dvm_full(one, 1, 1.0, -1, &out), DVM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dvm_last_error()).find("unknown dtype -1"), std::string::npos) << dvm_last_error();
 }
 
 TEST(CApi, ReductionsCompositionsProductsAndViews) {

@@ -140,6 +140,8 @@ TEST_P(Dtypes, ReadingAsAnotherTypeIsAnError) {
   expect_error("bad dtype", [] { Tensor::full({1}, 0, static_cast<Dtype>(99)); }, {"full", "unknown dtype"});
   expect_error("from_blob bad dtype", [] { float f = 0; Tensor::from_blob(static_cast<const void*>(&f), {1}, static_cast<Dtype>(7)); },
                {"from_blob", "unknown dtype"});
+  // torch has no bool range either.
+  expect_error("arange bool", [] { Tensor::arange(0.0, 3.0, 1.0, Dtype::Bool); }, {"arange", "bool", "numeric"});
 }
 
 // ---- promotion -----------------------------------------------------------------------
