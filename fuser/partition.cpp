@@ -641,6 +641,9 @@ std::vector<int> split_group(Plan& plan, int gi) {
         const Node* x = n->in[i];
         if (x->kind == NodeKind::View && x->pending) {
           plan.placement[static_cast<size_t>(x->index)].in_registers = false;
+          // A view an earlier piece's launch resolved holds its buffer, not
+          // its input (resolve_view): its values are in memory already.
+          if (x->storage) continue;
           x = x->in[0];
         }
         if (!x->pending || static_cast<size_t>(x->index) >= plan.placement.size()) continue;

@@ -108,7 +108,7 @@ Tensor cat_for(const char* op, const std::vector<Tensor>& tensors, int axis) {
   }
   detail::check_extents("cat", out);
   if (in.size() == 1) return tensors[0].to(dtype);
-  refuse_in_capture("cat");
+  refuse_in_capture(op);
   int64_t strides[kMaxRank];
   detail::contiguous_strides(out, strides);
   Storage* buf = detail::allocate_result(op, out, dtype);

@@ -404,6 +404,7 @@ TEST(Graph, CaptureErrors) {
     const Tensor big = g.input("big", {S, S, 2});
     expect_error("a cat of symbolic extents", [&] { (void)cat({big, big}, -1); },
                  {"cat", "writes into a buffer", "not supported"});
+    expect_error("a stack", [&] { (void)stack({big, big}, 0); }, {"stack: ", "writes into a buffer", "not supported"});
   }
   // After a failed compile (or a destroyed graph) the thread records lazily again.
   const Tensor t = Tensor::full({3}, 2.0f) * 2.0f;

@@ -233,6 +233,45 @@ TEST_P(Joining, StackAlongANewLastAxisOfGeneratedPieces) {
   }
 }
 
+// Many pieces still pending, each read through a view (stack makes one;
+// unsqueeze, a transpose, a slice for cat): one write group holds more
+// arguments than a kernel takes, so it is split, after earlier launches
+// resolved some of the views. Generated counts past 32 pieces, exact
+// values against the pieces' own.
+TEST_P(Joining, ManyPendingPiecesReadThroughViews) {
+  std::mt19937 rng(61);
+  for (int iter = 0; iter < 12; ++iter) {
+    const int n = 30 + static_cast<int>(rng() % 80);
+    const int kind = iter % 4;  // 0 stack, 1 cat of unsqueeze, 2 cat of transposes, 3 cat of step slices
+    std::vector<Tensor> ps;
+    std::vector<std::vector<float>> want;
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> v(12);
+      for (float& f : v) f = static_cast<float>(static_cast<int>(rng() % 1000) - 500);
+      const Tensor x = Tensor::from_vector(v, {3, 4});
+      const Tensor p = x + x;  // pending
+      std::vector<float> w(12);
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 4; ++c) w[static_cast<size_t>(r * 4 + c)] = 2 * v[static_cast<size_t>(r * 4 + c)];
+      if (kind == 2) {  // [4, 3]
+        std::vector<float> t(12);
+        for (int r = 0; r < 3; ++r)
+          for (int c = 0; c < 4; ++c) t[static_cast<size_t>(c * 3 + r)] = w[static_cast<size_t>(r * 4 + c)];
+        w = t;
+      } else if (kind == 3) {  // columns 0 and 2: [3, 2]
+        w = {w[0], w[2], w[4], w[6], w[8], w[10]};
+      }
+      want.push_back(w);
+      ps.push_back(kind == 0 ? p : kind == 1 ? p.unsqueeze(0) : kind == 2 ? p.transpose(0, 1) : p.slice(1, 0, 4, 2));
+    }
+    const Tensor y = kind == 0 ? dvm::stack(ps, 0) : cat(ps, 0);
+    const std::vector<float> got = y.to_vector();
+    std::vector<float> expect;
+    for (const auto& w : want) expect.insert(expect.end(), w.begin(), w.end());
+    ASSERT_EQ(got, expect) << "kind " << kind << ", " << n << " pieces";
+  }
+}
+
 TEST_P(Joining, CacheAppendsMatchTheRowsSoFarAndOldResultsStay) {
   std::mt19937 rng(5);
   for (int axis : {0, 1, 2}) {
