@@ -246,7 +246,11 @@ TEST(Parallel, NarrowColumnSumsSplitForAccuracy) {
       // one accumulator over all R rows has a bound of R adds (and is ~100x
       // off on this data).
       EXPECT_NEAR(got, exact, (vm::kColChunkRowsMax + 8) * std::ldexp(1.0, -24) * exact) << "C " << C;
-      EXPECT_NEAR(got, exact, 1e-6 * exact) << "C " << C << ": the pairwise order keeps this data within 1e-6";
+      // (One column is the row sum, whose order is the row reduction's: its
+      // bound is the one above.)
+      if (C > 1) {
+        EXPECT_NEAR(got, exact, 1e-6 * exact) << "C " << C << ": the pairwise order keeps this data within 1e-6";
+      }
     }
     for (TierMode tier : {TierMode::Off, TierMode::Eager})
       for (int threads : {1, 2, 7}) {
