@@ -65,7 +65,9 @@ struct Plan {
   std::vector<Placement> placement;  // per node of the flush
 };
 
-// True when s is F with the axes [a, b) removed or kept as size 1.
+// True when s is F with the axes [a, b) removed or kept as size 1; when b
+// is F's rank, also with some of the extent-1 axes kept that a row
+// reduction extends [a, b) over (partition.cpp, place_reduce).
 bool is_reduced_shape(const Shape& s, const Shape& full, int a, int b);
 
 // Strides of x when broadcast (numpy rules) to shape s. A pending non-view
