@@ -136,7 +136,7 @@ constexpr InstId kInst[] = {
     ax::Inst::kIdVinsertps,   ax::Inst::kIdVinsertf128,  ax::Inst::kIdVinsertf32x4,
     ax::Inst::kIdVpinsrw,     ax::Inst::kIdVpinsrb,      ax::Inst::kIdVpunpcklqdq,
     ax::Inst::kIdVextractps,  ax::Inst::kIdVextractf32x4,
-    ax::Inst::kIdVcvtsi2ss,   ax::Inst::kIdVcvttss2si,
+    ax::Inst::kIdVcvtsi2ss,   ax::Inst::kIdVcvttss2si,   ax::Inst::kIdVpmovsxdq,
 };
 static_assert(sizeof(kInst) / sizeof(kInst[0]) == static_cast<size_t>(VI::kCount), "an asmjit id per VI");
 

@@ -113,6 +113,8 @@ enum class VI : uint8_t {
   // int64 <-> f32 one element at a time (AVX2 has no vector form):
   // vcvtsi2ss xmm, xmm, qword [m]; vcvttss2si r64, dword [m] or xmm.
   vcvtsi2ss, vcvttss2si,
+  // int32 lanes sign-extended to int64 (AVX2's int64 stores of small values).
+  vpmovsxdq,
   kCount
 };
 

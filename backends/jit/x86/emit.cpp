@@ -1284,8 +1284,25 @@ struct Gen {
         as.lea(asmx::r11, telem(p, t, n.imm));
         copy_bytes(t, n.imm, false);
       } else {
+        // Every lane below 2^31 in magnitude (not NaN): vcvttps2dq and a
+        // sign extension give vcvttss2si's int64s. Else element by element.
         Gp p = arg_ptr(n, asmx::rax);
+        const Opnd y1 = asmx::vreg(1, W::Y), y2 = asmx::vreg(2, W::Y), x1 = asmx::vreg(1, W::X);
+        const asmx::Label slow = as.new_label(), done = as.new_label();
+        as.v(VI::vandps, y1, asmx::vreg(s.reg, W::Y), kconst(0x7fffffffu));
+        as.v(VI::vcmpps, y1, y1, kconst(0x4f000000u), asmx::imm(5));  // NLT_UQ: >= 2^31 or NaN
+        as.v(VI::vtestps, y1, y1);
+        as.j(Cond::NE, slow);
+        as.v(VI::vcvttps2dq, y1, asmx::vreg(s.reg, W::Y));
+        as.v(VI::vpmovsxdq, y2, x1);
+        as.v(VI::vmovups, asmx::mem(p, asmx::rsi, 3, n.imm * 64, 32), y2);
+        as.v(VI::vextractf128, x1, y1, asmx::imm(1));
+        as.v(VI::vpmovsxdq, y2, x1);
+        as.v(VI::vmovups, asmx::mem(p, asmx::rsi, 3, n.imm * 64 + 32, 32), y2);
+        as.jmp(done);
+        as.bind(slow);
         cvt_out_i64_avx2(s, [&](int j) { return i64_elem(p, n.imm, j); });
+        as.bind(done);
       }
       return;
     }
